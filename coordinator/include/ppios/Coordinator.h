@@ -1,0 +1,70 @@
+// System-wide I/O slot arbitration (PPIOS inter-process scheduling, seed 003 sec. 4.1).
+//
+// The runtime asks a Coordinator for a slot before every storage access and gives it
+// back afterwards. At most `threshold` accesses hold a slot system-wide; with m MT
+// accesses holding slots, PT accesses only get the n - m that are left. An MT that
+// arrives at the cap never waits behind PTs: a PT holder is asked to yield at its next
+// sub-read boundary (this process's PT first, otherwise the PT with the largest lead).
+//
+// Thread safety: one Coordinator per process, shared by its MT, PT and WTs; every
+// method may be called concurrently from those threads.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+namespace ppios {
+
+enum class IoClass : uint8_t { MT = 0, PT = 1 };
+
+// A granted slot. `id` is backend-defined and unique within the process.
+struct SlotTicket {
+  uint64_t id = 0;
+  IoClass cls = IoClass::MT;
+  bool valid() const { return id != 0; }
+};
+
+// Everything a backend needs; filled in from the environment by the runtime's
+// Config (the one place that parses PPIOS_*) or by ppios-coord's flags.
+struct CoordinatorOptions {
+  std::string address = "shm";   // "shm", "redis://[:password@]host:port[/db]", "unix:///path.sock"
+  std::string target = "default";
+  int64_t threshold = -1;        // -1: not given by this process (use the stored cap, or none)
+  int lease_ms = 3000;
+  bool mt_throttle = false;      // PPIOS_MT_THROTTLE: MTs also wait when m >= n
+};
+
+class Coordinator {
+ public:
+  virtual ~Coordinator() = default;
+
+  // Blocks until a slot is granted. `lead` is how far (in I/O sequence numbers) the
+  // PT's access is ahead of its MT; 0 for MT accesses. Never fails: a backend that
+  // loses its server falls back to node-local arbitration.
+  virtual SlotTicket acquire(IoClass cls, uint64_t lead) = 0;
+
+  // Gives a slot back. Idempotent: releasing an invalid or already released ticket is a no-op.
+  virtual void release(SlotTicket &ticket) = 0;
+
+  // PT only, called between sub-reads: true if the holder of `ticket` was asked to
+  // give its slot back. Must be cheap (an atomic load, no round trip).
+  virtual bool yield_requested(const SlotTicket &ticket) = 0;
+
+  // Human-readable backend name for stats and messages ("none", "shm", "redis").
+  virtual const char *name() const = 0;
+};
+
+// Grants every request at once; used when scheduling across processes is off
+// (PPIOS_MODE=pp/intra/off).
+std::unique_ptr<Coordinator> make_unlimited_coordinator();
+
+// Checks an address string without connecting. Returns "" if valid, else a message
+// that names the accepted forms.
+std::string validate_coordinator_address(const std::string &address);
+
+// Creates the backend named by `options.address`. On a fatal configuration error
+// (bad URL, wrong password, wrong db) returns nullptr and sets *error.
+std::unique_ptr<Coordinator> make_coordinator(const CoordinatorOptions &options, std::string *error);
+
+}  // namespace ppios

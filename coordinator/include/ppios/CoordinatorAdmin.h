@@ -1,0 +1,54 @@
+// Inspection and administration of a coordinator's stored state, for `ppios-coord` and
+// tests. Programs under ppios never need this: they only use ppios/Coordinator.h.
+#pragma once
+
+#include "ppios/Coordinator.h"
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace ppios {
+
+// One granted slot as the coordinator records it.
+struct HolderInfo {
+  std::string host;
+  int pid = 0;
+  IoClass cls = IoClass::MT;
+  uint64_t lead = 0;            // PT only: how far ahead of its MT the access is
+  bool yield_requested = false; // an MT asked this PT holder to give its slot back
+};
+
+// A consistent snapshot of one target, read in one critical section (shm) or one
+// script call (redis).
+struct CoordinatorStatus {
+  std::string backend;          // "shm" or "redis"
+  std::string target;
+  int64_t threshold = -1;       // -1: no cap stored
+  uint32_t mt_inflight = 0;
+  uint32_t pt_inflight = 0;
+  uint32_t queued_mt = 0;
+  uint32_t queued_pt = 0;
+  uint32_t processes = 0;       // registered processes with a live lease
+  uint64_t max_inflight_seen = 0; // since the state was created or reset
+  std::vector<HolderInfo> holders;
+};
+
+class CoordinatorAdmin {
+ public:
+  virtual ~CoordinatorAdmin() = default;
+  // Each returns false and sets *error when the backend cannot be reached.
+  virtual bool status(CoordinatorStatus *out, std::string *error) = 0;
+  // n >= 1 sets the cap live (waiters are re-examined at once); n < 0 removes it.
+  virtual bool set_threshold(int64_t n, std::string *error) = 0;
+  // Forgets everything stored for the target (threshold, holders, queues, processes).
+  // Meant for a target no job is using.
+  virtual bool reset(std::string *error) = 0;
+};
+
+// Talks to the backend named by options.address directly: no fallback, no registration.
+std::unique_ptr<CoordinatorAdmin> make_coordinator_admin(const CoordinatorOptions &options,
+                                                         std::string *error);
+
+}  // namespace ppios

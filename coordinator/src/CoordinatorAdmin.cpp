@@ -1,0 +1,127 @@
+// Administration of stored coordinator state (ppios-coord status/set-threshold/reset).
+#include "ppios/CoordinatorAdmin.h"
+
+#include "RedisAddress.h"
+#include "RedisLink.h"
+#include "ShmSlotTable.h"
+
+#include <hiredis/hiredis.h>
+
+namespace ppios {
+namespace {
+
+class ShmAdmin final : public CoordinatorAdmin {
+ public:
+  explicit ShmAdmin(std::string target) : target_(std::move(target)) {}
+
+  bool status(CoordinatorStatus *out, std::string *error) override {
+    *out = CoordinatorStatus{};
+    out->backend = "shm";
+    out->target = target_;
+    std::string problem;
+    auto table = ShmSlotTable::open(target_, false, &problem);
+    if (!table) {
+      if (!problem.empty()) *error = problem;
+      return problem.empty();  // no segment yet: nothing stored, which is a valid status
+    }
+    table->snapshot(out);
+    out->target = target_;
+    return true;
+  }
+
+  bool set_threshold(int64_t n, std::string *error) override {
+    auto table = ShmSlotTable::open(target_, true, error);
+    if (!table) return false;
+    table->set_threshold(n);
+    return true;
+  }
+
+  bool reset(std::string *error) override { return ShmSlotTable::unlink(target_, error); }
+
+ private:
+  std::string target_;
+};
+
+class RedisAdmin final : public CoordinatorAdmin {
+ public:
+  RedisAdmin(std::unique_ptr<RedisLink> link, std::string target) : link_(std::move(link)), target_(std::move(target)) {}
+
+  bool status(CoordinatorStatus *out, std::string *error) override {
+    auto r = link_->run(target_, {"status"}, error);
+    if (!r) return false;
+    if (r->type != REDIS_REPLY_ARRAY || r->elements < 7 || (r->elements - 7) % 3 != 0) {
+      *error = "unexpected status reply";
+      return false;
+    }
+    *out = CoordinatorStatus{};
+    out->backend = "redis";
+    out->target = target_;
+    out->threshold = r->element[0]->integer;
+    out->mt_inflight = static_cast<uint32_t>(r->element[1]->integer);
+    out->pt_inflight = static_cast<uint32_t>(r->element[2]->integer);
+    out->queued_mt = static_cast<uint32_t>(r->element[3]->integer);
+    out->queued_pt = static_cast<uint32_t>(r->element[4]->integer);
+    out->processes = static_cast<uint32_t>(r->element[5]->integer);
+    out->max_inflight_seen = static_cast<uint64_t>(r->element[6]->integer);
+    for (size_t i = 7; i + 2 < r->elements; i += 3) {
+      std::string value(r->element[i]->str, r->element[i]->len);     // "cls|lead"
+      std::string info(r->element[i + 1]->str, r->element[i + 1]->len);  // "host|pid"
+      HolderInfo h;
+      h.cls = value.rfind("M", 0) == 0 ? IoClass::MT : IoClass::PT;
+      size_t bar = value.find('|');
+      h.lead = bar == std::string::npos ? 0 : std::strtoull(value.c_str() + bar + 1, nullptr, 10);
+      size_t ibar = info.rfind('|');
+      h.host = info.substr(0, ibar);
+      h.pid = ibar == std::string::npos ? 0 : std::atoi(info.c_str() + ibar + 1);
+      h.yield_requested = r->element[i + 2]->integer != 0;
+      out->holders.push_back(h);
+    }
+    return true;
+  }
+
+  bool set_threshold(int64_t n, std::string *error) override {
+    return link_->run(target_, {"set-threshold", std::to_string(n < 0 ? -1 : n)}, error) != nullptr;
+  }
+
+  bool reset(std::string *error) override {
+    if (!link_->run(target_, {"reset"}, error)) return false;
+    // Per-waiter and per-process lists expire on their own; remove them now anyway.
+    std::string cursor = "0";
+    do {
+      auto r = link_->command({"SCAN", cursor, "MATCH", RedisLink::key_prefix(target_) + "*", "COUNT", "1000"}, error);
+      if (!r || r->type != REDIS_REPLY_ARRAY || r->elements != 2) return false;
+      cursor.assign(r->element[0]->str, r->element[0]->len);
+      redisReply *keys = r->element[1];
+      for (size_t i = 0; i < keys->elements; ++i)
+        link_->command({"DEL", std::string(keys->element[i]->str, keys->element[i]->len)}, error);
+    } while (cursor != "0");
+    // This node's stand-in for the server (used during outages) belongs to the target too.
+    return ShmSlotTable::unlink(target_, error);
+  }
+
+ private:
+  std::unique_ptr<RedisLink> link_;
+  std::string target_;
+};
+
+}  // namespace
+
+std::unique_ptr<CoordinatorAdmin> make_coordinator_admin(const CoordinatorOptions &options, std::string *error) {
+  std::string problem = validate_coordinator_address(options.address);
+  if (!problem.empty()) {
+    *error = problem;
+    return nullptr;
+  }
+  if (options.address == "shm") return std::make_unique<ShmAdmin>(options.target);
+  RedisAddress address;
+  RedisAddress::parse(options.address, &address, &problem);
+  RedisLink::Failure failure;
+  auto link = RedisLink::connect(address, 2000, &failure, &problem);
+  if (!link) {
+    *error = "coordinator " + address.describe() + ": " + problem;
+    return nullptr;
+  }
+  return std::make_unique<RedisAdmin>(std::move(link), options.target);
+}
+
+}  // namespace ppios

@@ -1,0 +1,323 @@
+// Redis backend client. Every acquire and release is one EVALSHA of RedisScript.h; a
+// waiter blocks in BLPOP on its own list, where the releasing script pushes its grant.
+//
+// Threads: the caller's threads (MT, PT, WTs) each borrow a RedisLink from the pool for one
+// operation; the helper thread owns its own link, renews the lease, receives yield
+// requests for our PTs and reconnects after an outage. Lock order: see RedisCoordinator.h.
+#include "RedisCoordinator.h"
+
+#include <hiredis/hiredis.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <random>
+#include <unistd.h>
+
+namespace ppios {
+namespace {
+
+constexpr int kConnectTimeoutMs = 1000;
+constexpr int kCommandTimeoutMs = 2000;
+
+int64_t steady_ms() {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+
+std::string local_host() {
+  char buf[256] = {0};
+  gethostname(buf, sizeof buf - 1);
+  return buf;
+}
+
+std::string seconds_arg(int ms) {
+  char buf[32];
+  snprintf(buf, sizeof buf, "%.3f", ms / 1000.0);
+  return buf;
+}
+
+}  // namespace
+
+std::unique_ptr<Coordinator> RedisCoordinator::create(const CoordinatorOptions &options, std::string *error) {
+  RedisAddress address;
+  std::string problem;
+  if (!RedisAddress::parse(options.address, &address, &problem)) {
+    if (error) *error = "PPIOS_COORDINATOR='" + options.address + "': " + problem;
+    return nullptr;
+  }
+  // Connect first: a configuration error must stop the program before anything is created.
+  RedisLink::Failure failure;
+  auto link = RedisLink::connect(address, kConnectTimeoutMs, &failure, &problem);
+  if (failure == RedisLink::Failure::Fatal) {
+    if (error) *error = "ppios: coordinator " + address.describe() + ": " + problem;
+    return nullptr;
+  }
+  auto fallback = ShmCoordinator::create(options, error, /*quiet_threshold_conflict=*/true);
+  if (!fallback) return nullptr;
+  std::unique_ptr<RedisCoordinator> c(new RedisCoordinator(options, address, std::move(fallback)));
+  if (link && c->go_online(*link, &problem))
+    c->return_link(std::move(link), c->link_epoch_);
+  else
+    c->go_offline(problem);
+  c->helper_ = std::thread([raw = c.get()] { raw->helper_loop(); });
+  return c;
+}
+
+RedisCoordinator::RedisCoordinator(const CoordinatorOptions &options, const RedisAddress &address,
+                                   std::unique_ptr<ShmCoordinator> fallback)
+    : options_(options),
+      address_(address),
+      host_pid_(local_host() + "|" + std::to_string(getpid())),
+      fallback_(std::move(fallback)) {}
+
+RedisCoordinator::~RedisCoordinator() {
+  {
+    std::lock_guard<std::mutex> g(stop_mutex_);
+    stopping_ = true;
+  }
+  stop_cv_.notify_all();
+  if (helper_.joinable()) helper_.join();
+  if (online_.load()) {
+    // Give our slots and queue places back now rather than after the lease.
+    uint64_t epoch;
+    if (auto link = take_link(&epoch)) {
+      std::string err;
+      link->run(options_.target, {"unregister", process_id()}, &err);
+    }
+  }
+}
+
+std::string RedisCoordinator::process_id() const {
+  std::lock_guard<std::mutex> g(identity_mutex_);
+  return process_id_;
+}
+
+// Registers a fresh incarnation of this process and adopts or checks the threshold.
+// A new incarnation after every outage means that whatever the server still holds for
+// the old one (a grant that raced with the failure) is reaped with its lease.
+bool RedisCoordinator::go_online(RedisLink &link, std::string *error) {
+  std::string proc;
+  {
+    std::lock_guard<std::mutex> g(identity_mutex_);
+    static thread_local std::mt19937_64 rng{std::random_device{}()};
+    process_id_ = local_host() + "/" + std::to_string(getpid()) + "/" + std::to_string(++incarnation_) + "/" +
+                  std::to_string(rng() % 1000000);
+    proc = process_id_;
+  }
+  auto r = link.run(options_.target, {"renew", proc, std::to_string(options_.lease_ms), host_pid_}, error);
+  if (!r) return false;
+  r = link.run(options_.target, {"adopt", std::to_string(options_.threshold)}, error);
+  if (!r) return false;
+  int64_t stored = r->integer;
+  if (options_.threshold >= 0 && stored != options_.threshold && !warned_threshold_.exchange(true))
+    fprintf(stderr,
+            "ppios: warning: PPIOS_THRESHOLD=%lld differs from the threshold %lld stored for target '%s'; "
+            "obeying the stored one (change it with `ppios-coord set-threshold`)\n",
+            static_cast<long long>(options_.threshold), static_cast<long long>(stored), options_.target.c_str());
+  // Should the server go away, the node-local stand-in starts from the same cap.
+  fallback_->adopt_threshold(stored);
+  online_.store(true);
+  return true;
+}
+
+void RedisCoordinator::go_offline(const std::string &reason) {
+  online_.store(false);
+  {
+    std::lock_guard<std::mutex> g(pool_mutex_);
+    idle_links_.clear();
+    ++link_epoch_;
+  }
+  if (!warned_offline_.exchange(true))
+    fprintf(stderr,
+            "ppios: warning: coordinator %s unreachable (%s); using node-local scheduling until it is back\n",
+            address_.describe().c_str(), reason.c_str());
+}
+
+std::unique_ptr<RedisLink> RedisCoordinator::take_link(uint64_t *epoch) {
+  {
+    std::lock_guard<std::mutex> g(pool_mutex_);
+    *epoch = link_epoch_;
+    if (!idle_links_.empty()) {
+      auto link = std::move(idle_links_.back());
+      idle_links_.pop_back();
+      return link;
+    }
+  }
+  RedisLink::Failure failure;
+  std::string problem;
+  return RedisLink::connect(address_, kConnectTimeoutMs, &failure, &problem);
+}
+
+void RedisCoordinator::return_link(std::unique_ptr<RedisLink> link, uint64_t epoch) {
+  if (!link || link->broken()) return;
+  std::lock_guard<std::mutex> g(pool_mutex_);
+  if (epoch == link_epoch_) idle_links_.push_back(std::move(link));
+}
+
+RedisCoordinator::Attempt RedisCoordinator::acquire_on_server(IoClass cls, uint64_t lead, uint64_t local_id) {
+  uint64_t epoch;
+  auto link = take_link(&epoch);
+  if (!link) {
+    go_offline("cannot connect");
+    return Attempt::Failed;
+  }
+  const std::string proc = process_id();
+  const std::string holder = proc + "#" + std::to_string(local_id);
+  tickets_.find(local_id)->holder = holder;
+  std::string err;
+  auto fail = [&]() {
+    go_offline(err);
+    return Attempt::Failed;
+  };
+  auto r = link->run(options_.target,
+                     {"acquire", proc, std::to_string(options_.lease_ms), host_pid_, holder,
+                      cls == IoClass::MT ? "M" : "P", std::to_string(cls == IoClass::MT ? 0 : lead),
+                      options_.mt_throttle ? "1" : "0"},
+                     &err);
+  if (!r) return fail();
+  if (r->integer == 1) {
+    return_link(std::move(link), epoch);
+    return Attempt::Granted;
+  }
+  // Queued. Wake up at least every poll_ms to run "check", which reaps dead holders.
+  const int poll_ms = std::clamp(options_.lease_ms / 4, 10, 250);
+  const std::string wake_list = RedisLink::key_prefix(options_.target) + "w:" + holder;
+  link->set_timeout(poll_ms + kCommandTimeoutMs);
+  Attempt result;
+  for (;;) {
+    auto w = link->command({"BLPOP", wake_list, seconds_arg(poll_ms)}, &err);
+    if (!w || w->type == REDIS_REPLY_ERROR) {
+      if (w) err = std::string(w->str, w->len);
+      return fail();
+    }
+    if (w->type == REDIS_REPLY_ARRAY) {
+      result = Attempt::Granted;
+      break;
+    }
+    auto c = link->run(options_.target, {"check", holder}, &err);
+    if (!c) return fail();
+    if (c->integer == 1) {
+      result = Attempt::Granted;
+      break;
+    }
+    if (c->integer == -1) {
+      result = Attempt::Lost;
+      break;
+    }
+  }
+  link->set_timeout(kCommandTimeoutMs);
+  return_link(std::move(link), epoch);
+  return result;
+}
+
+SlotTicket RedisCoordinator::acquire(IoClass cls, uint64_t lead) {
+  uint64_t id;
+  while ((id = tickets_.allocate()) == 0) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  while (online_.load()) {
+    Attempt a = acquire_on_server(cls, lead, id);
+    if (a == Attempt::Granted) return SlotTicket{id, cls};
+    if (a == Attempt::Failed) break;
+    // Lost: the server forgot our waiter (lease expired or reset); ask again.
+  }
+  SlotTicket inner = fallback_->acquire(cls, lead);
+  LocalTicketTable::Entry *e = tickets_.find(id);
+  e->fallback = true;
+  e->fallback_ticket = inner.id;
+  return SlotTicket{id, cls};
+}
+
+void RedisCoordinator::release(SlotTicket &ticket) {
+  LocalTicketTable::Entry *e = tickets_.find(ticket.id);
+  if (!e) {
+    ticket.id = 0;
+    return;
+  }
+  if (e->fallback) {
+    SlotTicket inner{e->fallback_ticket, ticket.cls};
+    fallback_->release(inner);
+  } else if (online_.load()) {
+    uint64_t epoch;
+    std::string err;
+    auto link = take_link(&epoch);
+    if (!link) {
+      go_offline("cannot connect");
+    } else if (!link->run(options_.target, {"release", e->holder, ticket.cls == IoClass::MT ? "M" : "P"}, &err)) {
+      go_offline(err);
+    } else {
+      return_link(std::move(link), epoch);
+    }
+  }
+  // Offline: the server reaps the slot with our old incarnation's lease.
+  tickets_.free(ticket.id);
+  ticket.id = 0;
+}
+
+bool RedisCoordinator::yield_requested(const SlotTicket &ticket) {
+  LocalTicketTable::Entry *e = tickets_.find(ticket.id);
+  if (!e) return false;
+  if (e->fallback) return fallback_->yield_requested(SlotTicket{e->fallback_ticket, ticket.cls});
+  return e->yield.load(std::memory_order_acquire) != 0;
+}
+
+void RedisCoordinator::apply_yield_request(const std::string &holder) {
+  size_t hash = holder.rfind('#');
+  if (hash == std::string::npos || holder.compare(0, hash, process_id()) != 0) return;
+  uint64_t id = std::strtoull(holder.c_str() + hash + 1, nullptr, 10);
+  if (LocalTicketTable::Entry *e = tickets_.find(id)) e->yield.store(1, std::memory_order_release);
+}
+
+// Renews the lease every third of it, receives yield requests (BLPOP on our control list,
+// short timeout so shutdown is quick) and reconnects after an outage.
+void RedisCoordinator::helper_loop() {
+  const int renew_ms = std::max(10, options_.lease_ms / 3);
+  const int poll_ms = std::min(100, renew_ms);
+  std::unique_ptr<RedisLink> link;
+  int64_t next_renew = steady_ms() + renew_ms;
+  auto should_stop = [this](int wait_ms) {
+    std::unique_lock<std::mutex> lk(stop_mutex_);
+    return stop_cv_.wait_for(lk, std::chrono::milliseconds(wait_ms), [this] { return stopping_; });
+  };
+  while (!should_stop(0)) {
+    std::string err;
+    if (!online_.load()) {
+      link.reset();
+      if (should_stop(250)) break;
+      RedisLink::Failure failure;
+      link = RedisLink::connect(address_, 500, &failure, &err);
+      if (link && go_online(*link, &err)) next_renew = steady_ms() + renew_ms;
+      else link.reset();
+      continue;
+    }
+    if (!link) {
+      RedisLink::Failure failure;
+      link = RedisLink::connect(address_, kConnectTimeoutMs, &failure, &err);
+      if (!link) {
+        go_offline(err);
+        continue;
+      }
+    }
+    const std::string proc = process_id();
+    if (steady_ms() >= next_renew) {
+      // Re-registers under the same id if the lease was lost (a long stall).
+      if (!link->run(options_.target, {"renew", proc, std::to_string(options_.lease_ms), host_pid_}, &err)) {
+        go_offline(err);
+        link.reset();
+        continue;
+      }
+      next_renew = steady_ms() + renew_ms;
+    }
+    link->set_timeout(poll_ms + kCommandTimeoutMs);
+    auto r = link->command({"BLPOP", RedisLink::key_prefix(options_.target) + "ctl:" + proc, seconds_arg(poll_ms)},
+                           &err);
+    if (!r || r->type == REDIS_REPLY_ERROR) {
+      go_offline(r ? std::string(r->str, r->len) : err);
+      link.reset();
+      continue;
+    }
+    if (r->type == REDIS_REPLY_ARRAY && r->elements == 2)
+      apply_yield_request(std::string(r->element[1]->str, r->element[1]->len));
+  }
+}
+
+}  // namespace ppios

@@ -1,0 +1,75 @@
+// The cluster-wide backend: slots are arbitrated by a Lua script on a redis-server shared
+// by every process of every job that uses the same target. While the server cannot be
+// reached, the node-local ShmCoordinator stands in (one warning), and a helper thread
+// reconnects when the server is back.
+#pragma once
+
+#include "LocalTicketTable.h"
+#include "RedisAddress.h"
+#include "RedisLink.h"
+#include "ShmCoordinator.h"
+#include "ppios/Coordinator.h"
+
+#include <atomic>
+#include <condition_variable>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+namespace ppios {
+
+class RedisCoordinator final : public Coordinator {
+ public:
+  static std::unique_ptr<Coordinator> create(const CoordinatorOptions &options, std::string *error);
+  ~RedisCoordinator() override;
+
+  SlotTicket acquire(IoClass cls, uint64_t lead) override;
+  void release(SlotTicket &ticket) override;
+  bool yield_requested(const SlotTicket &ticket) override;
+  const char *name() const override { return "redis"; }
+
+ private:
+  RedisCoordinator(const CoordinatorOptions &options, const RedisAddress &address,
+                   std::unique_ptr<ShmCoordinator> fallback);
+
+  // Redis-side acquire; false when the server failed us (the caller falls back).
+  enum class Attempt { Granted, Lost, Failed };
+  Attempt acquire_on_server(IoClass cls, uint64_t lead, uint64_t local_id);
+  bool go_online(RedisLink &link, std::string *error);
+  void go_offline(const std::string &reason);
+  std::unique_ptr<RedisLink> take_link(uint64_t *epoch);
+  void return_link(std::unique_ptr<RedisLink> link, uint64_t epoch);
+  std::string process_id() const;
+  std::string holder_id(const std::string &proc, uint64_t local_id) const;
+  void helper_loop();
+  void apply_yield_request(const std::string &holder);
+
+  const CoordinatorOptions options_;
+  const RedisAddress address_;
+  const std::string host_pid_;  // "host|pid" as status shows it
+  std::unique_ptr<ShmCoordinator> fallback_;
+  LocalTicketTable tickets_;
+
+  std::atomic<bool> online_{false};
+  std::atomic<bool> warned_offline_{false};
+  std::atomic<bool> warned_threshold_{false};
+
+  // Lock order: identity_mutex_ and pool_mutex_ are leaves (never held together, never
+  // held across a network call); stop_mutex_ only guards stopping_.
+  mutable std::mutex identity_mutex_;
+  std::string process_id_;  // "<host>/<pid>/<incarnation>"; a new incarnation after every outage
+  uint64_t incarnation_ = 0;
+
+  std::mutex pool_mutex_;
+  std::vector<std::unique_ptr<RedisLink>> idle_links_;
+  uint64_t link_epoch_ = 0;  // links from before an outage are not reused
+
+  std::mutex stop_mutex_;
+  std::condition_variable stop_cv_;
+  bool stopping_ = false;
+  std::thread helper_;
+};
+
+}  // namespace ppios

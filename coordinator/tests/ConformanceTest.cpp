@@ -1,0 +1,373 @@
+// The coordinator contract, run against every backend: shm, redis over a Unix socket and
+// redis over TCP (each redis case starts and stops its own redis-server).
+#include "RedisServer.h"
+#include "ppios/Coordinator.h"
+#include "ppios/CoordinatorAdmin.h"
+
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <chrono>
+#include <csignal>
+#include <future>
+#include <random>
+#include <sys/mman.h>
+#include <sys/wait.h>
+#include <thread>
+#include <unistd.h>
+
+namespace ppios {
+namespace {
+
+using namespace std::chrono_literals;
+using Clock = std::chrono::steady_clock;
+
+class Conformance : public ::testing::TestWithParam<std::string> {
+ protected:
+  void SetUp() override {
+    static int counter = 0;
+    target_ = "conf-" + std::to_string(getpid()) + "-" + std::to_string(++counter);
+    if (GetParam() == "shm") {
+      address_ = "shm";
+    } else {
+      server_ = std::make_unique<test::RedisServer>(GetParam() == "redis-tcp");
+      ASSERT_TRUE(server_->start()) << "redis-server did not start";
+      address_ = server_->address();
+    }
+  }
+  void TearDown() override {
+    std::string err;
+    if (auto a = admin()) a->reset(&err);
+    server_.reset();
+  }
+
+  CoordinatorOptions options(int64_t threshold, int lease_ms = 3000, bool mt_throttle = false) const {
+    CoordinatorOptions o;
+    o.address = address_;
+    o.target = target_;
+    o.threshold = threshold;
+    o.lease_ms = lease_ms;
+    o.mt_throttle = mt_throttle;
+    return o;
+  }
+  std::unique_ptr<Coordinator> make(int64_t threshold, int lease_ms = 3000, bool mt_throttle = false) const {
+    std::string err;
+    auto c = make_coordinator(options(threshold, lease_ms, mt_throttle), &err);
+    EXPECT_TRUE(c) << err;
+    return c;
+  }
+  std::unique_ptr<CoordinatorAdmin> admin() const {
+    std::string err;
+    return make_coordinator_admin(options(-1), &err);
+  }
+
+ public:
+  CoordinatorStatus status() const {
+    CoordinatorStatus s;
+    std::string err;
+    auto a = admin();
+    EXPECT_TRUE(a && a->status(&s, &err)) << err;
+    return s;
+  }
+
+
+ protected:
+  std::string address_, target_;
+  std::unique_ptr<test::RedisServer> server_;
+};
+
+// Runs acquire on another thread so a test can see whether it blocks.
+std::future<SlotTicket> acquire_async(Coordinator &c, IoClass cls, uint64_t lead = 0) {
+  return std::async(std::launch::async, [&c, cls, lead] { return c.acquire(cls, lead); });
+}
+
+bool blocked(std::future<SlotTicket> &f, std::chrono::milliseconds d = 300ms) {
+  return f.wait_for(d) == std::future_status::timeout;
+}
+
+TEST_P(Conformance, NoStoredThresholdMeansNoCap) {
+  auto c = make(-1);
+  std::vector<SlotTicket> held;
+  for (int i = 0; i < 20; ++i) held.push_back(c->acquire(i % 2 ? IoClass::PT : IoClass::MT, i));
+  CoordinatorStatus s = status();
+  EXPECT_EQ(s.threshold, -1);
+  EXPECT_EQ(s.mt_inflight + s.pt_inflight, 20u);
+  EXPECT_EQ(s.holders.size(), 20u);
+  for (auto &t : held) c->release(t);
+  EXPECT_EQ(status().pt_inflight, 0u);
+}
+
+TEST_P(Conformance, StoredThresholdWinsAndTheOtherValueWarns) {
+  auto first = make(2);
+  testing::internal::CaptureStderr();
+  auto second = make(5);
+  std::string err = testing::internal::GetCapturedStderr();
+  EXPECT_NE(err.find("differs from the threshold 2"), std::string::npos) << err;
+  EXPECT_EQ(status().threshold, 2);
+  // The second process obeys 2: a third PT waits.
+  SlotTicket a = second->acquire(IoClass::PT, 1), b = second->acquire(IoClass::PT, 1);
+  auto third = acquire_async(*first, IoClass::PT, 1);
+  EXPECT_TRUE(blocked(third));
+  second->release(a);
+  SlotTicket c = third.get();
+  EXPECT_TRUE(c.valid());
+  second->release(b);
+  first->release(c);
+}
+
+TEST_P(Conformance, PtGetsOnlyNMinusMSlots) {
+  auto c = make(3);
+  SlotTicket m1 = c->acquire(IoClass::MT, 0), m2 = c->acquire(IoClass::MT, 0);
+  SlotTicket p1 = c->acquire(IoClass::PT, 4);
+  auto p2 = acquire_async(*c, IoClass::PT, 4);
+  EXPECT_TRUE(blocked(p2)) << "a PT got a slot with m + p = n";
+  CoordinatorStatus s = status();
+  EXPECT_EQ(s.mt_inflight, 2u);
+  EXPECT_EQ(s.pt_inflight, 1u);
+  EXPECT_EQ(s.queued_pt, 1u);
+  c->release(m1);
+  SlotTicket t = p2.get();
+  EXPECT_TRUE(t.valid());
+  for (SlotTicket *x : {&m2, &p1, &t}) c->release(*x);
+}
+
+TEST_P(Conformance, MtDoesNotWaitWhenMtsAloneFillTheCap) {
+  auto c = make(1);
+  SlotTicket a = c->acquire(IoClass::MT, 0);
+  auto b = acquire_async(*c, IoClass::MT);
+  ASSERT_FALSE(blocked(b, 2000ms)) << "an MT waited although no PT held a slot";
+  SlotTicket bt = b.get();
+  EXPECT_EQ(status().mt_inflight, 2u);
+  c->release(a);
+  c->release(bt);
+}
+
+TEST_P(Conformance, MtThrottleMakesMtsWaitAtTheCap) {
+  auto c = make(1, 3000, /*mt_throttle=*/true);
+  SlotTicket a = c->acquire(IoClass::MT, 0);
+  auto b = acquire_async(*c, IoClass::MT);
+  EXPECT_TRUE(blocked(b));
+  c->release(a);
+  SlotTicket bt = b.get();
+  EXPECT_TRUE(bt.valid());
+  c->release(bt);
+}
+
+// n slots held by PTs of two other processes: the MT's arrival asks the PT with the
+// largest lead to yield, and the MT runs as soon as that PT lets go.
+TEST_P(Conformance, MtAtTheCapMakesTheFurthestAheadRemotePtYield) {
+  auto near_proc = make(2), far_proc = make(2), mt_proc = make(2);
+  SlotTicket near_pt = near_proc->acquire(IoClass::PT, 1);
+  SlotTicket far_pt = far_proc->acquire(IoClass::PT, 9);
+  EXPECT_FALSE(near_proc->yield_requested(near_pt));
+  EXPECT_FALSE(far_proc->yield_requested(far_pt));
+  auto mt = acquire_async(*mt_proc, IoClass::MT);
+  auto deadline = Clock::now() + 3s;
+  while (!far_proc->yield_requested(far_pt) && Clock::now() < deadline) std::this_thread::sleep_for(1ms);
+  ASSERT_TRUE(far_proc->yield_requested(far_pt)) << "the PT with the largest lead was not asked to yield";
+  EXPECT_FALSE(near_proc->yield_requested(near_pt));
+  EXPECT_TRUE(blocked(mt, 100ms)) << "the MT ran past the cap instead of waiting for the yield";
+  auto released = Clock::now();
+  far_proc->release(far_pt);
+  ASSERT_FALSE(blocked(mt, 2000ms));
+  // "Within one PT sub-read": the hand-over itself must be quick.
+  EXPECT_LT(Clock::now() - released, 500ms);
+  SlotTicket t = mt.get();
+  CoordinatorStatus s = status();
+  EXPECT_EQ(s.mt_inflight, 1u);
+  EXPECT_EQ(s.pt_inflight, 1u);
+  mt_proc->release(t);
+  near_proc->release(near_pt);
+}
+
+TEST_P(Conformance, MtPrefersItsOwnProcessPtAsVictim) {
+  auto local = make(2), remote = make(2);
+  SlotTicket local_pt = local->acquire(IoClass::PT, 1);
+  SlotTicket remote_pt = remote->acquire(IoClass::PT, 50);
+  auto mt = acquire_async(*local, IoClass::MT);
+  auto deadline = Clock::now() + 3s;
+  while (!local->yield_requested(local_pt) && Clock::now() < deadline) std::this_thread::sleep_for(1ms);
+  EXPECT_TRUE(local->yield_requested(local_pt)) << "the local PT was not chosen";
+  EXPECT_FALSE(remote->yield_requested(remote_pt)) << "a remote PT was chosen although a local one ran";
+  local->release(local_pt);
+  SlotTicket t = mt.get();
+  local->release(t);
+  remote->release(remote_pt);
+}
+
+// A queued MT is served before a PT that queued earlier.
+TEST_P(Conformance, QueuedMtIsServedBeforeQueuedPt) {
+  auto c = make(1, 3000, /*mt_throttle=*/true);
+  SlotTicket held = c->acquire(IoClass::MT, 0);
+  auto pt = acquire_async(*c, IoClass::PT, 1);
+  EXPECT_TRUE(blocked(pt, 200ms));
+  auto mt = acquire_async(*c, IoClass::MT);
+  EXPECT_TRUE(blocked(mt, 200ms));
+  c->release(held);
+  ASSERT_FALSE(blocked(mt, 2000ms));
+  EXPECT_TRUE(blocked(pt, 200ms)) << "the PT got the slot before the waiting MT";
+  SlotTicket m = mt.get();
+  c->release(m);
+  SlotTicket p = pt.get();
+  c->release(p);
+}
+
+TEST_P(Conformance, ReleaseIsIdempotent) {
+  auto c = make(1);
+  SlotTicket t = c->acquire(IoClass::PT, 1);
+  SlotTicket copy = t;
+  c->release(t);
+  EXPECT_FALSE(t.valid());
+  c->release(t);
+  c->release(copy);  // a stale copy must not free somebody else's slot
+  SlotTicket none;
+  c->release(none);
+  SlotTicket again = c->acquire(IoClass::PT, 1);
+  SlotTicket stale = copy;
+  c->release(stale);
+  EXPECT_EQ(status().pt_inflight, 1u);
+  c->release(again);
+  EXPECT_EQ(status().pt_inflight, 0u);
+}
+
+TEST_P(Conformance, SetThresholdChangesTheCapLive) {
+  auto c = make(1);
+  SlotTicket a = c->acquire(IoClass::PT, 1);
+  auto b = acquire_async(*c, IoClass::PT, 1);
+  EXPECT_TRUE(blocked(b));
+  std::string err;
+  ASSERT_TRUE(admin()->set_threshold(2, &err)) << err;
+  ASSERT_FALSE(blocked(b, 2000ms)) << "raising the threshold did not admit the waiter";
+  SlotTicket bt = b.get();
+  EXPECT_EQ(status().threshold, 2);
+  c->release(a);
+  c->release(bt);
+}
+
+// Shared test-owned counters: incremented after a grant, decremented before a release, so
+// they never exceed what the coordinator really granted; a violation here is a real one.
+struct SharedCounters {
+  std::atomic<int> mt, pt, violations, grants;
+};
+
+void hammer(Coordinator &c, SharedCounters *sc, int64_t n, bool strict, Clock::time_point until, int seed) {
+  std::mt19937 rng(seed);
+  while (Clock::now() < until) {
+    IoClass cls = rng() % 3 == 0 ? IoClass::MT : IoClass::PT;
+    SlotTicket t = c.acquire(cls, rng() % 16);
+    int m = (cls == IoClass::MT ? sc->mt.fetch_add(1) + 1 : sc->mt.load());
+    int p = (cls == IoClass::PT ? sc->pt.fetch_add(1) + 1 : sc->pt.load());
+    bool ok = strict ? m + p <= n : (p == 0 || m + p <= n);
+    if (!ok) sc->violations.fetch_add(1);
+    sc->grants.fetch_add(1);
+    for (int i = 0; i < 4 && !(cls == IoClass::PT && c.yield_requested(t)); ++i) std::this_thread::sleep_for(20us);
+    (cls == IoClass::MT ? sc->mt : sc->pt).fetch_sub(1);
+    c.release(t);
+  }
+}
+
+void run_forked_hammer(Conformance *self, const CoordinatorOptions &opts, bool strict) {
+  auto *sc = static_cast<SharedCounters *>(
+      mmap(nullptr, sizeof(SharedCounters), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0));
+  new (sc) SharedCounters{};
+  const int kProcs = 6;
+  auto until = Clock::now() + 1500ms;
+  std::vector<pid_t> kids;
+  for (int k = 0; k < kProcs; ++k) {
+    pid_t pid = fork();
+    if (pid == 0) {
+      std::string err;
+      auto c = make_coordinator(opts, &err);
+      if (!c) _exit(3);
+      std::thread other([&] { hammer(*c, sc, opts.threshold, strict, until, 1000 + k); });
+      hammer(*c, sc, opts.threshold, strict, until, k);
+      other.join();
+      c.reset();
+      _exit(0);
+    }
+    kids.push_back(pid);
+  }
+  // Sample the coordinator's own view while the children run.
+  int samples = 0, status_violations = 0;
+  while (Clock::now() < until) {
+    CoordinatorStatus s;
+    std::string err;
+    std::string dummy;
+    std::unique_ptr<CoordinatorAdmin> a = make_coordinator_admin(opts, &dummy);
+    if (a && a->status(&s, &err)) {
+      ++samples;
+      int64_t total = s.mt_inflight + s.pt_inflight;
+      if (strict ? total > opts.threshold : (s.pt_inflight > 0 && total > opts.threshold)) ++status_violations;
+    }
+    std::this_thread::sleep_for(5ms);
+  }
+  for (pid_t p : kids) {
+    int st = 0;
+    waitpid(p, &st, 0);
+    EXPECT_TRUE(WIFEXITED(st) && WEXITSTATUS(st) == 0) << "child status " << st;
+  }
+  EXPECT_EQ(sc->violations.load(), 0);
+  EXPECT_EQ(status_violations, 0);
+  EXPECT_GT(sc->grants.load(), 200) << "too little work to mean anything";
+  EXPECT_GT(samples, 10);
+  CoordinatorStatus end = self->status();
+  EXPECT_EQ(end.mt_inflight + end.pt_inflight + end.queued_mt + end.queued_pt, 0u) << "slots leaked";
+  if (strict) {
+    EXPECT_LE(end.max_inflight_seen, static_cast<uint64_t>(opts.threshold));
+  }
+  munmap(sc, sizeof(SharedCounters));
+}
+
+TEST_P(Conformance, CapNeverExceededByForkedProcesses) { run_forked_hammer(this, options(3, 3000), false); }
+
+TEST_P(Conformance, CapNeverExceededWithMtThrottle) { run_forked_hammer(this, options(2, 3000, true), true); }
+
+TEST_P(Conformance, KilledHolderGivesSlotsBackWithinTheLease) {
+  const int lease_ms = 800;
+  int ready[2];
+  ASSERT_EQ(pipe(ready), 0);
+  pid_t child = fork();
+  if (child == 0) {
+    std::string err;
+    auto c = make_coordinator(options(2, lease_ms), &err);
+    if (!c) _exit(3);
+    SlotTicket a = c->acquire(IoClass::PT, 1), b = c->acquire(IoClass::PT, 2);
+    (void)a;
+    (void)b;
+    char x = 'r';
+    if (write(ready[1], &x, 1) != 1) _exit(4);
+    pause();
+    _exit(0);
+  }
+  char x;
+  ASSERT_EQ(read(ready[0], &x, 1), 1);
+  close(ready[0]);
+  close(ready[1]);
+  EXPECT_EQ(status().pt_inflight, 2u);
+  auto c = make(2, lease_ms);
+  auto waiter = acquire_async(*c, IoClass::PT, 1);
+  EXPECT_TRUE(blocked(waiter, 200ms));
+  auto killed = Clock::now();
+  kill(child, SIGKILL);
+  int st;
+  waitpid(child, &st, 0);
+  ASSERT_FALSE(blocked(waiter, std::chrono::milliseconds(lease_ms + 1500))) << "slots of the dead holder never came back";
+  auto took = Clock::now() - killed;
+  EXPECT_LT(took, std::chrono::milliseconds(lease_ms + 700));
+  SlotTicket t = waiter.get();
+  CoordinatorStatus s = status();
+  EXPECT_EQ(s.pt_inflight, 1u);
+  for (const auto &h : s.holders) EXPECT_NE(h.pid, child);
+  c->release(t);
+}
+
+INSTANTIATE_TEST_SUITE_P(Backends, Conformance, ::testing::Values("shm", "redis-unix", "redis-tcp"),
+                         [](const auto &info) {
+                           std::string n = info.param;
+                           for (auto &ch : n)
+                             if (ch == '-') ch = '_';
+                           return n;
+                         });
+
+}  // namespace
+}  // namespace ppios

@@ -1,0 +1,223 @@
+// What the redis backend does when the server is missing, misconfigured or lost mid-run.
+#include "RedisServer.h"
+#include "ppios/Coordinator.h"
+#include "ppios/CoordinatorAdmin.h"
+
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <chrono>
+#include <future>
+#include <thread>
+#include <unistd.h>
+
+namespace ppios {
+namespace {
+
+using namespace std::chrono_literals;
+using Clock = std::chrono::steady_clock;
+
+std::string unique_target(const char *what) {
+  static int n = 0;
+  return std::string("fail-") + what + "-" + std::to_string(getpid()) + "-" + std::to_string(++n);
+}
+
+CoordinatorOptions opts(const std::string &address, const std::string &target, int64_t threshold, int lease_ms = 1000) {
+  CoordinatorOptions o;
+  o.address = address;
+  o.target = target;
+  o.threshold = threshold;
+  o.lease_ms = lease_ms;
+  return o;
+}
+
+void forget(const CoordinatorOptions &o) {
+  std::string err;
+  if (auto a = make_coordinator_admin(o, &err)) a->reset(&err);
+  CoordinatorOptions shm = o;
+  shm.address = "shm";
+  if (auto a = make_coordinator_admin(shm, &err)) a->reset(&err);
+}
+
+size_t count(const std::string &haystack, const std::string &needle) {
+  size_t n = 0;
+  for (size_t p = haystack.find(needle); p != std::string::npos; p = haystack.find(needle, p + 1)) ++n;
+  return n;
+}
+
+TEST(RedisFailure, BadAddressesAreRejectedWithTheAcceptedForms) {
+  for (const char *bad : {"redis://", "redis://host:notaport", "redis://host:70000", "redis://h:1/x",
+                          "unix://relative.sock", "http://x", "unix:///a.sock?bogus=1", ""}) {
+    std::string msg = validate_coordinator_address(bad);
+    EXPECT_NE(msg.find("use shm, redis://"), std::string::npos) << bad << ": " << msg;
+    std::string err;
+    EXPECT_EQ(make_coordinator(opts(bad, "x", -1), &err), nullptr) << bad;
+    EXPECT_FALSE(err.empty());
+  }
+  for (const char *good : {"shm", "redis://localhost", "redis://:pw@10.0.0.1:6380/2", "redis://[::1]:6379",
+                           "unix:///run/r.sock", "unix:///run/r.sock?db=3&password=x"})
+    EXPECT_EQ(validate_coordinator_address(good), "") << good;
+}
+
+TEST(RedisFailure, WrongPasswordIsAClearErrorAtStart) {
+  test::RedisServer server(true, "s3cret");
+  ASSERT_TRUE(server.start());
+  std::string port = std::to_string(server.port());
+  std::string err;
+  EXPECT_EQ(make_coordinator(opts("redis://:wrong@127.0.0.1:" + port, "t", -1), &err), nullptr);
+  EXPECT_NE(err.find("authentication failed"), std::string::npos) << err;
+  err.clear();
+  EXPECT_EQ(make_coordinator(opts("redis://127.0.0.1:" + port, "t", -1), &err), nullptr);
+  EXPECT_NE(err.find("password"), std::string::npos) << err;
+  auto o = opts(server.address(), unique_target("pw"), 2);
+  auto ok = make_coordinator(o, &err);
+  ASSERT_TRUE(ok) << err;
+  SlotTicket t = ok->acquire(IoClass::PT, 1);
+  EXPECT_TRUE(t.valid());
+  ok->release(t);
+  ok.reset();
+  forget(o);
+}
+
+TEST(RedisFailure, WrongDatabaseIsAClearErrorAtStart) {
+  test::RedisServer server(true);
+  ASSERT_TRUE(server.start());
+  std::string err;
+  EXPECT_EQ(make_coordinator(opts("redis://127.0.0.1:" + std::to_string(server.port()) + "/999", "t", -1), &err),
+            nullptr);
+  EXPECT_NE(err.find("cannot select the database"), std::string::npos) << err;
+}
+
+TEST(RedisFailure, UnreachableAtStartFallsBackToNodeLocalAndWarnsOnce) {
+  auto o = opts("redis://127.0.0.1:" + std::to_string(test::free_tcp_port()), unique_target("down"), 1);
+  std::string err;
+  testing::internal::CaptureStderr();
+  auto start = Clock::now();
+  auto c = make_coordinator(o, &err);
+  ASSERT_TRUE(c) << err;
+  EXPECT_LT(Clock::now() - start, 3s);
+  // The node-local stand-in enforces the cap.
+  SlotTicket a = c->acquire(IoClass::PT, 1);
+  auto b = std::async(std::launch::async, [&] { return c->acquire(IoClass::PT, 1); });
+  EXPECT_EQ(b.wait_for(300ms), std::future_status::timeout);
+  c->release(a);
+  SlotTicket bt = b.get();
+  c->release(bt);
+  std::this_thread::sleep_for(600ms);  // the helper retries in the background: still no second warning
+  c.reset();
+  std::string out = testing::internal::GetCapturedStderr();
+  EXPECT_EQ(count(out, "unreachable"), 1u) << out;
+  EXPECT_NE(out.find("node-local"), std::string::npos) << out;
+  forget(o);
+}
+
+// Clients hammer while the server is killed and then started again on the same socket:
+// they keep going on the node-local stand-in (cap intact), warn once, and come back.
+TEST(RedisFailure, ServerLostMidRunAndRestarted) {
+  test::RedisServer server(false);
+  ASSERT_TRUE(server.start());
+  auto o = opts(server.address(), unique_target("restart"), 2, 600);
+  std::string err;
+  testing::internal::CaptureStderr();
+  auto c = make_coordinator(o, &err);
+  ASSERT_TRUE(c) << err;
+  std::atomic<int> inflight{0}, violations{0};
+  std::atomic<int> phase{0};  // 0 up, 1 down, 2 back
+  std::atomic<long> ops[3] = {0, 0, 0};
+  std::atomic<bool> stop{false};
+  std::vector<std::thread> clients;
+  for (int i = 0; i < 3; ++i) {
+    clients.emplace_back([&] {
+      while (!stop) {
+        SlotTicket t = c->acquire(IoClass::PT, 1);
+        if (inflight.fetch_add(1) + 1 > 2) violations.fetch_add(1);
+        std::this_thread::sleep_for(200us);
+        inflight.fetch_sub(1);
+        c->release(t);
+        ops[phase.load()].fetch_add(1);
+      }
+    });
+  }
+  std::this_thread::sleep_for(500ms);
+  phase = 1;
+  server.kill_hard();
+  std::this_thread::sleep_for(1000ms);
+  ASSERT_TRUE(server.start());
+  phase = 2;
+  // The helper reconnects within a few hundred ms and registers again.
+  auto admin = make_coordinator_admin(o, &err);
+  ASSERT_TRUE(admin) << err;
+  CoordinatorStatus s;
+  auto deadline = Clock::now() + 5s;
+  bool back = false;
+  while (Clock::now() < deadline && !back) {
+    back = admin->status(&s, &err) && s.processes >= 1;
+    if (!back) std::this_thread::sleep_for(50ms);
+  }
+  long ops_before_back_seen = ops[2].load();
+  std::this_thread::sleep_for(500ms);
+  stop = true;
+  for (auto &t : clients) t.join();
+  EXPECT_TRUE(back) << "the client never registered with the restarted server";
+  EXPECT_EQ(violations.load(), 0);
+  EXPECT_GT(ops[0].load(), 50);
+  EXPECT_GT(ops[1].load(), 50) << "clients stalled while the server was down";
+  EXPECT_GT(ops[2].load(), ops_before_back_seen) << "clients stalled after the restart";
+  ASSERT_TRUE(admin->status(&s, &err)) << err;
+  EXPECT_EQ(s.threshold, 2) << "the threshold was not stored again after the restart";
+  EXPECT_GT(s.max_inflight_seen, 0u) << "no slot was granted by the restarted server";
+  c.reset();
+  std::string out = testing::internal::GetCapturedStderr();
+  EXPECT_EQ(count(out, "unreachable"), 1u) << out;
+  forget(o);
+}
+
+// A process that stalls past its lease loses its slots, and afterwards registers again.
+TEST(RedisFailure, StalledProcessLosesItsLeaseAndRegistersAgain) {
+  test::RedisServer server(false);
+  ASSERT_TRUE(server.start());
+  auto o = opts(server.address(), unique_target("stall"), 1, 300);
+  int ready[2];
+  ASSERT_EQ(pipe(ready), 0);
+  pid_t child = fork();
+  if (child == 0) {
+    std::string err;
+    auto c = make_coordinator(o, &err);
+    if (!c) _exit(3);
+    SlotTicket t = c->acquire(IoClass::PT, 1);
+    char x = 'r';
+    if (write(ready[1], &x, 1) != 1) _exit(4);
+    pause();
+    _exit(t.valid() ? 0 : 5);
+  }
+  char x;
+  ASSERT_EQ(read(ready[0], &x, 1), 1);
+  kill(child, SIGSTOP);
+  std::string err;
+  auto c = make_coordinator(o, &err);
+  ASSERT_TRUE(c) << err;
+  auto got = std::async(std::launch::async, [&] { return c->acquire(IoClass::PT, 1); });
+  EXPECT_EQ(got.wait_for(2000ms), std::future_status::ready) << "the stalled holder's slot never came back";
+  kill(child, SIGCONT);
+  auto admin = make_coordinator_admin(o, &err);
+  CoordinatorStatus s;
+  auto deadline = Clock::now() + 3s;
+  bool both = false;
+  while (Clock::now() < deadline && !both) {
+    both = admin->status(&s, &err) && s.processes == 2;
+    if (!both) std::this_thread::sleep_for(20ms);
+  }
+  EXPECT_TRUE(both) << "the resumed process did not register again";
+  SlotTicket t = got.get();
+  c->release(t);
+  kill(child, SIGKILL);
+  int st;
+  waitpid(child, &st, 0);
+  close(ready[0]);
+  close(ready[1]);
+  c.reset();
+  forget(o);
+}
+
+}  // namespace
+}  // namespace ppios

@@ -1,0 +1,69 @@
+#!/usr/bin/env bash
+# ppios-coord as scripts use it: --help, status --json, set-threshold, reset, bench --json,
+# and clear non-zero exits on bad input. Runs against shm and a throwaway redis-server.
+set -euo pipefail
+coord=$1
+dir=$(mktemp -d /tmp/ppios-cli.XXXXXX)
+target="cli-$$"
+redis_pid=
+cleanup() {
+  if [ -n "$redis_pid" ]; then kill -9 "$redis_pid" 2>/dev/null || true; wait "$redis_pid" 2>/dev/null || true; fi
+  rm -f "/dev/shm/ppios-coord.$target"
+  rm -rf "$dir"
+}
+trap cleanup EXIT
+fail() { echo "FAIL: $*"; exit 1; }
+json_get() { python3 -c "import json,sys; d=json.load(sys.stdin); print(d$1)"; }
+
+redis-server --port 0 --unixsocket "$dir/r.sock" --save "" --appendonly no --dir "$dir" --daemonize no \
+  --logfile "$dir/r.log" &
+redis_pid=$!
+for _ in $(seq 100); do redis-cli -s "$dir/r.sock" ping 2>/dev/null | grep -q PONG && break; sleep 0.05; done
+
+for cmd in "" status watch set-threshold reset bench; do
+  h=$(timeout 10 "$coord" $cmd --help)
+  grep -q "usage: ppios-coord" <<<"$h" || fail "--help of '$cmd'"
+done
+expect_error() {  # expect_error MESSAGE-PART ARGS...
+  local want=$1; shift
+  set +e; out=$(timeout 10 "$coord" "$@" 2>&1); rc=$?; set -e
+  [ $rc -ne 0 ] || fail "'$*' exited 0"
+  grep -q -- "$want" <<<"$out" || fail "'$*' said: $out"
+}
+expect_error "unknown command" frobnicate
+expect_error "not valid" --coordinator http://x status
+expect_error "not a number" set-threshold abc
+expect_error "not a number" set-threshold 0
+expect_error "needs N" set-threshold
+expect_error "unexpected argument" status --bogus
+expect_error "--clients" bench --clients 0
+expect_error "--coordinator needs a value" --coordinator
+expect_error "unreachable\|Connection refused\|No such file" --coordinator "unix://$dir/none.sock" status
+
+for addr in shm "unix://$dir/r.sock"; do
+  export PPIOS_COORDINATOR=$addr PPIOS_TARGET=$target
+  s=$(timeout 10 "$coord" status --json)
+  [ "$(json_get "['threshold']" <<<"$s")" = None ] || fail "$addr: fresh target has a threshold: $s"
+  timeout 10 "$coord" set-threshold 3
+  s=$(timeout 10 "$coord" status --json)
+  [ "$(json_get "['threshold']" <<<"$s")" = 3 ] || fail "$addr: set-threshold not stored: $s"
+  for k in threshold mt_inflight pt_inflight queued holders; do
+    json_get "['$k']" <<<"$s" >/dev/null || fail "$addr: status --json lacks $k"
+  done
+  b=$(timeout 30 "$coord" bench --clients 4 --seconds 0.5 --json)
+  for k in clients p50_us p99_us pairs_per_s max_inflight_seen; do
+    json_get "['$k']" <<<"$b" >/dev/null || fail "$addr: bench --json lacks $k"
+  done
+  [ "$(json_get "['clients']" <<<"$b")" = 4 ] || fail "$addr: clients"
+  max=$(json_get "['max_inflight_seen']" <<<"$b")
+  [ "$max" -ge 1 ] && [ "$max" -le 3 ] || fail "$addr: bench saw $max in flight with threshold 3"
+  w=$(timeout 10 "$coord" watch --count 2 --interval 0.1)
+  [ "$(grep -c "threshold  3" <<<"$w")" = 2 ] || fail "$addr: watch: $w"
+  timeout 10 "$coord" set-threshold none
+  [ "$(timeout 10 "$coord" status --json | json_get "['threshold']")" = None ] || fail "$addr: set-threshold none"
+  timeout 10 "$coord" set-threshold 5
+  timeout 10 "$coord" reset
+  [ "$(timeout 10 "$coord" status --json | json_get "['threshold']")" = None ] || fail "$addr: reset kept the threshold"
+done
+[ -z "$(redis-cli -s "$dir/r.sock" --scan --pattern "ppios:{$target}:*")" ] || fail "reset left redis keys"
+echo PASS

@@ -1,0 +1,353 @@
+// ppios-coord: inspect and administer the PPIOS coordinator, and measure it.
+//
+//   ppios-coord [--coordinator ADDR] [--target NAME] COMMAND [options]
+//
+// The backend defaults come from PPIOS_COORDINATOR and PPIOS_TARGET, like a ppios program.
+#include "ppios/Coordinator.h"
+#include "ppios/CoordinatorAdmin.h"
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <thread>
+#include <vector>
+
+namespace {
+
+using ppios::CoordinatorOptions;
+using ppios::CoordinatorStatus;
+
+const char *const kGlobalHelp =
+    "usage: ppios-coord [--coordinator ADDR] [--target NAME] COMMAND [options]\n"
+    "\n"
+    "Inspects and administers the system-wide I/O slot coordinator of PPIOS.\n"
+    "\n"
+    "commands:\n"
+    "  status          threshold, MT/PT accesses in flight, queued requests, holders\n"
+    "  watch           status, refreshed until interrupted\n"
+    "  set-threshold   change the stored cap of the target, live\n"
+    "  reset           forget everything stored for the target\n"
+    "  bench           acquire+release latency and throughput with K concurrent clients\n"
+    "\n"
+    "options (before or after the command):\n"
+    "  --coordinator ADDR  shm | redis://[[user]:password@]host[:port][/db] | unix:///path.sock[?db=N&password=P]\n"
+    "                      (default: $PPIOS_COORDINATOR, else shm)\n"
+    "  --target NAME       storage target the threshold belongs to (default: $PPIOS_TARGET, else default)\n"
+    "  --help              this text; `ppios-coord COMMAND --help` describes a command\n";
+
+const char *const kStatusHelp =
+    "usage: ppios-coord status [--json]\n"
+    "\n"
+    "Prints one consistent snapshot of the target: threshold (none = no cap), MT and PT\n"
+    "accesses in flight, queued MT and PT requests, live processes, the highest number of\n"
+    "accesses ever in flight together, and every slot holder (host, pid, class, lead).\n"
+    "  --json   one JSON object: threshold (null = none), mt_inflight, pt_inflight, queued,\n"
+    "           queued_mt, queued_pt, processes, max_inflight_seen, backend, target,\n"
+    "           holders [{host, pid, class, lead, yield_requested}]\n";
+
+const char *const kWatchHelp =
+    "usage: ppios-coord watch [--interval SECONDS] [--count N]\n"
+    "\n"
+    "Redraws `status` every SECONDS (default 1) until interrupted, or N times.\n";
+
+const char *const kSetThresholdHelp =
+    "usage: ppios-coord set-threshold N|none\n"
+    "\n"
+    "Stores N (>= 1) as the cap of concurrent accesses for the target; running processes\n"
+    "obey it from their next request, and waiters are re-examined at once. `none` removes\n"
+    "the cap (processes then schedule only within themselves).\n";
+
+const char *const kResetHelp =
+    "usage: ppios-coord reset\n"
+    "\n"
+    "Forgets everything stored for the target: threshold, holders, queues, processes.\n"
+    "Use it on a target no job is running against (shm: removes the shared-memory segment).\n";
+
+const char *const kBenchHelp =
+    "usage: ppios-coord bench [--clients K] [--seconds S] [--class pt|mt|mix] [--threshold N|none] [--json]\n"
+    "\n"
+    "Runs K client threads (default 1) that acquire and release slots back to back for S\n"
+    "seconds (default 2) against the configured backend and target, then prints the\n"
+    "acquire+release pair latency (p50, p99, microseconds), pairs per second and the highest\n"
+    "number of slots the clients held at once. The threshold (default $PPIOS_THRESHOLD, else\n"
+    "16) is stored only if the target has none. --class pt (default) measures PT requests,\n"
+    "which the cap always binds; mt uses MT requests; mix alternates.\n"
+    "  --json   one JSON object: clients, pairs, p50_us, p99_us, pairs_per_s, max_inflight_seen,\n"
+    "           threshold, cap_exceeded, backend, target\n";
+
+int usage_error(const std::string &msg) {
+  fprintf(stderr, "ppios-coord: %s\n(run `ppios-coord --help` for usage)\n", msg.c_str());
+  return 2;
+}
+
+bool parse_i64(const std::string &s, int64_t lo, int64_t hi, int64_t *out) {
+  if (s.empty()) return false;
+  char *end = nullptr;
+  errno = 0;
+  long long v = strtoll(s.c_str(), &end, 10);
+  if (errno || *end || v < lo || v > hi) return false;
+  *out = v;
+  return true;
+}
+
+bool parse_seconds(const std::string &s, double *out) {
+  char *end = nullptr;
+  double v = strtod(s.c_str(), &end);
+  if (s.empty() || *end || !(v > 0) || v > 86400) return false;
+  *out = v;
+  return true;
+}
+
+std::string json_string(const std::string &s) {
+  std::string out = "\"";
+  for (char c : s) {
+    if (c == '"' || c == '\\') out += '\\', out += c;
+    else if (static_cast<unsigned char>(c) < 0x20) {
+      char buf[8];
+      snprintf(buf, sizeof buf, "\\u%04x", c);
+      out += buf;
+    } else out += c;
+  }
+  return out + "\"";
+}
+
+std::string status_json(const CoordinatorStatus &s) {
+  std::string out = "{\"backend\":" + json_string(s.backend) + ",\"target\":" + json_string(s.target) +
+                    ",\"threshold\":" + (s.threshold < 0 ? std::string("null") : std::to_string(s.threshold)) +
+                    ",\"mt_inflight\":" + std::to_string(s.mt_inflight) +
+                    ",\"pt_inflight\":" + std::to_string(s.pt_inflight) +
+                    ",\"queued\":" + std::to_string(s.queued_mt + s.queued_pt) +
+                    ",\"queued_mt\":" + std::to_string(s.queued_mt) + ",\"queued_pt\":" + std::to_string(s.queued_pt) +
+                    ",\"processes\":" + std::to_string(s.processes) +
+                    ",\"max_inflight_seen\":" + std::to_string(s.max_inflight_seen) + ",\"holders\":[";
+  for (size_t i = 0; i < s.holders.size(); ++i) {
+    const auto &h = s.holders[i];
+    out += (i ? "," : "") + std::string("{\"host\":") + json_string(h.host) + ",\"pid\":" + std::to_string(h.pid) +
+           ",\"class\":\"" + (h.cls == ppios::IoClass::MT ? "MT" : "PT") + "\",\"lead\":" + std::to_string(h.lead) +
+           ",\"yield_requested\":" + (h.yield_requested ? "true" : "false") + "}";
+  }
+  return out + "]}";
+}
+
+void print_status_text(const CoordinatorStatus &s) {
+  printf("target %s (%s)\n", s.target.c_str(), s.backend.c_str());
+  if (s.threshold < 0) printf("threshold  none (no cap)\n");
+  else printf("threshold  %lld\n", static_cast<long long>(s.threshold));
+  printf("in flight  %u MT, %u PT\n", s.mt_inflight, s.pt_inflight);
+  printf("queued     %u MT, %u PT\n", s.queued_mt, s.queued_pt);
+  printf("processes  %u\n", s.processes);
+  printf("max seen   %llu in flight at once\n", static_cast<unsigned long long>(s.max_inflight_seen));
+  if (!s.holders.empty()) printf("%-24s %8s %5s %8s %s\n", "host", "pid", "class", "lead", "");
+  for (const auto &h : s.holders)
+    printf("%-24s %8d %5s %8llu %s\n", h.host.c_str(), h.pid, h.cls == ppios::IoClass::MT ? "MT" : "PT",
+           static_cast<unsigned long long>(h.lead), h.yield_requested ? "yield requested" : "");
+}
+
+struct Args {
+  CoordinatorOptions options;
+  std::string command;
+  std::vector<std::string> rest;  // command arguments, global flags removed
+  bool help = false;
+};
+
+int run_status(ppios::CoordinatorAdmin &admin, bool json) {
+  CoordinatorStatus s;
+  std::string err;
+  if (!admin.status(&s, &err)) return fprintf(stderr, "ppios-coord: status: %s\n", err.c_str()), 1;
+  if (json) printf("%s\n", status_json(s).c_str());
+  else print_status_text(s);
+  return 0;
+}
+
+int run_bench(const CoordinatorOptions &base, const std::vector<std::string> &rest) {
+  int64_t clients = 1;
+  double seconds = 2;
+  std::string cls = "pt";
+  bool json = false;
+  CoordinatorOptions options = base;
+  if (options.threshold < 0) options.threshold = 16;
+  for (size_t i = 0; i < rest.size(); ++i) {
+    const std::string &a = rest[i];
+    auto value = [&](const char *flag) -> const std::string * {
+      if (i + 1 >= rest.size()) return nullptr;
+      (void)flag;
+      return &rest[++i];
+    };
+    if (a == "--json") json = true;
+    else if (a == "--clients") {
+      const std::string *v = value("--clients");
+      if (!v || !parse_i64(*v, 1, 4096, &clients)) return usage_error("bench: --clients needs a number from 1 to 4096");
+    } else if (a == "--seconds") {
+      const std::string *v = value("--seconds");
+      if (!v || !parse_seconds(*v, &seconds)) return usage_error("bench: --seconds needs a positive number");
+    } else if (a == "--class") {
+      const std::string *v = value("--class");
+      if (!v || (*v != "pt" && *v != "mt" && *v != "mix")) return usage_error("bench: --class must be pt, mt or mix");
+      cls = *v;
+    } else if (a == "--threshold") {
+      const std::string *v = value("--threshold");
+      if (v && *v == "none") options.threshold = -1;
+      else if (!v || !parse_i64(*v, 1, 1 << 30, &options.threshold))
+        return usage_error("bench: --threshold needs a number >= 1 or none");
+    } else {
+      return usage_error("bench: unknown argument '" + a + "'");
+    }
+  }
+  std::string err;
+  auto coord = ppios::make_coordinator(options, &err);
+  if (!coord) return fprintf(stderr, "ppios-coord: bench: %s\n", err.c_str()), 1;
+  std::atomic<int64_t> inflight{0}, max_seen{0};
+  std::atomic<bool> stop{false};
+  std::vector<std::vector<double>> latencies(static_cast<size_t>(clients));
+  std::vector<std::thread> threads;
+  for (int64_t c = 0; c < clients; ++c) {
+    threads.emplace_back([&, c] {
+      auto &lat = latencies[static_cast<size_t>(c)];
+      lat.reserve(1 << 16);
+      uint64_t n = 0;
+      while (!stop.load(std::memory_order_relaxed)) {
+        ppios::IoClass k = cls == "mt" ? ppios::IoClass::MT
+                           : cls == "pt" ? ppios::IoClass::PT
+                                         : ((n + c) % 2 ? ppios::IoClass::MT : ppios::IoClass::PT);
+        auto t0 = std::chrono::steady_clock::now();
+        ppios::SlotTicket t = coord->acquire(k, k == ppios::IoClass::PT ? 1 + (n % 7) : 0);
+        int64_t now = inflight.fetch_add(1) + 1;
+        int64_t prev = max_seen.load();
+        while (now > prev && !max_seen.compare_exchange_weak(prev, now)) {
+        }
+        inflight.fetch_sub(1);
+        coord->release(t);
+        auto t1 = std::chrono::steady_clock::now();
+        lat.push_back(std::chrono::duration<double, std::micro>(t1 - t0).count());
+        ++n;
+      }
+    });
+  }
+  auto start = std::chrono::steady_clock::now();
+  std::this_thread::sleep_for(std::chrono::duration<double>(seconds));
+  stop = true;
+  for (auto &t : threads) t.join();
+  double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  std::vector<double> all;
+  for (auto &l : latencies) all.insert(all.end(), l.begin(), l.end());
+  std::sort(all.begin(), all.end());
+  auto pct = [&](double q) { return all.empty() ? 0.0 : all[std::min(all.size() - 1, static_cast<size_t>(q * all.size()))]; };
+  // The cap actually in force is the stored one.
+  int64_t threshold = options.threshold;
+  if (auto admin = ppios::make_coordinator_admin(options, &err)) {
+    CoordinatorStatus s;
+    if (admin->status(&s, &err)) threshold = s.threshold;
+  }
+  bool exceeded = threshold >= 0 && cls == "pt" && max_seen.load() > threshold;
+  double pairs_per_s = all.size() / elapsed;
+  if (json) {
+    printf("{\"backend\":%s,\"target\":%s,\"clients\":%lld,\"class\":\"%s\",\"pairs\":%zu,\"p50_us\":%.2f,"
+           "\"p99_us\":%.2f,\"pairs_per_s\":%.0f,\"max_inflight_seen\":%lld,\"threshold\":%s,\"cap_exceeded\":%s}\n",
+           json_string(coord->name()).c_str(), json_string(options.target).c_str(), static_cast<long long>(clients),
+           cls.c_str(), all.size(), pct(0.5), pct(0.99), pairs_per_s, static_cast<long long>(max_seen.load()),
+           threshold < 0 ? "null" : std::to_string(threshold).c_str(), exceeded ? "true" : "false");
+  } else {
+    printf("backend %s, target %s, %lld client(s), class %s, threshold %s\n", coord->name(), options.target.c_str(),
+           static_cast<long long>(clients), cls.c_str(), threshold < 0 ? "none" : std::to_string(threshold).c_str());
+    printf("pairs %zu in %.2f s: %.0f pairs/s\n", all.size(), elapsed, pairs_per_s);
+    printf("acquire+release latency: p50 %.2f us, p99 %.2f us\n", pct(0.5), pct(0.99));
+    printf("max in flight seen by the clients: %lld%s\n", static_cast<long long>(max_seen.load()),
+           exceeded ? " (CAP EXCEEDED)" : "");
+  }
+  return exceeded ? 3 : 0;
+}
+
+}  // namespace
+
+int main(int argc, char **argv) {
+  Args args;
+  if (const char *v = getenv("PPIOS_COORDINATOR"); v && *v) args.options.address = v;
+  if (const char *v = getenv("PPIOS_TARGET"); v && *v) args.options.target = v;
+  if (const char *v = getenv("PPIOS_THRESHOLD"); v && *v) {
+    int64_t n;
+    if (!parse_i64(v, 1, 1 << 30, &n)) return usage_error(std::string("PPIOS_THRESHOLD='") + v + "' is not a number >= 1");
+    args.options.threshold = n;
+  }
+  if (const char *v = getenv("PPIOS_LEASE_MS"); v && *v) {
+    int64_t n;
+    if (!parse_i64(v, 10, 3600000, &n)) return usage_error(std::string("PPIOS_LEASE_MS='") + v + "' is not a number from 10 to 3600000");
+    args.options.lease_ms = static_cast<int>(n);
+  }
+  if (const char *v = getenv("PPIOS_MT_THROTTLE"); v && *v) args.options.mt_throttle = std::string(v) == "1";
+  for (int i = 1; i < argc; ++i) {
+    std::string a = argv[i];
+    if (a == "--coordinator" || a == "--target") {
+      if (i + 1 >= argc) return usage_error(a + " needs a value");
+      (a == "--coordinator" ? args.options.address : args.options.target) = argv[++i];
+    } else if (a.rfind("--coordinator=", 0) == 0) {
+      args.options.address = a.substr(14);
+    } else if (a.rfind("--target=", 0) == 0) {
+      args.options.target = a.substr(9);
+    } else if (a == "--help" || a == "-h") {
+      args.help = true;
+    } else if (args.command.empty() && a[0] != '-') {
+      args.command = a;
+    } else {
+      args.rest.push_back(a);
+    }
+  }
+  const char *help = args.command.empty()               ? kGlobalHelp
+                     : args.command == "status"         ? kStatusHelp
+                     : args.command == "watch"          ? kWatchHelp
+                     : args.command == "set-threshold"  ? kSetThresholdHelp
+                     : args.command == "reset"          ? kResetHelp
+                     : args.command == "bench"          ? kBenchHelp
+                                                        : nullptr;
+  if (!help) return usage_error("unknown command '" + args.command + "'");
+  if (args.help) return fputs(help, stdout), 0;
+  if (args.command.empty()) return fputs(kGlobalHelp, stderr), 2;
+  if (std::string p = ppios::validate_coordinator_address(args.options.address); !p.empty()) return usage_error(p);
+  if (args.options.target.empty()) return usage_error("--target must not be empty");
+
+  if (args.command == "bench") return run_bench(args.options, args.rest);
+
+  // Check the command's arguments before connecting.
+  bool json = false;
+  double interval = 1;
+  int64_t count = -1, threshold = 0;
+  for (size_t i = 0; i < args.rest.size(); ++i) {
+    const std::string &a = args.rest[i];
+    bool has_value = i + 1 < args.rest.size();
+    if (args.command == "status" && a == "--json") json = true;
+    else if (args.command == "watch" && a == "--interval") {
+      if (!has_value || !parse_seconds(args.rest[++i], &interval)) return usage_error("watch: --interval needs a positive number of seconds");
+    } else if (args.command == "watch" && a == "--count") {
+      if (!has_value || !parse_i64(args.rest[++i], 1, 1LL << 40, &count)) return usage_error("watch: --count needs a number >= 1");
+    } else if (args.command == "set-threshold" && i == 0) {
+      if (a == "none") threshold = -1;
+      else if (!parse_i64(a, 1, 1 << 30, &threshold)) return usage_error("set-threshold: '" + a + "' is not a number >= 1 or none");
+    } else {
+      return usage_error(args.command + ": unexpected argument '" + a + "'");
+    }
+  }
+  if (args.command == "set-threshold" && args.rest.empty()) return usage_error("set-threshold needs N or none");
+
+  std::string err;
+  auto admin = ppios::make_coordinator_admin(args.options, &err);
+  if (!admin) return fprintf(stderr, "ppios-coord: %s\n", err.c_str()), 1;
+  if (args.command == "status") return run_status(*admin, json);
+  if (args.command == "watch") {
+    for (int64_t n = 0; count < 0 || n < count; ++n) {
+      if (n) std::this_thread::sleep_for(std::chrono::duration<double>(interval));
+      printf("\033[H\033[2J");
+      if (int rc = run_status(*admin, false)) return rc;
+      fflush(stdout);
+    }
+    return 0;
+  }
+  if (args.command == "set-threshold") {
+    if (!admin->set_threshold(threshold, &err)) return fprintf(stderr, "ppios-coord: set-threshold: %s\n", err.c_str()), 1;
+    return 0;
+  }
+  if (!admin->reset(&err)) return fprintf(stderr, "ppios-coord: reset: %s\n", err.c_str()), 1;
+  return 0;
+}

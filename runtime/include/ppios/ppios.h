@@ -1,0 +1,141 @@
+/*
+ * libppios: the C ABI that programs rewritten by ppios-cc call.
+ *
+ * A prefetching build has two kinds of calls:
+ *
+ *  - Main-thread (MT) calls, ppios_<name>, drop-in replacements for the program's own
+ *    I/O calls with exactly the same semantics (return value, errno, short reads at EOF,
+ *    file position afterwards). Reads are served from what the prefetch thread fetched
+ *    when the cached bytes are exactly what the call would return, and go to storage
+ *    otherwise. Writes invalidate overlapping prefetched data.
+ *
+ *  - Prefetch-thread (PT) calls, ppios_pt_<name> and ppios_prefetch_<name>, used only
+ *    inside the function passed to ppios_pt_start. The PT works on descriptors and
+ *    streams of its own (opened read-only by ppios_pt_open/ppios_pt_fopen), so plain
+ *    lseek/fseek/ftell/fstat on them need no wrapper. A prefetch call fetches the bytes
+ *    the original read would return into the process's prefetch cache and returns the
+ *    value that read is predicted to return, so the pre-executed slice can keep going
+ *    (e.g. `while ((n = read(fd, buf, BS)) > 0)`). The PT never performs a side effect.
+ *
+ * Every prefetch carries the I/O sequence number `seq` of the read it pre-executes:
+ * the number of data transfers (reads and writes through ppios_* MT calls) the original
+ * program performs before it, plus one. The MT counts its transfers the same way, which
+ * pairs the PT's k-th access with the MT's.
+ *
+ * Configuration comes from PPIOS_* environment variables, read once when the library is
+ * loaded (see README.md). All functions are thread-safe.
+ */
+#ifndef PPIOS_PPIOS_H
+#define PPIOS_PPIOS_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <sys/types.h>
+
+#include <mpi.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Sequence number of a data transfer of the original program, counted from 1. */
+typedef uint64_t ppios_seq_t;
+
+/* Prefetch flags. */
+/* The read may depend on an earlier write of the program (read after write): the
+ * runtime hands it to a waiting thread that issues it only once the MT has completed
+ * every I/O before `seq`; the PT itself runs on. */
+#define PPIOS_PF_AFTER_WRITE 0x1u
+
+/* ---------------------------------------------------------------- lifecycle */
+
+/* Starts the prefetch thread: it runs entry(copy of ctx). ctx (ctx_size bytes) is copied
+ * before the call returns, so the caller may reuse it. Call it from the MT once the values
+ * the PT needs are known (after MPI_Init, after broadcasts). Does nothing in
+ * PPIOS_MODE=off or if a PT was already started. Returns 0, or -1 with errno set. */
+int ppios_pt_start(void (*entry)(void *ctx), const void *ctx, size_t ctx_size);
+
+/* Replaces MPI_Finalize: stops the PT, writes PPIOS_STATS and PPIOS_TRACE output, then
+ * calls MPI_Finalize. (Programs that exit without MPI_Finalize get their output at exit.) */
+int ppios_MPI_Finalize(void);
+
+/* ---------------------------------------------------------------- MT: POSIX */
+int ppios_open(const char *path, int flags, ...);
+int ppios_close(int fd);
+ssize_t ppios_read(int fd, void *buf, size_t count);
+ssize_t ppios_pread(int fd, void *buf, size_t count, off_t offset);
+ssize_t ppios_write(int fd, const void *buf, size_t count);
+ssize_t ppios_pwrite(int fd, const void *buf, size_t count, off_t offset);
+off_t ppios_lseek(int fd, off_t offset, int whence);
+
+/* ---------------------------------------------------------------- MT: stdio */
+FILE *ppios_fopen(const char *path, const char *mode);
+int ppios_fclose(FILE *stream);
+size_t ppios_fread(void *ptr, size_t size, size_t nmemb, FILE *stream);
+size_t ppios_fwrite(const void *ptr, size_t size, size_t nmemb, FILE *stream);
+int ppios_fseek(FILE *stream, long offset, int whence);
+int ppios_fseeko(FILE *stream, off_t offset, int whence);
+long ppios_ftell(FILE *stream);
+off_t ppios_ftello(FILE *stream);
+void ppios_rewind(FILE *stream);
+
+/* ---------------------------------------------------------------- MT: MPI-IO
+ * Independent calls with the default file view are served from the cache; collective
+ * calls and other views pass straight through. */
+int ppios_MPI_File_open(MPI_Comm comm, const char *filename, int amode, MPI_Info info,
+                        MPI_File *fh);
+int ppios_MPI_File_close(MPI_File *fh);
+int ppios_MPI_File_read(MPI_File fh, void *buf, int count, MPI_Datatype datatype,
+                        MPI_Status *status);
+int ppios_MPI_File_read_at(MPI_File fh, MPI_Offset offset, void *buf, int count,
+                           MPI_Datatype datatype, MPI_Status *status);
+int ppios_MPI_File_write(MPI_File fh, const void *buf, int count, MPI_Datatype datatype,
+                         MPI_Status *status);
+int ppios_MPI_File_write_at(MPI_File fh, MPI_Offset offset, const void *buf, int count,
+                            MPI_Datatype datatype, MPI_Status *status);
+int ppios_MPI_File_seek(MPI_File fh, MPI_Offset offset, int whence);
+
+/* ---------------------------------------------------------------- PT: POSIX and stdio */
+
+/* Opens `path` read-only for the PT, whatever `flags`/`mode` the program used (the PT
+ * never creates or truncates). Returns a descriptor/stream of the PT's own, or -1/NULL. */
+int ppios_pt_open(const char *path, int flags, ...);
+int ppios_pt_close(int fd);
+FILE *ppios_pt_fopen(const char *path, const char *mode);
+int ppios_pt_fclose(FILE *stream);
+
+/* Pre-execute read/pread/fread: fetch what the original call would read into the cache
+ * and return what it is predicted to return (bytes for read/pread, items for fread).
+ * ppios_prefetch_read and ppios_prefetch_fread advance the PT descriptor's or stream's
+ * position by the predicted amount, as the original call would. A read that cannot be
+ * predicted (not a regular file, bad descriptor) returns -1 (0 for fread) and fetches
+ * nothing. */
+ssize_t ppios_prefetch_read(int fd, size_t count, ppios_seq_t seq, unsigned flags);
+ssize_t ppios_prefetch_pread(int fd, size_t count, off_t offset, ppios_seq_t seq,
+                             unsigned flags);
+size_t ppios_prefetch_fread(size_t size, size_t nmemb, FILE *stream, ppios_seq_t seq,
+                            unsigned flags);
+
+/* ---------------------------------------------------------------- PT: MPI-IO
+ * The PT may not call MPI, so it sees an MPI file as a read-only POSIX descriptor of its
+ * own (ROMIO prefixes such as "ufs:" are stripped). Offsets are bytes: only the default
+ * file view is prefetched. Datatypes must be predefined and contiguous. */
+typedef int ppios_pt_mpi_file;
+
+/* Returns MPI_SUCCESS and sets *fh, or an MPI error class. */
+int ppios_pt_MPI_File_open(const char *filename, int amode, ppios_pt_mpi_file *fh);
+int ppios_pt_MPI_File_close(ppios_pt_mpi_file *fh);
+int ppios_pt_MPI_File_seek(ppios_pt_mpi_file fh, MPI_Offset offset, int whence);
+int ppios_pt_MPI_File_get_size(ppios_pt_mpi_file fh, MPI_Offset *size);
+/* Return the predicted number of whole `datatype` items read, or -1 if unknown. */
+int ppios_prefetch_MPI_File_read(ppios_pt_mpi_file fh, int count, MPI_Datatype datatype,
+                                 ppios_seq_t seq, unsigned flags);
+int ppios_prefetch_MPI_File_read_at(ppios_pt_mpi_file fh, MPI_Offset offset, int count,
+                                    MPI_Datatype datatype, ppios_seq_t seq, unsigned flags);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* PPIOS_PPIOS_H */

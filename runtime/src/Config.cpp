@@ -1,0 +1,112 @@
+#include "Config.h"
+
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+
+namespace ppios {
+
+const char *mode_name(Mode mode) {
+  switch (mode) {
+    case Mode::Off: return "off";
+    case Mode::PP: return "pp";
+    case Mode::Intra: return "intra";
+    case Mode::PPIOS: return "ppios";
+  }
+  return "?";
+}
+
+namespace {
+
+// Parses a whole decimal number in [min, max]; rejects signs, spaces and suffixes.
+bool parse_integer(const char *text, int64_t min, int64_t max, int64_t *out) {
+  if (text == nullptr || *text == '\0') return false;
+  for (const char *p = text; *p; ++p)
+    if (*p < '0' || *p > '9') return false;
+  errno = 0;
+  char *end = nullptr;
+  long long v = std::strtoll(text, &end, 10);
+  if (errno != 0 || *end != '\0' || v < min || v > max) return false;
+  *out = v;
+  return true;
+}
+
+std::string range_message(const char *name, const char *value, int64_t min, int64_t max) {
+  return std::string(name) + "='" + value + "' is not valid; use a whole number from " +
+         std::to_string(min) + " to " + std::to_string(max);
+}
+
+}  // namespace
+
+bool Config::parse(const std::function<const char *(const char *)> &getenv_fn, Config *out,
+                   std::string *error) {
+  Config c;
+  auto integer = [&](const char *name, int64_t min, int64_t max, int64_t *value) {
+    const char *text = getenv_fn(name);
+    if (text == nullptr) return true;  // keep the default
+    if (parse_integer(text, min, max, value)) return true;
+    *error = range_message(name, text, min, max);
+    return false;
+  };
+
+  if (const char *m = getenv_fn("PPIOS_MODE")) {
+    if (!std::strcmp(m, "off")) c.mode = Mode::Off;
+    else if (!std::strcmp(m, "pp")) c.mode = Mode::PP;
+    else if (!std::strcmp(m, "intra")) c.mode = Mode::Intra;
+    else if (!std::strcmp(m, "ppios")) c.mode = Mode::PPIOS;
+    else {
+      *error = std::string("PPIOS_MODE='") + m + "' is not valid; use ppios, intra, pp or off";
+      return false;
+    }
+  }
+
+  int64_t cache_mb = 256, subread_kb = 256, max_wt = 4, lease_ms = 3000, threshold = -1,
+          throttle = 0;
+  if (!integer("PPIOS_CACHE_MB", 1, 1 << 20, &cache_mb)) return false;
+  if (!integer("PPIOS_SUBREAD_KB", 4, 1 << 20, &subread_kb)) return false;
+  if (!integer("PPIOS_MAX_WT", 0, 64, &max_wt)) return false;
+  if (!integer("PPIOS_THRESHOLD", 1, 1 << 20, &threshold)) return false;
+  if (!integer("PPIOS_LEASE_MS", 100, 3600 * 1000, &lease_ms)) return false;
+  if (!integer("PPIOS_MT_THROTTLE", 0, 1, &throttle)) return false;
+  c.cache_bytes = static_cast<size_t>(cache_mb) << 20;
+  c.subread_bytes = static_cast<size_t>(subread_kb) << 10;
+  c.max_waiting_threads = static_cast<int>(max_wt);
+  c.coordinator.threshold = threshold;
+  c.coordinator.lease_ms = static_cast<int>(lease_ms);
+  c.coordinator.mt_throttle = throttle != 0;
+
+  if (const char *a = getenv_fn("PPIOS_COORDINATOR")) {
+    std::string problem = validate_coordinator_address(a);
+    if (!problem.empty()) {
+      *error = problem;
+      return false;
+    }
+    c.coordinator.address = a;
+  }
+  if (const char *t = getenv_fn("PPIOS_TARGET")) {
+    bool ok = *t != '\0' && std::strlen(t) <= 64;
+    for (const char *p = t; ok && *p; ++p)
+      ok = (*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') || (*p >= '0' && *p <= '9') ||
+           *p == '-' || *p == '_' || *p == '.';
+    if (!ok) {
+      *error = std::string("PPIOS_TARGET='") + t +
+               "' is not valid; use 1 to 64 characters from A-Z a-z 0-9 . _ -";
+      return false;
+    }
+    c.coordinator.target = t;
+  }
+  for (auto [name, field] : {std::pair{"PPIOS_STATS", &c.stats_path},
+                             std::pair{"PPIOS_TRACE", &c.trace_prefix}}) {
+    if (const char *p = getenv_fn(name)) {
+      if (*p == '\0') {
+        *error = std::string(name) + " is set but empty; give a file path or unset it";
+        return false;
+      }
+      *field = p;
+    }
+  }
+  *out = c;
+  return true;
+}
+
+}  // namespace ppios

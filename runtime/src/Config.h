@@ -1,0 +1,34 @@
+// Every PPIOS_* environment variable, parsed and validated in one place.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <string>
+
+#include "ppios/Coordinator.h"
+
+namespace ppios {
+
+enum class Mode { Off, PP, Intra, PPIOS };
+
+const char *mode_name(Mode mode);
+
+struct Config {
+  Mode mode = Mode::PPIOS;
+  size_t cache_bytes = 256u << 20;     // PPIOS_CACHE_MB
+  size_t subread_bytes = 256u << 10;   // PPIOS_SUBREAD_KB
+  int max_waiting_threads = 4;         // PPIOS_MAX_WT
+  std::string stats_path;              // PPIOS_STATS (empty: off)
+  std::string trace_prefix;            // PPIOS_TRACE (empty: off)
+  CoordinatorOptions coordinator;      // PPIOS_COORDINATOR, PPIOS_TARGET, PPIOS_THRESHOLD,
+                                       // PPIOS_LEASE_MS, PPIOS_MT_THROTTLE
+
+  // Reads the configuration through `getenv_fn` (getenv in production, a map in tests).
+  // Returns false and sets *error to a message naming the variable and the accepted
+  // values if any variable is invalid.
+  static bool parse(const std::function<const char *(const char *)> &getenv_fn, Config *out,
+                    std::string *error);
+};
+
+}  // namespace ppios

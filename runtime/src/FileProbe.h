@@ -1,0 +1,31 @@
+// Decides whether the bytes behind a descriptor may come from (or be fetched into) the
+// prefetch cache: only regular files, opened for reading, without O_DIRECT (whose
+// alignment errors the cache would hide).
+#pragma once
+
+#include <fcntl.h>
+#include <sys/stat.h>
+
+#include "Runtime.h"
+
+namespace ppios {
+
+inline bool probe_readable_file(int fd, CachedFile *out) {
+  struct stat st;
+  if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) return false;
+  int flags = fcntl(fd, F_GETFL);
+  if (flags < 0 || (flags & O_ACCMODE) == O_WRONLY || (flags & O_DIRECT)) return false;
+  out->key = key_of(st);
+  out->stamp = stamp_of(st);
+  return true;
+}
+
+inline bool probe_regular_file(int fd, FileKey *key, FileStamp *stamp = nullptr) {
+  struct stat st;
+  if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) return false;
+  *key = key_of(st);
+  if (stamp) *stamp = stamp_of(st);
+  return true;
+}
+
+}  // namespace ppios

@@ -1,0 +1,63 @@
+// Intra-process I/O scheduling (seed 003, sec. 4.3): one storage access at a time per
+// process, and the main thread always wins.
+//
+// The process I/O token is held for the length of one MT access or one PT/WT sub-read.
+// Once an MT asks for the token, no new prefetch sub-read starts: the MT waits for at
+// most the sub-read in progress. Among prefetching threads (the PT and the waiting
+// threads) the one whose data is needed soonest (lowest sequence number) goes first.
+// When disabled (PPIOS_MODE=pp or off) every call returns at once.
+#pragma once
+
+#include <atomic>
+#include <condition_variable>
+#include <cstdint>
+#include <mutex>
+#include <set>
+
+namespace ppios {
+
+// Times taken under the scheduler's lock, so that the order of MT waits and PT grants
+// seen in a trace is the order in which they happened.
+struct TokenTimes {
+  uint64_t asked_ns = 0;
+  uint64_t granted_ns = 0;
+  uint64_t released_ns = 0;
+};
+
+class IoScheduler {
+ public:
+  explicit IoScheduler(bool enabled) : enabled_(enabled) {}
+
+  bool enabled() const { return enabled_; }
+
+  // MT: blocks until the token is free. Never fails.
+  void acquire_mt(TokenTimes *times);
+
+  // PT or WT with the given sequence number: blocks until the token is free, no MT is
+  // waiting and no prefetching thread with a lower sequence number is waiting. Returns
+  // false without the token once stop() was called.
+  bool acquire_prefetch(uint64_t seq, TokenTimes *times);
+
+  void release(TokenTimes *times);
+
+  // True while an MT waits for the token: a prefetching thread checks it between
+  // sub-reads to give way (and to give its system slot back).
+  bool mt_waiting() const { return mt_waiting_.load(std::memory_order_acquire) > 0; }
+
+  // Wakes every prefetching waiter; they return false from then on.
+  void stop();
+
+  // Number of prefetching threads waiting for the token (for tests and traces).
+  size_t prefetch_waiters();
+
+ private:
+  const bool enabled_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool held_ = false;
+  bool stopped_ = false;
+  std::atomic<int> mt_waiting_{0};
+  std::multiset<uint64_t> prefetch_waiting_;  // sequence numbers of waiting PT/WTs
+};
+
+}  // namespace ppios

@@ -1,0 +1,324 @@
+// MT-side MPI-IO calls (ppios_MPI_File_read, ...), the PT-side MPI-IO prefetch calls,
+// and ppios_pt_start / ppios_MPI_Finalize.
+//
+// An MPI file's bytes are served from the cache only for independent reads through the
+// default file view (displacement 0, etype and filetype MPI_BYTE) with a predefined
+// contiguous datatype: then the individual file pointer and the offsets are plain byte
+// offsets, and the PT can fetch the same bytes through a POSIX descriptor of its own.
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <map>
+#include <mutex>
+#include <string>
+
+#include "FileProbe.h"
+#include "MpiTypes.h"
+#include "Runtime.h"
+#include "ppios/ppios.h"
+
+using ppios::CachedFile;
+using ppios::FileKey;
+using ppios::MtStorageAccess;
+using ppios::Runtime;
+
+namespace {
+
+struct MpiFileInfo {
+  std::string path;
+  FileKey key;
+};
+
+std::mutex g_files_mu;
+std::map<MPI_File, MpiFileInfo> g_files;
+
+// ROMIO accepts "ufs:/path", "nfs:/path", ...; the prefix names a driver, not the file.
+std::string strip_driver_prefix(const char *filename) {
+  const char *colon = std::strchr(filename, ':');
+  if (colon != nullptr && colon - filename >= 2 && std::strchr(filename, '/') > colon)
+    return std::string(colon + 1);
+  return filename;
+}
+
+bool default_view(MPI_File fh) {
+  MPI_Offset disp = 0;
+  MPI_Datatype etype, filetype;
+  char rep[MPI_MAX_DATAREP_STRING];
+  if (MPI_File_get_view(fh, &disp, &etype, &filetype, rep) != MPI_SUCCESS) return false;
+  bool plain = disp == 0 && etype == MPI_BYTE && filetype == MPI_BYTE &&
+               std::strcmp(rep, "native") == 0;
+  for (MPI_Datatype *t : {&etype, &filetype}) {  // derived types come back as copies
+    int ni, na, nd, combiner;
+    if (MPI_Type_get_envelope(*t, &ni, &na, &nd, &combiner) == MPI_SUCCESS &&
+        combiner != MPI_COMBINER_NAMED)
+      MPI_Type_free(t);
+  }
+  return plain;
+}
+
+// Finds the file behind `fh` if a read of `count` x `datatype` may come from the cache;
+// sets *type_size.
+bool probe_mpi_read(MPI_File fh, int count, MPI_Datatype datatype, CachedFile *out,
+                    int64_t *type_size) {
+  if (count <= 0) return false;
+  std::string path;
+  FileKey registered;
+  {
+    std::lock_guard<std::mutex> lock(g_files_mu);
+    auto it = g_files.find(fh);
+    if (it == g_files.end()) return false;
+    path = it->second.path;
+    registered = it->second.key;
+  }
+  ppios::mpi_type_sizes_init();
+  *type_size = ppios::mpi_type_size(datatype);
+  if (*type_size <= 0) return false;
+  int amode = 0;
+  if (MPI_File_get_amode(fh, &amode) != MPI_SUCCESS || (amode & MPI_MODE_WRONLY)) return false;
+  if (!default_view(fh)) return false;
+  struct stat st;
+  if (stat(path.c_str(), &st) != 0 || !S_ISREG(st.st_mode) || !(ppios::key_of(st) == registered))
+    return false;
+  out->key = registered;
+  out->stamp = ppios::stamp_of(st);
+  return true;
+}
+
+void set_status_bytes(MPI_Status *status, MPI_Count bytes) {
+  if (status != MPI_STATUS_IGNORE) MPI_Status_set_elements_x(status, MPI_BYTE, bytes);
+}
+
+// The shared body of MPI_File_read and MPI_File_read_at. `at` < 0 means "at the
+// individual file pointer".
+int mpi_read(MPI_File fh, MPI_Offset at, void *buf, int count, MPI_Datatype datatype,
+             MPI_Status *status) {
+  Runtime &rt = Runtime::get();
+  const bool explicit_offset = at >= 0;
+  auto original = [&] {
+    return explicit_offset ? MPI_File_read_at(fh, at, buf, count, datatype, status)
+                           : MPI_File_read(fh, buf, count, datatype, status);
+  };
+  CachedFile file;
+  int64_t type_size = 0;
+  MPI_Offset offset = at;
+  bool cacheable = rt.caching() && probe_mpi_read(fh, count, datatype, &file, &type_size);
+  if (cacheable && !explicit_offset) cacheable = MPI_File_get_position(fh, &offset) == MPI_SUCCESS;
+  int rc = MPI_SUCCESS;
+  if (!cacheable) {
+    rt.mt_read(nullptr, at, 0, nullptr, [&](size_t, MtStorageAccess &storage) -> ssize_t {
+      storage.acquire();
+      rc = original();
+      MPI_Count bytes = 0;
+      if (rc == MPI_SUCCESS && status != MPI_STATUS_IGNORE) MPI_Get_elements_x(status, MPI_BYTE, &bytes);
+      return rc == MPI_SUCCESS ? static_cast<ssize_t>(bytes) : -1;
+    });
+    return rc;
+  }
+  const size_t total = static_cast<size_t>(count) * static_cast<size_t>(type_size);
+  char *out = static_cast<char *>(buf);
+  rt.mt_read(&file, offset, total, out, [&](size_t h, MtStorageAccess &storage) -> ssize_t {
+    // Whole items only, so the rest is again `datatype` items.
+    size_t whole = h - h % static_cast<size_t>(type_size);
+    if (whole == total) {
+      if (!explicit_offset) MPI_File_seek(fh, offset + static_cast<MPI_Offset>(total), MPI_SEEK_SET);
+      set_status_bytes(status, static_cast<MPI_Count>(total));
+      return static_cast<ssize_t>(total);
+    }
+    storage.acquire();
+    MPI_Status rest;
+    int left = count - static_cast<int>(whole / static_cast<size_t>(type_size));
+    MPI_Offset rest_at = offset + static_cast<MPI_Offset>(whole);
+    if (explicit_offset) {
+      rc = MPI_File_read_at(fh, rest_at, out + whole, left, datatype, &rest);
+    } else {
+      rc = MPI_File_seek(fh, rest_at, MPI_SEEK_SET);
+      if (rc == MPI_SUCCESS) rc = MPI_File_read(fh, out + whole, left, datatype, &rest);
+    }
+    if (rc != MPI_SUCCESS) {
+      // Let the original call, as a whole, report what went wrong.
+      if (!explicit_offset) MPI_File_seek(fh, offset, MPI_SEEK_SET);
+      rc = original();
+      return -1;
+    }
+    MPI_Count got = 0;
+    MPI_Get_elements_x(&rest, MPI_BYTE, &got);
+    set_status_bytes(status, static_cast<MPI_Count>(whole) + got);
+    return static_cast<ssize_t>(whole + static_cast<size_t>(got));
+  });
+  return rc;
+}
+
+int mpi_write(MPI_File fh, MPI_Offset at, const void *buf, int count, MPI_Datatype datatype,
+              MPI_Status *status) {
+  Runtime &rt = Runtime::get();
+  const bool explicit_offset = at >= 0;
+  FileKey key;
+  bool known = false;
+  MPI_Offset offset = 0;
+  size_t length = 0;  // 0: the whole file
+  if (rt.caching()) {
+    std::lock_guard<std::mutex> lock(g_files_mu);
+    auto it = g_files.find(fh);
+    if (it != g_files.end()) {
+      key = it->second.key;
+      known = true;
+    }
+  }
+  if (known) {
+    int64_t type_size = (ppios::mpi_type_sizes_init(), ppios::mpi_type_size(datatype));
+    MPI_Offset position = at;
+    if (type_size > 0 && count > 0 && default_view(fh) &&
+        (explicit_offset || MPI_File_get_position(fh, &position) == MPI_SUCCESS)) {
+      offset = position;
+      length = static_cast<size_t>(count) * static_cast<size_t>(type_size);
+    }
+  }
+  int rc = MPI_SUCCESS;
+  std::string path;
+  if (known) {
+    std::lock_guard<std::mutex> lock(g_files_mu);
+    path = g_files[fh].path;
+  }
+  rt.mt_write(known ? &key : nullptr, offset, length,
+              [&]() -> ssize_t {
+                rc = explicit_offset ? MPI_File_write_at(fh, at, buf, count, datatype, status)
+                                     : MPI_File_write(fh, buf, count, datatype, status);
+                MPI_Count bytes = 0;
+                if (rc == MPI_SUCCESS && status != MPI_STATUS_IGNORE)
+                  MPI_Get_elements_x(status, MPI_BYTE, &bytes);
+                return rc == MPI_SUCCESS ? static_cast<ssize_t>(bytes) : -1;
+              },
+              [&](ppios::FileStamp *stamp) {
+                struct stat st;
+                if (stat(path.c_str(), &st) != 0) return false;
+                *stamp = ppios::stamp_of(st);
+                return true;
+              });
+  return rc;
+}
+
+}  // namespace
+
+extern "C" {
+
+int ppios_MPI_File_open(MPI_Comm comm, const char *filename, int amode, MPI_Info info,
+                        MPI_File *fh) {
+  int rc = MPI_File_open(comm, filename, amode, info, fh);
+  Runtime &rt = Runtime::get();
+  if (rc == MPI_SUCCESS && rt.caching()) {
+    std::string path = strip_driver_prefix(filename);
+    struct stat st;
+    int saved = errno;
+    if (stat(path.c_str(), &st) == 0 && S_ISREG(st.st_mode)) {
+      std::lock_guard<std::mutex> lock(g_files_mu);
+      g_files[*fh] = MpiFileInfo{path, ppios::key_of(st)};
+    }
+    errno = saved;
+  }
+  return rc;
+}
+
+int ppios_MPI_File_close(MPI_File *fh) {
+  {
+    std::lock_guard<std::mutex> lock(g_files_mu);
+    g_files.erase(*fh);
+  }
+  return MPI_File_close(fh);
+}
+
+int ppios_MPI_File_read(MPI_File fh, void *buf, int count, MPI_Datatype datatype, MPI_Status *status) {
+  return mpi_read(fh, -1, buf, count, datatype, status);
+}
+
+int ppios_MPI_File_read_at(MPI_File fh, MPI_Offset offset, void *buf, int count,
+                           MPI_Datatype datatype, MPI_Status *status) {
+  if (offset < 0) return MPI_File_read_at(fh, offset, buf, count, datatype, status);
+  return mpi_read(fh, offset, buf, count, datatype, status);
+}
+
+int ppios_MPI_File_write(MPI_File fh, const void *buf, int count, MPI_Datatype datatype,
+                         MPI_Status *status) {
+  return mpi_write(fh, -1, buf, count, datatype, status);
+}
+
+int ppios_MPI_File_write_at(MPI_File fh, MPI_Offset offset, const void *buf, int count,
+                            MPI_Datatype datatype, MPI_Status *status) {
+  if (offset < 0) return MPI_File_write_at(fh, offset, buf, count, datatype, status);
+  return mpi_write(fh, offset, buf, count, datatype, status);
+}
+
+int ppios_MPI_File_seek(MPI_File fh, MPI_Offset offset, int whence) {
+  return MPI_File_seek(fh, offset, whence);
+}
+
+// ------------------------------------------------------------------ PT side
+
+int ppios_pt_MPI_File_open(const char *filename, int /*amode*/, ppios_pt_mpi_file *fh) {
+  int fd = open(strip_driver_prefix(filename).c_str(), O_RDONLY | O_CLOEXEC);
+  *fh = fd;
+  if (fd >= 0) return MPI_SUCCESS;
+  return errno == ENOENT ? MPI_ERR_NO_SUCH_FILE : MPI_ERR_FILE;
+}
+
+int ppios_pt_MPI_File_close(ppios_pt_mpi_file *fh) {
+  if (*fh >= 0) close(*fh);
+  *fh = -1;
+  return MPI_SUCCESS;
+}
+
+int ppios_pt_MPI_File_seek(ppios_pt_mpi_file fh, MPI_Offset offset, int whence) {
+  int w = whence == MPI_SEEK_SET ? SEEK_SET : whence == MPI_SEEK_CUR ? SEEK_CUR
+        : whence == MPI_SEEK_END ? SEEK_END : -1;
+  if (w < 0) return MPI_ERR_ARG;
+  return lseek(fh, static_cast<off_t>(offset), w) < 0 ? MPI_ERR_ARG : MPI_SUCCESS;
+}
+
+int ppios_pt_MPI_File_get_size(ppios_pt_mpi_file fh, MPI_Offset *size) {
+  struct stat st;
+  if (fstat(fh, &st) != 0) return MPI_ERR_FILE;
+  *size = static_cast<MPI_Offset>(st.st_size);
+  return MPI_SUCCESS;
+}
+
+int ppios_prefetch_MPI_File_read_at(ppios_pt_mpi_file fh, MPI_Offset offset, int count,
+                                    MPI_Datatype datatype, ppios_seq_t seq, unsigned flags) {
+  int64_t type_size = ppios::mpi_type_size(datatype);
+  if (type_size <= 0 || count < 0) return -1;
+  ssize_t bytes = ppios_prefetch_pread(fh, static_cast<size_t>(count) * static_cast<size_t>(type_size),
+                                       static_cast<off_t>(offset), seq, flags);
+  return bytes < 0 ? -1 : static_cast<int>(bytes / type_size);
+}
+
+int ppios_prefetch_MPI_File_read(ppios_pt_mpi_file fh, int count, MPI_Datatype datatype,
+                                 ppios_seq_t seq, unsigned flags) {
+  int64_t type_size = ppios::mpi_type_size(datatype);
+  off_t offset = lseek(fh, 0, SEEK_CUR);
+  if (type_size <= 0 || count < 0 || offset < 0) return -1;
+  ssize_t bytes = ppios_prefetch_pread(fh, static_cast<size_t>(count) * static_cast<size_t>(type_size),
+                                       offset, seq, flags);
+  if (bytes < 0) return -1;
+  lseek(fh, offset + bytes, SEEK_SET);
+  return static_cast<int>(bytes / type_size);
+}
+
+// ------------------------------------------------------------------ lifecycle
+
+int ppios_pt_start(void (*entry)(void *ctx), const void *ctx, size_t ctx_size) {
+  if (entry == nullptr || (ctx == nullptr && ctx_size > 0)) {
+    errno = EINVAL;
+    return -1;
+  }
+  Runtime::get().start_pt(entry, ctx, ctx_size);
+  return 0;
+}
+
+int ppios_MPI_Finalize(void) {
+  Runtime::get().shutdown();
+  return MPI_Finalize();
+}
+
+}  // extern "C"

@@ -1,0 +1,153 @@
+// MT-side POSIX calls (ppios_read, ...) and the PT-side POSIX prefetch calls.
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstdarg>
+
+#include "FileProbe.h"
+#include "Runtime.h"
+#include "ppios/ppios.h"
+
+using ppios::CachedFile;
+using ppios::FileKey;
+using ppios::FileStamp;
+using ppios::MtStorageAccess;
+using ppios::Runtime;
+
+namespace {
+
+// The mode argument of open() exists only when the flags create a file.
+mode_t open_mode(int flags, va_list args) {
+  if ((flags & O_CREAT) || (flags & O_TMPFILE) == O_TMPFILE) return static_cast<mode_t>(va_arg(args, int));
+  return 0;
+}
+
+ssize_t write_at(Runtime &rt, int fd, off_t offset, size_t length, bool whole_file,
+                 const std::function<ssize_t()> &do_write) {
+  FileKey key;
+  const bool regular = rt.caching() && ppios::probe_regular_file(fd, &key);
+  return rt.mt_write(regular ? &key : nullptr, whole_file ? 0 : offset, whole_file ? 0 : length,
+                     do_write, [fd](FileStamp *stamp) {
+                       FileKey k;
+                       return ppios::probe_regular_file(fd, &k, stamp);
+                     });
+}
+
+}  // namespace
+
+extern "C" {
+
+int ppios_open(const char *path, int flags, ...) {
+  va_list args;
+  va_start(args, flags);
+  mode_t mode = open_mode(flags, args);
+  va_end(args);
+  int fd = open(path, flags, mode);
+  Runtime &rt = Runtime::get();
+  if (fd >= 0 && (flags & O_TRUNC) && (flags & O_ACCMODE) != O_RDONLY && rt.caching()) {
+    int saved = errno;
+    FileKey key;
+    if (ppios::probe_regular_file(fd, &key)) rt.cache().invalidate_file(key);
+    errno = saved;
+  }
+  return fd;
+}
+
+int ppios_close(int fd) { return close(fd); }
+
+off_t ppios_lseek(int fd, off_t offset, int whence) { return lseek(fd, offset, whence); }
+
+ssize_t ppios_pread(int fd, void *buf, size_t count, off_t offset) {
+  Runtime &rt = Runtime::get();
+  CachedFile file;
+  bool cacheable = rt.caching() && offset >= 0 && ppios::probe_readable_file(fd, &file);
+  char *out = static_cast<char *>(buf);
+  return rt.mt_read(cacheable ? &file : nullptr, offset, count, out,
+                    [&](size_t h, MtStorageAccess &storage) -> ssize_t {
+                      if (h == count) return static_cast<ssize_t>(count);
+                      storage.acquire();
+                      ssize_t r = pread(fd, out + h, count - h, offset + static_cast<off_t>(h));
+                      if (r >= 0) return r + static_cast<ssize_t>(h);
+                      // Let the original call, as a whole, report what went wrong.
+                      return h > 0 ? pread(fd, buf, count, offset) : r;
+                    });
+}
+
+ssize_t ppios_read(int fd, void *buf, size_t count) {
+  Runtime &rt = Runtime::get();
+  CachedFile file;
+  off_t offset = -1;
+  bool cacheable = false;
+  if (rt.caching() && ppios::probe_readable_file(fd, &file)) {
+    int saved = errno;
+    offset = lseek(fd, 0, SEEK_CUR);
+    cacheable = offset >= 0;
+    errno = saved;
+  }
+  char *out = static_cast<char *>(buf);
+  return rt.mt_read(cacheable ? &file : nullptr, offset, count, out,
+                    [&](size_t h, MtStorageAccess &storage) -> ssize_t {
+                      if (h == count) {  // served whole: move the file offset as read() would
+                        lseek(fd, offset + static_cast<off_t>(count), SEEK_SET);
+                        return static_cast<ssize_t>(count);
+                      }
+                      storage.acquire();
+                      if (h > 0) lseek(fd, offset + static_cast<off_t>(h), SEEK_SET);
+                      ssize_t r = read(fd, out + h, count - h);
+                      if (r >= 0) return r + static_cast<ssize_t>(h);
+                      if (h == 0) return r;
+                      lseek(fd, offset, SEEK_SET);
+                      return read(fd, buf, count);
+                    });
+}
+
+ssize_t ppios_pwrite(int fd, const void *buf, size_t count, off_t offset) {
+  Runtime &rt = Runtime::get();
+  return write_at(rt, fd, offset, count, false, [&] { return pwrite(fd, buf, count, offset); });
+}
+
+ssize_t ppios_write(int fd, const void *buf, size_t count) {
+  Runtime &rt = Runtime::get();
+  off_t offset = 0;
+  bool whole_file = true;  // appends, and descriptors without an offset
+  if (rt.caching()) {
+    int saved = errno;
+    int flags = fcntl(fd, F_GETFL);
+    if (flags >= 0 && !(flags & O_APPEND)) {
+      offset = lseek(fd, 0, SEEK_CUR);
+      whole_file = offset < 0;
+    }
+    errno = saved;
+  }
+  return write_at(rt, fd, offset, count, whole_file, [&] { return write(fd, buf, count); });
+}
+
+// ------------------------------------------------------------------ PT side
+
+int ppios_pt_open(const char *path, int /*flags*/, ...) {
+  return open(path, O_RDONLY | O_CLOEXEC);
+}
+
+int ppios_pt_close(int fd) { return close(fd); }
+
+ssize_t ppios_prefetch_pread(int fd, size_t count, off_t offset, ppios_seq_t seq, unsigned flags) {
+  struct stat st;
+  if (offset < 0 || fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) return -1;
+  size_t predicted =
+      offset >= st.st_size ? 0 : std::min<size_t>(count, static_cast<size_t>(st.st_size - offset));
+  if (predicted > 0 || (flags & PPIOS_PF_AFTER_WRITE))
+    Runtime::get().prefetch(fd, st, offset, predicted, count, seq, flags);
+  return static_cast<ssize_t>(predicted);
+}
+
+ssize_t ppios_prefetch_read(int fd, size_t count, ppios_seq_t seq, unsigned flags) {
+  off_t offset = lseek(fd, 0, SEEK_CUR);
+  if (offset < 0) return -1;
+  ssize_t predicted = ppios_prefetch_pread(fd, count, offset, seq, flags);
+  if (predicted > 0) lseek(fd, offset + predicted, SEEK_SET);
+  return predicted;
+}
+
+}  // extern "C"

@@ -1,0 +1,334 @@
+#include "PrefetchCache.h"
+
+#include <algorithm>
+#include <cstring>
+#include <limits>
+#include <tuple>
+
+namespace ppios {
+
+struct CacheEntry {
+  FileKey key;
+  FileStamp stamp;
+  off_t offset = 0;
+  size_t length = 0;    // reserved bytes; trimmed to `filled` when a fetch ends short
+  size_t reserved = 0;  // bytes counted against the capacity until the entry is freed
+  size_t filled = 0;
+  size_t consumed = 0;  // bytes the MT copied out
+  uint64_t seq = 0;
+  bool filling = true;
+  bool linked = true;   // in files_[key].by_offset
+  int pins = 0;         // MT copies in progress
+  std::unique_ptr<char[]> data;
+
+  off_t end() const { return offset + static_cast<off_t>(length); }
+};
+
+namespace {
+constexpr off_t kToEnd = std::numeric_limits<off_t>::max();
+
+off_t range_end(off_t offset, size_t length) {
+  return length == 0 ? kToEnd : offset + static_cast<off_t>(length);
+}
+}  // namespace
+
+PrefetchCache::PrefetchCache(size_t capacity_bytes) : capacity_(capacity_bytes) {}
+
+PrefetchCache::~PrefetchCache() {
+  for (auto &[key, file] : files_)
+    for (auto &[off, entry] : file.by_offset) delete entry;
+}
+
+ReserveResult PrefetchCache::reserve(const FileKey &key, const FileStamp &stamp, off_t offset,
+                                     size_t length, uint64_t seq, CacheEntry **out) {
+  *out = nullptr;
+  if (length > capacity_) return ReserveResult::TooLarge;
+  std::unique_lock<std::mutex> lock(mu_);
+  const off_t end = offset + static_cast<off_t>(length);
+  for (;;) {
+    if (stopped_) return ReserveResult::Stopped;
+    FileEntries &file = files_[key];
+    if (file.holds > 0) return ReserveResult::Busy;
+    for (const Range &w : file.writes_in_progress)
+      if (w.begin < end && offset < w.end) return ReserveResult::Busy;
+    // The same transfer prefetched twice (a programs that reads the same bytes twice
+    // needs them twice: its second read is another transfer).
+    for (auto &[off, e] : file.by_offset) {
+      if (off > offset) break;
+      if (e->seq == seq && e->end() >= end && (e->filling || e->stamp == stamp))
+        return ReserveResult::Covered;
+    }
+    if (counters_.bytes_in_use + length <= capacity_) break;
+    if (evict_one_passed()) continue;
+    ++room_waiters_;
+    room_cv_.wait(lock);
+    --room_waiters_;
+  }
+  auto *e = new CacheEntry;
+  e->key = key;
+  e->stamp = stamp;
+  e->offset = offset;
+  e->length = length;
+  e->reserved = length;
+  e->seq = seq;
+  e->data.reset(new char[length]);
+  files_[key].by_offset.emplace(offset, e);
+  counters_.bytes_in_use += length;
+  counters_.peak_bytes = std::max(counters_.peak_bytes, counters_.bytes_in_use);
+  *out = e;
+  return ReserveResult::Reserved;
+}
+
+char *PrefetchCache::fill_pointer(CacheEntry *e, size_t *remaining) {
+  std::lock_guard<std::mutex> lock(mu_);
+  *remaining = e->length - e->filled;
+  if (!e->linked || stopped_) return nullptr;
+  return e->data.get() + e->filled;
+}
+
+bool PrefetchCache::filled(CacheEntry *e, size_t bytes) {
+  std::lock_guard<std::mutex> lock(mu_);
+  e->filled += bytes;
+  return e->linked;
+}
+
+void PrefetchCache::finish(CacheEntry *e, bool ok) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    e->filling = false;
+    if (e->linked && (!ok || e->filled == 0)) unlink_entry(e);
+    if (e->linked) e->length = e->filled;  // short at EOF: keep what exists
+    maybe_free(e);
+  }
+  fetched_cv_.notify_all();
+}
+
+CacheEntry *PrefetchCache::best_entry(FileEntries &file, off_t pos) {
+  // A complete entry beats one still being fetched; then the one prefetched for the
+  // transfer nearest the MT's next one (a program may read the same bytes several times:
+  // each read has an entry of its own); then the one reaching furthest.
+  const uint64_t next = mt_completed_ + 1;
+  auto distance = [next](const CacheEntry *e) { return e->seq > next ? e->seq - next : next - e->seq; };
+  CacheEntry *best = nullptr;
+  for (auto &[off, e] : file.by_offset) {
+    if (off > pos) break;
+    if (pos >= e->end()) continue;
+    if (best == nullptr ||
+        std::make_tuple(e->filling, distance(e), -e->end()) <
+            std::make_tuple(best->filling, distance(best), -best->end()))
+      best = e;
+  }
+  return best;
+}
+
+ServeResult PrefetchCache::serve(const FileKey &key, const FileStamp &stamp, off_t offset,
+                                 size_t length, char *buffer, InFlightPolicy policy) {
+  struct Piece {
+    CacheEntry *entry;
+    off_t from;
+    size_t bytes;
+  };
+  std::vector<Piece> pieces;
+  ServeResult result;
+  std::unique_lock<std::mutex> lock(mu_);
+  auto it = files_.find(key);
+  if (it == files_.end() || it->second.holds > 0) return result;
+  FileEntries &file = it->second;
+
+  const off_t end = offset + static_cast<off_t>(length);
+  off_t pos = offset;
+  while (pos < end) {
+    CacheEntry *e = best_entry(file, pos);
+    if (e == nullptr) break;
+    if (e->stamp != stamp) {  // the file changed behind our back
+      unlink_entry(e);
+      ++counters_.invalidated_entries;
+      maybe_free(e);
+      continue;
+    }
+    off_t available = e->offset + static_cast<off_t>(e->filled);
+    if (e->filling) {
+      if (policy == InFlightPolicy::Wait) {
+        ++e->pins;  // keep it alive while we wait
+        fetched_cv_.wait(lock, [&] { return !e->filling || !e->linked; });
+        --e->pins;
+        maybe_free(e);
+        continue;  // look again: the entry may be complete, trimmed or gone
+      }
+      if (policy == InFlightPolicy::NeedToken) {
+        for (Piece &p : pieces) --p.entry->pins;
+        result.needs_token = true;
+        return result;
+      }
+      // Claim: the fetcher is paused between sub-reads while we hold the token. Take
+      // its prefix; it sees the entry unlinked and stops.
+      unlink_entry(e);
+      if (available <= pos) break;
+      size_t n = static_cast<size_t>(std::min(available, end) - pos);
+      ++e->pins;
+      pieces.push_back({e, pos, n});
+      pos += static_cast<off_t>(n);
+      break;  // nothing after a partial entry is contiguous with it
+    }
+    size_t n = static_cast<size_t>(std::min(e->end(), end) - pos);
+    ++e->pins;
+    pieces.push_back({e, pos, n});
+    pos += static_cast<off_t>(n);
+  }
+  if (pieces.empty()) return result;
+
+  lock.unlock();
+  for (const Piece &p : pieces) {
+    std::memcpy(buffer + (p.from - offset), p.entry->data.get() + (p.from - p.entry->offset),
+                p.bytes);
+    result.bytes += p.bytes;
+  }
+  lock.lock();
+  bool freed = false;
+  for (const Piece &p : pieces) {
+    CacheEntry *e = p.entry;
+    --e->pins;
+    e->consumed += p.bytes;
+    // The MT has read through the end of a complete entry: it is done with it.
+    if (e->linked && !e->filling && p.from + static_cast<off_t>(p.bytes) >= e->end())
+      unlink_entry(e);
+    if (!e->linked) {
+      maybe_free(e);
+      freed = true;
+    }
+  }
+  if (freed && room_waiters_ > 0) room_cv_.notify_all();
+  return result;
+}
+
+void PrefetchCache::mt_progress(uint64_t seq) {
+  std::lock_guard<std::mutex> lock(mu_);
+  mt_completed_ = seq;
+  if (room_waiters_ > 0) room_cv_.notify_all();  // entries may have become evictable
+}
+
+void PrefetchCache::begin_write(const FileKey &key, off_t offset, size_t length) {
+  std::lock_guard<std::mutex> lock(mu_);
+  files_[key].writes_in_progress.push_back({offset, range_end(offset, length)});
+}
+
+void PrefetchCache::end_write(const FileKey &key, off_t offset, size_t length,
+                              const FileStamp *new_stamp) {
+  std::lock_guard<std::mutex> lock(mu_);
+  FileEntries &file = files_[key];
+  const off_t end = range_end(offset, length);
+  auto &writes = file.writes_in_progress;
+  for (auto w = writes.begin(); w != writes.end(); ++w)
+    if (w->begin == offset && w->end == end) {
+      writes.erase(w);
+      break;
+    }
+  std::vector<CacheEntry *> overlapping;
+  for (auto &[off, e] : file.by_offset) {
+    // An entry still being fetched may hold bytes from before the write anywhere up to
+    // its reserved end, so its whole reserved range counts.
+    if (off < end && offset < e->end()) overlapping.push_back(e);
+    else if (new_stamp) e->stamp = *new_stamp;  // only our own write changed the file
+  }
+  for (CacheEntry *e : overlapping) {
+    unlink_entry(e);
+    ++counters_.invalidated_entries;
+    maybe_free(e);
+  }
+  if (room_waiters_ > 0) room_cv_.notify_all();
+  forget_file_if_empty(key);
+}
+
+void PrefetchCache::invalidate_file(const FileKey &key) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = files_.find(key);
+  if (it == files_.end()) return;
+  std::vector<CacheEntry *> all;
+  for (auto &[off, e] : it->second.by_offset) all.push_back(e);
+  for (CacheEntry *e : all) {
+    unlink_entry(e);
+    ++counters_.invalidated_entries;
+    maybe_free(e);
+  }
+  if (room_waiters_ > 0) room_cv_.notify_all();
+  forget_file_if_empty(key);
+}
+
+void PrefetchCache::hold_file(const FileKey &key) {
+  std::lock_guard<std::mutex> lock(mu_);
+  ++files_[key].holds;
+}
+
+void PrefetchCache::unhold_file(const FileKey &key) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = files_.find(key);
+  if (it != files_.end() && it->second.holds > 0) --it->second.holds;
+  forget_file_if_empty(key);
+}
+
+void PrefetchCache::stop() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    stopped_ = true;
+  }
+  room_cv_.notify_all();
+  fetched_cv_.notify_all();
+}
+
+CacheCounters PrefetchCache::counters() {
+  std::lock_guard<std::mutex> lock(mu_);
+  CacheCounters c = counters_;
+  // What is still cached at this point was never used either.
+  for (auto &[key, file] : files_)
+    for (auto &[off, e] : file.by_offset)
+      if (e->filled > e->consumed) c.unused_bytes += e->filled - e->consumed;
+  return c;
+}
+
+// Called with mu_ held.
+void PrefetchCache::unlink_entry(CacheEntry *e) {
+  if (!e->linked) return;
+  auto &index = files_[e->key].by_offset;
+  auto [first, last] = index.equal_range(e->offset);
+  for (auto it = first; it != last; ++it)
+    if (it->second == e) {
+      index.erase(it);
+      break;
+    }
+  e->linked = false;
+}
+
+// Called with mu_ held: frees an unlinked entry once nobody copies from or fills it.
+void PrefetchCache::maybe_free(CacheEntry *e) {
+  if (e->linked || e->pins > 0 || e->filling) return;
+  if (e->filled > e->consumed) counters_.unused_bytes += e->filled - e->consumed;
+  counters_.bytes_in_use -= e->reserved;
+  delete e;
+  if (room_waiters_ > 0) room_cv_.notify_all();
+}
+
+// Called with mu_ held: frees the complete entry with the lowest sequence number among
+// those the MT has passed. Returns false if there is none.
+bool PrefetchCache::evict_one_passed() {
+  CacheEntry *victim = nullptr;
+  for (auto &[key, file] : files_)
+    for (auto &[off, e] : file.by_offset)
+      if (!e->filling && e->pins == 0 && e->seq <= mt_completed_ &&
+          (victim == nullptr || e->seq < victim->seq))
+        victim = e;
+  if (victim == nullptr) return false;
+  unlink_entry(victim);
+  ++counters_.evicted_entries;
+  maybe_free(victim);
+  return true;
+}
+
+// Called with mu_ held.
+void PrefetchCache::forget_file_if_empty(const FileKey &key) {
+  auto it = files_.find(key);
+  if (it != files_.end() && it->second.by_offset.empty() && it->second.holds == 0 &&
+      it->second.writes_in_progress.empty())
+    files_.erase(it);
+}
+
+}  // namespace ppios

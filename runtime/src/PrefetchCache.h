@@ -1,0 +1,130 @@
+// The per-process prefetch cache: byte ranges of files fetched ahead by the PT and the
+// waiting threads, handed to the MT when they are exactly what its read would return.
+//
+// Memory is bounded: every entry's bytes are reserved before they are fetched, and a
+// prefetching thread waits for room. Entries the MT has passed (their sequence number is
+// below the MT's) are evicted first, so a PT that guessed wrong can never fill the cache
+// for good or make the MT wait.
+//
+// Entry life: reserve() -> filling (owned by the fetching thread, which appends bytes
+// with fill_pointer()/filled()) -> finish() -> complete (served to the MT, removed when
+// the MT has read through its end) or dropped. The MT may take the filled prefix of an
+// entry still being fetched only while it holds the process I/O token (the fetcher is
+// then paused between sub-reads); in PPIOS_MODE=pp it waits for the fetch instead.
+//
+// One mutex guards everything here; bytes are copied to the MT outside it, with the
+// entries pinned so that nobody frees them meanwhile.
+#pragma once
+
+#include <condition_variable>
+#include <cstddef>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <vector>
+
+#include "FileKey.h"
+
+namespace ppios {
+
+struct CacheEntry;
+
+enum class ReserveResult {
+  Reserved,  // *entry is yours to fill, then finish()
+  Covered,   // the range is already cached or being fetched
+  TooLarge,  // larger than the whole cache
+  Busy,      // the MT is writing the range, or the file is being written through stdio
+  Stopped,   // the runtime is shutting down
+};
+
+enum class InFlightPolicy {
+  Wait,       // wait until in-flight fetches finish (PPIOS_MODE=pp)
+  NeedToken,  // caller does not hold the I/O token: report that it needs it
+  Claim,      // caller holds the I/O token: take what in-flight fetches have so far
+};
+
+struct ServeResult {
+  size_t bytes = 0;          // bytes copied, a prefix of the request
+  bool needs_token = false;  // NeedToken only: an in-flight fetch covers the request
+};
+
+struct CacheCounters {
+  size_t bytes_in_use = 0;
+  size_t peak_bytes = 0;
+  uint64_t unused_bytes = 0;  // fetched, then dropped without the MT reading them
+  uint64_t evicted_entries = 0;
+  uint64_t invalidated_entries = 0;
+};
+
+class PrefetchCache {
+ public:
+  explicit PrefetchCache(size_t capacity_bytes);
+  ~PrefetchCache();
+  PrefetchCache(const PrefetchCache &) = delete;
+  PrefetchCache &operator=(const PrefetchCache &) = delete;
+
+  size_t capacity() const { return capacity_; }
+
+  // --- prefetching threads
+  ReserveResult reserve(const FileKey &key, const FileStamp &stamp, off_t offset, size_t length,
+                        uint64_t seq, CacheEntry **entry);
+  // Where the next fetched bytes go, and how many are still wanted; nullptr once the
+  // entry is no longer wanted. Only the fetching thread writes there.
+  char *fill_pointer(CacheEntry *entry, size_t *remaining);
+  // Records `bytes` more fetched bytes. Returns false if the entry is no longer wanted
+  // (the MT claimed it, or a write invalidated it): stop fetching and finish() it.
+  bool filled(CacheEntry *entry, size_t bytes);
+  // Ends a fetch. `ok` false (an error) drops the entry; a short fetch (EOF) keeps what
+  // was fetched.
+  void finish(CacheEntry *entry, bool ok);
+
+  // --- main thread
+  ServeResult serve(const FileKey &key, const FileStamp &stamp, off_t offset, size_t length,
+                    char *buffer, InFlightPolicy policy);
+  // The MT completed its transfer number `seq`: entries with lower numbers are passed.
+  void mt_progress(uint64_t seq);
+  // Brackets an MT write of [offset, offset+length) (length 0: to the end of the file).
+  // Overlapping entries are dropped at the end; the others take the file's new stamp.
+  void begin_write(const FileKey &key, off_t offset, size_t length);
+  void end_write(const FileKey &key, off_t offset, size_t length, const FileStamp *new_stamp);
+  // Drops every entry of the file (it was truncated).
+  void invalidate_file(const FileKey &key);
+  // While a file has buffered stdio writes, nothing of it is cached or served.
+  void hold_file(const FileKey &key);
+  void unhold_file(const FileKey &key);
+
+  // Wakes threads waiting for room; reserve() returns Stopped from then on.
+  void stop();
+
+  CacheCounters counters();
+
+ private:
+  struct Range {
+    off_t begin;
+    off_t end;
+  };
+  struct FileEntries {
+    std::multimap<off_t, CacheEntry *> by_offset;
+    std::vector<Range> writes_in_progress;
+    int holds = 0;
+  };
+
+  CacheEntry *best_entry(FileEntries &file, off_t pos);
+  void unlink_entry(CacheEntry *entry);    // out of the index; freed once unpinned and finished
+  void maybe_free(CacheEntry *entry);
+  bool evict_one_passed();
+  void forget_file_if_empty(const FileKey &key);
+
+  const size_t capacity_;
+  std::mutex mu_;
+  std::condition_variable room_cv_;     // prefetchers waiting for room
+  std::condition_variable fetched_cv_;  // MT waiting for an in-flight fetch (pp mode)
+  std::map<FileKey, FileEntries> files_;
+  uint64_t mt_completed_ = 0;
+  bool stopped_ = false;
+  int room_waiters_ = 0;
+  CacheCounters counters_;
+};
+
+}  // namespace ppios

@@ -1,0 +1,472 @@
+#include "Runtime.h"
+
+#include <fcntl.h>
+#include <mpi.h>
+#include <pthread.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+
+#include "Clock.h"
+#include "MpiTypes.h"
+#include "ppios/ppios.h"
+
+namespace ppios {
+namespace {
+
+Runtime *g_runtime = nullptr;  // created once, never destroyed: the PT may outlive main()
+thread_local int t_trace_tid = kTraceMT;
+
+// How long shutdown waits for the PT and WTs to notice the stop before writing the
+// outputs without them (they only ever touch the never-freed runtime).
+constexpr auto kStopGrace = std::chrono::seconds(5);
+
+std::string format_double(double v) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%.6f", v);
+  return buf;
+}
+
+}  // namespace
+
+void Runtime::load() {
+  if (g_runtime != nullptr) return;
+  Config config;
+  std::string error;
+  if (!Config::parse([](const char *name) { return std::getenv(name); }, &config, &error)) {
+    std::fprintf(stderr, "ppios: %s\n", error.c_str());
+    std::exit(2);
+  }
+  g_runtime = new Runtime(config);
+  std::atexit([] { g_runtime->shutdown(); });
+}
+
+Runtime &Runtime::get() {
+  if (g_runtime == nullptr) load();  // only if the library constructor did not run
+  return *g_runtime;
+}
+
+Runtime::Runtime(const Config &config)
+    : config_(config),
+      start_ns_(now_ns()),
+      cache_(config.cache_bytes),
+      scheduler_(config.mode == Mode::Intra || config.mode == Mode::PPIOS),
+      trace_(!config.trace_prefix.empty()) {
+  if (config.mode == Mode::PPIOS) {
+    std::string error;
+    coordinator_ = make_coordinator(config.coordinator, &error);
+    if (!coordinator_) {
+      std::fprintf(stderr, "ppios: %s\n", error.c_str());
+      std::exit(2);
+    }
+  } else {
+    coordinator_ = make_unlimited_coordinator();
+  }
+}
+
+// ------------------------------------------------------------------ main thread
+
+void MtStorageAccess::acquire() {
+  if (held_) return;
+  held_ = true;
+  const int saved_errno = errno;
+  rt_.scheduler_.acquire_mt(&token_);
+  uint64_t t = now_ns();
+  slot_ = rt_.coordinator_->acquire(IoClass::MT, 0);
+  rt_.stats_.mt_slot_wait_ns += now_ns() - t;
+  errno = saved_errno;
+  if (rt_.scheduler_.enabled()) {
+    rt_.stats_.mt_token_wait_ns += token_.granted_ns - token_.asked_ns;
+    rt_.trace_.event("mt_token_wait", kTraceMT, token_.asked_ns, token_.granted_ns, nullptr, -1, -1);
+  }
+}
+
+void MtStorageAccess::release() {
+  if (!held_) return;
+  held_ = false;
+  rt_.coordinator_->release(slot_);
+  rt_.scheduler_.release(&token_);
+}
+
+ssize_t Runtime::mt_read(const CachedFile *file, off_t offset, size_t length, char *buffer,
+                         const std::function<ssize_t(size_t, MtStorageAccess &)> &complete) {
+  const int saved_errno = errno;
+  const uint64_t seq = mt_started_.fetch_add(1, std::memory_order_relaxed) + 1;
+  const uint64_t begin = now_ns();
+  size_t from_cache = 0;
+  ssize_t result;
+  {
+    MtStorageAccess storage(*this);
+    if (file != nullptr && length > 0 && caching()) {
+      InFlightPolicy policy = mode() == Mode::PP ? InFlightPolicy::Wait : InFlightPolicy::NeedToken;
+      ServeResult served = cache_.serve(file->key, file->stamp, offset, length, buffer, policy);
+      if (served.needs_token) {
+        // A prefetch of these bytes is in flight: take the token (waiting for at most
+        // its current sub-read) and use what it has fetched so far.
+        storage.acquire();
+        served = cache_.serve(file->key, file->stamp, offset, length, buffer, InFlightPolicy::Claim);
+      }
+      from_cache = served.bytes;
+    }
+    errno = saved_errno;  // the call's errno is the original call's, not our probes'
+    result = complete(from_cache, storage);
+  }
+  const uint64_t end = now_ns();
+  stats_.mt_read_calls++;
+  stats_.mt_read_wait_ns += end - begin;
+  if (result >= 0) {
+    stats_.mt_read_bytes += static_cast<uint64_t>(result);
+    stats_.hit_bytes += std::min<uint64_t>(from_cache, static_cast<uint64_t>(result));
+  }
+  trace_.event(from_cache == length && length > 0 ? "read (hit)" : "read", kTraceMT, begin, end,
+               file ? &file->key : nullptr, offset, result, static_cast<int64_t>(seq));
+  mt_done(seq);
+  return result;
+}
+
+ssize_t Runtime::mt_write(const FileKey *file, off_t offset, size_t length,
+                          const std::function<ssize_t()> &do_write,
+                          const std::function<bool(FileStamp *)> &refresh) {
+  const int saved_errno = errno;
+  const uint64_t seq = mt_started_.fetch_add(1, std::memory_order_relaxed) + 1;
+  const uint64_t begin = now_ns();
+  ssize_t result;
+  {
+    MtStorageAccess storage(*this);
+    storage.acquire();
+    if (file != nullptr && caching()) cache_.begin_write(*file, offset, length);
+    errno = saved_errno;
+    result = do_write();
+    int saved_errno = errno;
+    if (file != nullptr && caching()) {
+      FileStamp stamp;
+      bool known = refresh(&stamp);
+      cache_.end_write(*file, offset, length, known ? &stamp : nullptr);
+    }
+    errno = saved_errno;
+  }
+  const uint64_t end = now_ns();
+  stats_.mt_write_calls++;
+  stats_.mt_write_wait_ns += end - begin;
+  if (result > 0) stats_.mt_write_bytes += static_cast<uint64_t>(result);
+  trace_.event("write", kTraceMT, begin, end, file, offset, result, static_cast<int64_t>(seq));
+  mt_done(seq);
+  return result;
+}
+
+void Runtime::mt_done(uint64_t seq) {
+  mt_completed_.store(seq, std::memory_order_release);
+  if (!caching()) return;
+  cache_.mt_progress(seq);
+  if (progress_waiters_.load(std::memory_order_acquire) > 0) {
+    std::lock_guard<std::mutex> lock(progress_mu_);
+    progress_cv_.notify_all();
+  }
+}
+
+uint64_t Runtime::lead_of(uint64_t seq) const {
+  uint64_t done = mt_completed_.load(std::memory_order_acquire);
+  return seq > done ? seq - done : 0;
+}
+
+// ------------------------------------------------------------------ prefetch thread
+
+namespace {
+struct PtStart {
+  void (*entry)(void *);
+  std::vector<char> ctx;
+};
+}  // namespace
+
+void Runtime::start_pt(void (*entry)(void *), const void *ctx, size_t ctx_size) {
+  if (mode() == Mode::Off) return;
+  mpi_type_sizes_init();
+  {
+    std::lock_guard<std::mutex> lock(lifecycle_mu_);
+    if (pt_started_ || stopping()) return;
+    pt_started_ = true;
+    pt_running_ = true;
+    int finalized = 0;
+    MPI_Finalized(&finalized);
+    int initialized = 0;
+    MPI_Initialized(&initialized);
+    if (initialized && !finalized) MPI_Comm_rank(MPI_COMM_WORLD, &rank_);
+  }
+  auto *start = new PtStart{entry, std::vector<char>(static_cast<const char *>(ctx),
+                                                     static_cast<const char *>(ctx) + ctx_size)};
+  std::thread pt([this, start] {
+    t_trace_tid = kTracePT;
+    start->entry(start->ctx.empty() ? nullptr : start->ctx.data());
+    delete start;
+    std::lock_guard<std::mutex> lock(lifecycle_mu_);
+    pt_running_ = false;
+    lifecycle_cv_.notify_all();
+  });
+  pt.detach();  // shutdown() waits for it through pt_running_, with a time limit
+}
+
+void Runtime::prefetch(int fd, const struct stat &st, off_t offset, size_t length,
+                       size_t requested, uint64_t seq, unsigned flags) {
+  if (mode() == Mode::Off || stopping()) return;
+  if (length == 0 && !(flags & PPIOS_PF_AFTER_WRITE)) return;
+  stats_.pt_prefetch_calls++;
+  trace_.name_file(key_of(st), fd);
+  if (flags & PPIOS_PF_AFTER_WRITE) {
+    // Read after write: a waiting thread issues it once the MT has done every transfer
+    // before `seq`; the PT itself runs on.
+    std::lock_guard<std::mutex> lock(wt_mu_);
+    size_t bound = 4 * static_cast<size_t>(config_.max_waiting_threads);
+    int copy = wt_jobs_.size() < bound ? fcntl(fd, F_DUPFD_CLOEXEC, 0) : -1;
+    if (copy < 0) {
+      stats_.wt_dropped++;
+      return;
+    }
+    WaitingJob job{copy, offset, requested, seq};
+    auto pos = std::find_if(wt_jobs_.begin(), wt_jobs_.end(),
+                            [&](const WaitingJob &j) { return j.seq > seq; });
+    wt_jobs_.insert(pos, job);
+    if (wt_idle_ == 0 && wt_threads_ < config_.max_waiting_threads) {
+      int index = wt_threads_++;
+      std::thread([this, index] { waiting_thread_main(index); }).detach();
+    }
+    wt_cv_.notify_one();
+    return;
+  }
+  fetch(fd, key_of(st), stamp_of(st), offset, length, seq, t_trace_tid);
+}
+
+void Runtime::fetch(int fd, const FileKey &key, const FileStamp &stamp, off_t offset,
+                    size_t length, uint64_t seq, int trace_tid) {
+  CacheEntry *entry = nullptr;
+  uint64_t wait_begin = now_ns();
+  ReserveResult reserved = cache_.reserve(key, stamp, offset, length, seq, &entry);
+  uint64_t wait_end = now_ns();
+  stats_.pt_room_wait_ns += wait_end - wait_begin;
+  if (wait_end - wait_begin > 100000)
+    trace_.event("room_wait", trace_tid, wait_begin, wait_end, &key, offset, static_cast<int64_t>(length));
+  if (reserved != ReserveResult::Reserved) {
+    if (reserved != ReserveResult::Stopped) stats_.pt_skipped++;
+    return;
+  }
+
+  bool ok = true;
+  if (mode() == Mode::PP) {
+    // Plain pre-execution prefetching: the whole request at once, no scheduling.
+    uint64_t begin = now_ns();
+    size_t remaining = 0;
+    char *dest;
+    while ((dest = cache_.fill_pointer(entry, &remaining)) != nullptr && remaining > 0) {
+      off_t at = offset + static_cast<off_t>(length - remaining);
+      ssize_t n = pread(fd, dest, remaining, at);
+      if (n < 0 && errno == EINTR) continue;
+      if (n <= 0) {
+        ok = n == 0;
+        break;
+      }
+      stats_.pt_read_bytes += static_cast<uint64_t>(n);
+      if (!cache_.filled(entry, static_cast<size_t>(n))) break;
+    }
+    trace_.event("prefetch", trace_tid, begin, now_ns(), &key, offset, static_cast<int64_t>(length),
+                 static_cast<int64_t>(seq));
+    cache_.finish(entry, ok);
+    return;
+  }
+
+  // Scheduled prefetching: preemptible sub-reads, each under the process I/O token; the
+  // system slot is kept across sub-reads until the MT or the coordinator wants it.
+  SlotTicket slot;
+  for (;;) {
+    TokenTimes token;
+    if (!scheduler_.acquire_prefetch(seq, &token)) break;  // stopping
+    size_t remaining = 0;
+    char *dest = cache_.fill_pointer(entry, &remaining);
+    if (dest == nullptr || remaining == 0) {
+      scheduler_.release(&token);
+      break;
+    }
+    if (!slot.valid()) {
+      uint64_t t = now_ns();
+      slot = coordinator_->acquire(IoClass::PT, lead_of(seq));
+      stats_.pt_slot_wait_ns += now_ns() - t;
+    }
+    size_t chunk = std::min(remaining, config_.subread_bytes);
+    off_t at = offset + static_cast<off_t>(length - remaining);
+    ssize_t n;
+    do n = pread(fd, dest, chunk, at);
+    while (n < 0 && errno == EINTR);
+    bool wanted = n > 0 && cache_.filled(entry, static_cast<size_t>(n));
+    if (n > 0) {
+      stats_.pt_read_bytes += static_cast<uint64_t>(n);
+      stats_.pt_subreads++;
+    }
+    ok = n >= 0;
+    bool more = wanted && static_cast<size_t>(n) == chunk && remaining > chunk;
+    bool mt_wants = scheduler_.mt_waiting();
+    bool told_to_yield = coordinator_->yield_requested(slot);
+    if (!more || mt_wants || told_to_yield) {
+      coordinator_->release(slot);
+      if (more) stats_.pt_yields++;
+    }
+    scheduler_.release(&token);
+    trace_.event("subread", trace_tid, token.granted_ns, token.released_ns, &key, at,
+                 n, static_cast<int64_t>(seq));
+    if (!more) break;
+  }
+  coordinator_->release(slot);
+  cache_.finish(entry, ok);
+}
+
+void Runtime::waiting_thread_main(int index) {
+  const int tid = kTraceFirstWT + index;
+  t_trace_tid = tid;
+  std::unique_lock<std::mutex> lock(wt_mu_);
+  for (;;) {
+    ++wt_idle_;
+    wt_cv_.wait(lock, [&] { return stopping() || !wt_jobs_.empty(); });
+    --wt_idle_;
+    if (stopping()) break;
+    WaitingJob job = wt_jobs_.front();
+    wt_jobs_.pop_front();
+    ++wt_running_;
+    lock.unlock();
+    run_waiting_job(job, tid);
+    close(job.fd);
+    lock.lock();
+    --wt_running_;
+  }
+  --wt_threads_;
+  lifecycle_cv_.notify_all();
+}
+
+void Runtime::run_waiting_job(const WaitingJob &job, int trace_tid) {
+  uint64_t begin = now_ns();
+  {
+    std::unique_lock<std::mutex> lock(progress_mu_);
+    ++progress_waiters_;
+    progress_cv_.wait(lock, [&] {
+      return stopping() || mt_completed_.load(std::memory_order_acquire) + 1 >= job.seq;
+    });
+    --progress_waiters_;
+  }
+  trace_.event("wt_wait", trace_tid, begin, now_ns(), nullptr, job.offset,
+               static_cast<int64_t>(job.requested), static_cast<int64_t>(job.seq));
+  // Too late if the MT already did this transfer.
+  if (stopping() || mt_completed_.load(std::memory_order_acquire) >= job.seq) return;
+  stats_.wt_started++;
+  struct stat st;
+  if (fstat(job.fd, &st) != 0 || !S_ISREG(st.st_mode) || job.offset >= st.st_size) return;
+  size_t length = std::min<size_t>(job.requested, static_cast<size_t>(st.st_size - job.offset));
+  fetch(job.fd, key_of(st), stamp_of(st), job.offset, length, job.seq, trace_tid);
+}
+
+// ------------------------------------------------------------------ shutdown and outputs
+
+int Runtime::rank() const {
+  if (rank_ >= 0) return rank_;
+  int initialized = 0, finalized = 0;
+  MPI_Initialized(&initialized);
+  MPI_Finalized(&finalized);
+  int r = 0;
+  if (initialized && !finalized && MPI_Comm_rank(MPI_COMM_WORLD, &r) == MPI_SUCCESS) return r;
+  for (const char *name : {"OMPI_COMM_WORLD_RANK", "PMIX_RANK", "PMI_RANK"})
+    if (const char *v = std::getenv(name)) return std::atoi(v);
+  return 0;
+}
+
+void Runtime::shutdown() {
+  {
+    std::unique_lock<std::mutex> lock(lifecycle_mu_);
+    if (shut_down_) return;
+    shut_down_ = true;
+    rank_ = rank();
+  }
+  stopping_.store(true, std::memory_order_release);
+  cache_.stop();
+  scheduler_.stop();
+  {
+    std::lock_guard<std::mutex> lock(progress_mu_);
+    progress_cv_.notify_all();
+  }
+  {
+    std::lock_guard<std::mutex> lock(wt_mu_);
+    wt_cv_.notify_all();
+  }
+  bool stopped;
+  {
+    std::unique_lock<std::mutex> lock(lifecycle_mu_);
+    stopped = lifecycle_cv_.wait_for(lock, kStopGrace, [&] { return !pt_running_; });
+  }
+  if (stopped) {
+    std::unique_lock<std::mutex> lock(wt_mu_);
+    auto deadline = std::chrono::steady_clock::now() + kStopGrace;
+    while (wt_threads_ > 0 && std::chrono::steady_clock::now() < deadline) {
+      lock.unlock();
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+      lock.lock();
+    }
+  } else {
+    std::fprintf(stderr, "ppios: rank %d: the prefetch thread did not stop within %lld s; "
+                 "finishing without it\n", rank_, static_cast<long long>(kStopGrace.count()));
+  }
+  write_outputs();
+}
+
+void Runtime::write_outputs() {
+  if (!config_.stats_path.empty()) {
+    CacheCounters cache = cache_.counters();
+    const double s = 1e-9;
+    char host[256] = "";
+    gethostname(host, sizeof host - 1);
+    auto u = [](const std::atomic<uint64_t> &v) { return std::to_string(v.load()); };
+    std::string json = "{\"rank\":" + std::to_string(rank_) + ",\"pid\":" + std::to_string(getpid()) +
+        ",\"host\":\"" + host + "\",\"mode\":\"" + mode_name(mode()) +
+        "\",\"coordinator\":\"" + coordinator_->name() +
+        "\",\"wall_s\":" + format_double((now_ns() - start_ns_) * s) +
+        ",\"mt_read_calls\":" + u(stats_.mt_read_calls) +
+        ",\"mt_read_bytes\":" + u(stats_.mt_read_bytes) +
+        ",\"hit_bytes\":" + u(stats_.hit_bytes) +
+        ",\"mt_read_wait_s\":" + format_double(stats_.mt_read_wait_ns * s) +
+        ",\"mt_write_calls\":" + u(stats_.mt_write_calls) +
+        ",\"mt_write_bytes\":" + u(stats_.mt_write_bytes) +
+        ",\"mt_write_wait_s\":" + format_double(stats_.mt_write_wait_ns * s) +
+        ",\"mt_token_wait_s\":" + format_double(stats_.mt_token_wait_ns * s) +
+        ",\"pt_prefetch_calls\":" + u(stats_.pt_prefetch_calls) +
+        ",\"pt_read_bytes\":" + u(stats_.pt_read_bytes) +
+        ",\"pt_unused_bytes\":" + std::to_string(cache.unused_bytes) +
+        ",\"pt_subreads\":" + u(stats_.pt_subreads) +
+        ",\"pt_yields\":" + u(stats_.pt_yields) +
+        ",\"pt_skipped\":" + u(stats_.pt_skipped) +
+        ",\"pt_room_wait_s\":" + format_double(stats_.pt_room_wait_ns * s) +
+        ",\"slot_wait_s\":" + format_double((stats_.mt_slot_wait_ns + stats_.pt_slot_wait_ns) * s) +
+        ",\"mt_slot_wait_s\":" + format_double(stats_.mt_slot_wait_ns * s) +
+        ",\"pt_slot_wait_s\":" + format_double(stats_.pt_slot_wait_ns * s) +
+        ",\"wt_started\":" + u(stats_.wt_started) +
+        ",\"wt_dropped\":" + u(stats_.wt_dropped) +
+        ",\"cache_limit_bytes\":" + std::to_string(cache_.capacity()) +
+        ",\"cache_peak_bytes\":" + std::to_string(cache.peak_bytes) +
+        ",\"cache_evicted_entries\":" + std::to_string(cache.evicted_entries) +
+        ",\"cache_invalidated_entries\":" + std::to_string(cache.invalidated_entries) + "}\n";
+    // One write with O_APPEND: lines from many ranks never interleave.
+    int fd = open(config_.stats_path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+    if (fd < 0 || write(fd, json.data(), json.size()) != static_cast<ssize_t>(json.size()))
+      std::fprintf(stderr, "ppios: cannot write PPIOS_STATS=%s: %s\n", config_.stats_path.c_str(),
+                   std::strerror(errno));
+    if (fd >= 0) close(fd);
+  }
+  if (trace_.enabled()) {
+    std::string error;
+    if (!trace_.write(config_.trace_prefix, rank_, start_ns_, &error))
+      std::fprintf(stderr, "ppios: %s\n", error.c_str());
+  }
+}
+
+}  // namespace ppios
+
+// Parse the configuration when the library is loaded, so that a bad PPIOS_* value stops
+// the program before it does anything.
+__attribute__((constructor)) static void ppios_load() { ppios::Runtime::load(); }

@@ -1,0 +1,158 @@
+// The per-process runtime behind the C ABI: configuration, the prefetch cache, the
+// intra-process scheduler, the coordinator, the prefetch and waiting threads, and the
+// statistics and trace.
+//
+// Threads: the MT (any thread that is not the PT or a WT; normally the program's main
+// thread), one PT started by ppios_pt_start, and at most PPIOS_MAX_WT waiting threads.
+//
+// Lock order: no two of these are ever held together: PrefetchCache::mu_,
+// IoScheduler::mu_, Runtime::progress_mu_, Runtime::wt_mu_, Runtime::lifecycle_mu_.
+// Trace::mu_ is a leaf. Coordinator calls and storage I/O happen with none held.
+#pragma once
+
+#include <sys/stat.h>
+
+#include <atomic>
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "Config.h"
+#include "FileKey.h"
+#include "IoScheduler.h"
+#include "PrefetchCache.h"
+#include "Trace.h"
+#include "ppios/Coordinator.h"
+
+namespace ppios {
+
+// A file whose bytes an MT read may take from the cache.
+struct CachedFile {
+  FileKey key;
+  FileStamp stamp;
+};
+
+// Counters behind PPIOS_STATS. Times in nanoseconds.
+struct Stats {
+  std::atomic<uint64_t> mt_read_calls{0}, mt_read_bytes{0}, hit_bytes{0}, mt_read_wait_ns{0};
+  std::atomic<uint64_t> mt_write_calls{0}, mt_write_bytes{0}, mt_write_wait_ns{0};
+  std::atomic<uint64_t> mt_token_wait_ns{0}, mt_slot_wait_ns{0}, pt_slot_wait_ns{0};
+  std::atomic<uint64_t> pt_prefetch_calls{0}, pt_read_bytes{0}, pt_subreads{0}, pt_yields{0};
+  std::atomic<uint64_t> pt_skipped{0}, pt_room_wait_ns{0};
+  std::atomic<uint64_t> wt_started{0}, wt_dropped{0};
+};
+
+// The MT's hold on the process I/O token and a system slot, taken only when it really
+// goes to storage and given back when its access is done.
+class MtStorageAccess {
+ public:
+  explicit MtStorageAccess(class Runtime &rt) : rt_(rt) {}
+  ~MtStorageAccess() { release(); }
+  void acquire();
+  void release();
+
+ private:
+  Runtime &rt_;
+  bool held_ = false;
+  SlotTicket slot_;
+  TokenTimes token_;
+};
+
+class Runtime {
+ public:
+  // Parses the configuration; exits the program with a message if it is invalid.
+  static void load();
+  static Runtime &get();
+
+  const Config &config() const { return config_; }
+  Mode mode() const { return config_.mode; }
+  // True when MT reads look in the cache (any mode but off).
+  bool caching() const { return config_.mode != Mode::Off; }
+  Stats &stats() { return stats_; }
+  Trace &trace() { return trace_; }
+
+  // ---- main thread
+  // One MT read of [offset, offset+length) into `buffer`. `file` is null when the bytes
+  // may not come from the cache. complete(h, storage) gets the number h of leading bytes
+  // already served from the cache, does whatever the original call still has to do
+  // (read the rest through `storage`, move the file position) and returns the bytes the
+  // call delivered, or -1 on error.
+  ssize_t mt_read(const CachedFile *file, off_t offset, size_t length, char *buffer,
+                  const std::function<ssize_t(size_t, MtStorageAccess &)> &complete);
+  // One MT write of [offset, offset+length) (length 0: whole file) of `file` (null: not a
+  // regular file). do_write performs it and returns the bytes written or -1; refresh
+  // returns the file's stamp afterwards (false if unknown).
+  ssize_t mt_write(const FileKey *file, off_t offset, size_t length,
+                   const std::function<ssize_t()> &do_write,
+                   const std::function<bool(FileStamp *)> &refresh);
+  PrefetchCache &cache() { return cache_; }
+
+  // ---- prefetch thread
+  void start_pt(void (*entry)(void *), const void *ctx, size_t ctx_size);
+  // Prefetches [offset, offset+length) of the PT's descriptor `fd` (fstat'ed as `st`)
+  // for the MT's transfer `seq`. `requested` is what the program asked for (a waiting
+  // thread recomputes the length from it once the writes before it are done).
+  void prefetch(int fd, const struct stat &st, off_t offset, size_t length, size_t requested,
+                uint64_t seq, unsigned flags);
+  bool stopping() const { return stopping_.load(std::memory_order_acquire); }
+
+  // Stops the PT and WTs, writes stats and trace. Idempotent.
+  void shutdown();
+
+ private:
+  friend class MtStorageAccess;
+  struct WaitingJob {
+    int fd;
+    off_t offset;
+    size_t requested;
+    uint64_t seq;
+  };
+
+  explicit Runtime(const Config &config);
+  void fetch(int fd, const FileKey &key, const FileStamp &stamp, off_t offset, size_t length,
+             uint64_t seq, int trace_tid);
+  void mt_done(uint64_t seq);
+  void waiting_thread_main(int index);
+  void run_waiting_job(const WaitingJob &job, int trace_tid);
+  int rank() const;
+  void write_outputs();
+  uint64_t lead_of(uint64_t seq) const;
+
+  const Config config_;
+  const uint64_t start_ns_;
+  PrefetchCache cache_;
+  IoScheduler scheduler_;
+  std::unique_ptr<Coordinator> coordinator_;
+  Trace trace_;
+  Stats stats_;
+
+  // MT progress: transfers started and completed (WTs wait on it).
+  std::atomic<uint64_t> mt_started_{0};
+  std::atomic<uint64_t> mt_completed_{0};
+  std::mutex progress_mu_;
+  std::condition_variable progress_cv_;
+  std::atomic<int> progress_waiters_{0};
+
+  // Waiting threads and their jobs, lowest sequence number first.
+  std::mutex wt_mu_;
+  std::condition_variable wt_cv_;
+  std::deque<WaitingJob> wt_jobs_;
+  int wt_threads_ = 0;
+  int wt_idle_ = 0;
+  int wt_running_ = 0;
+
+  std::atomic<bool> stopping_{false};
+  std::mutex lifecycle_mu_;
+  std::condition_variable lifecycle_cv_;
+  bool pt_started_ = false;
+  bool pt_running_ = false;
+  bool shut_down_ = false;
+  int rank_ = -1;
+};
+}  // namespace ppios

@@ -1,0 +1,159 @@
+// MT-side stdio calls (ppios_fread, ...) and the PT-side stdio prefetch call.
+//
+// A stream's bytes are served from the cache only when the stream's position is exactly
+// where the bytes come from and its end-of-file flag is clear (a set flag makes glibc's
+// fread return at once). Writes through stdio are buffered: until the stream is closed
+// nobody knows when they reach the file, so while a file has such a stream nothing of it
+// is cached.
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstdint>
+#include <cstring>
+#include <map>
+#include <mutex>
+
+#include "FileProbe.h"
+#include "Runtime.h"
+#include "ppios/ppios.h"
+
+using ppios::CachedFile;
+using ppios::FileKey;
+using ppios::MtStorageAccess;
+using ppios::Runtime;
+
+namespace {
+
+// Streams that wrote to a regular file, and the file each holds back from the cache.
+std::mutex g_writers_mu;
+std::map<FILE *, FileKey> g_writers;
+
+bool truncating_mode(const char *mode) { return mode != nullptr && mode[0] == 'w'; }
+
+}  // namespace
+
+extern "C" {
+
+FILE *ppios_fopen(const char *path, const char *mode) {
+  FILE *stream = fopen(path, mode);
+  Runtime &rt = Runtime::get();
+  if (stream != nullptr && truncating_mode(mode) && rt.caching()) {
+    int saved = errno;
+    FileKey key;
+    if (ppios::probe_regular_file(fileno(stream), &key)) rt.cache().invalidate_file(key);
+    errno = saved;
+  }
+  return stream;
+}
+
+int ppios_fclose(FILE *stream) {
+  FileKey key;
+  bool held = false;
+  {
+    std::lock_guard<std::mutex> lock(g_writers_mu);
+    auto it = g_writers.find(stream);
+    if (it != g_writers.end()) {
+      key = it->second;
+      held = true;
+      g_writers.erase(it);
+    }
+  }
+  int r = fclose(stream);
+  if (held) {
+    int saved = errno;
+    Runtime &rt = Runtime::get();
+    rt.cache().invalidate_file(key);  // the buffered bytes are in the file now
+    rt.cache().unhold_file(key);
+    errno = saved;
+  }
+  return r;
+}
+
+size_t ppios_fread(void *ptr, size_t size, size_t nmemb, FILE *stream) {
+  Runtime &rt = Runtime::get();
+  size_t total = 0;
+  bool sized = size > 0 && nmemb > 0 && nmemb <= SIZE_MAX / size;
+  if (sized) total = size * nmemb;
+  CachedFile file;
+  off_t offset = -1;
+  bool cacheable = false;
+  if (rt.caching() && sized && !feof(stream)) {
+    int saved = errno;
+    int fd = fileno(stream);
+    if (fd >= 0 && ppios::probe_readable_file(fd, &file)) {
+      offset = ftello(stream);
+      cacheable = offset >= 0;
+    }
+    errno = saved;
+  }
+  char *out = static_cast<char *>(ptr);
+  ssize_t bytes = rt.mt_read(
+      cacheable ? &file : nullptr, offset, total, out,
+      [&](size_t h, MtStorageAccess &storage) -> ssize_t {
+        if (!sized) {  // zero or overflowing sizes: whatever fread itself does
+          storage.acquire();
+          return static_cast<ssize_t>(fread(ptr, size, nmemb, stream) * size);
+        }
+        if (h == total) {
+          fseeko(stream, offset + static_cast<off_t>(total), SEEK_SET);
+          return static_cast<ssize_t>(total);
+        }
+        storage.acquire();
+        if (h > 0) fseeko(stream, offset + static_cast<off_t>(h), SEEK_SET);
+        size_t got = fread(out + h, 1, total - h, stream);
+        return static_cast<ssize_t>(h + got);
+      });
+  return bytes <= 0 || size == 0 ? 0 : static_cast<size_t>(bytes) / size;
+}
+
+size_t ppios_fwrite(const void *ptr, size_t size, size_t nmemb, FILE *stream) {
+  Runtime &rt = Runtime::get();
+  FileKey key;
+  bool regular = false;
+  if (rt.caching()) {
+    int saved = errno;
+    int fd = fileno(stream);
+    regular = fd >= 0 && ppios::probe_regular_file(fd, &key);
+    if (regular) {
+      std::lock_guard<std::mutex> lock(g_writers_mu);
+      if (g_writers.emplace(stream, key).second) rt.cache().hold_file(key);
+    }
+    errno = saved;
+  }
+  size_t items = 0;
+  rt.mt_write(regular ? &key : nullptr, 0, 0,
+              [&] {
+                items = fwrite(ptr, size, nmemb, stream);
+                return static_cast<ssize_t>(items * size);
+              },
+              [](ppios::FileStamp *) { return false; });
+  return items;
+}
+
+int ppios_fseek(FILE *stream, long offset, int whence) { return fseek(stream, offset, whence); }
+int ppios_fseeko(FILE *stream, off_t offset, int whence) { return fseeko(stream, offset, whence); }
+long ppios_ftell(FILE *stream) { return ftell(stream); }
+off_t ppios_ftello(FILE *stream) { return ftello(stream); }
+void ppios_rewind(FILE *stream) { rewind(stream); }
+
+// ------------------------------------------------------------------ PT side
+
+FILE *ppios_pt_fopen(const char *path, const char * /*mode*/) { return fopen(path, "re"); }
+
+int ppios_pt_fclose(FILE *stream) { return fclose(stream); }
+
+size_t ppios_prefetch_fread(size_t size, size_t nmemb, FILE *stream, ppios_seq_t seq,
+                            unsigned flags) {
+  if (size == 0 || nmemb == 0 || nmemb > SIZE_MAX / size) return 0;
+  off_t offset = ftello(stream);
+  int fd = fileno(stream);
+  if (offset < 0 || fd < 0) return 0;
+  ssize_t predicted = ppios_prefetch_pread(fd, size * nmemb, offset, seq, flags);
+  if (predicted <= 0) return 0;
+  fseeko(stream, offset + predicted, SEEK_SET);
+  return static_cast<size_t>(predicted) / size;
+}
+
+}  // extern "C"

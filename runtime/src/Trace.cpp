@@ -1,0 +1,99 @@
+#include "Trace.h"
+
+#include <unistd.h>
+
+#include <cstdio>
+#include <set>
+
+namespace ppios {
+
+void Trace::name_file(const FileKey &key, int fd) {
+  if (!enabled_) return;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (names_.count(key)) return;
+  }
+  char link[64], path[4096];
+  std::snprintf(link, sizeof link, "/proc/self/fd/%d", fd);
+  ssize_t n = readlink(link, path, sizeof path - 1);
+  std::string name = n > 0 ? std::string(path, static_cast<size_t>(n))
+                           : std::to_string(key.dev) + ":" + std::to_string(key.ino);
+  std::lock_guard<std::mutex> lock(mu_);
+  names_.emplace(key, name);
+}
+
+void Trace::event(const char *name, int tid, uint64_t begin_ns, uint64_t end_ns,
+                  const FileKey *key, int64_t offset, int64_t bytes, int64_t seq) {
+  if (!enabled_) return;
+  std::lock_guard<std::mutex> lock(mu_);
+  if (events_.size() >= kMaxEvents) {
+    ++dropped_;
+    return;
+  }
+  events_.push_back(Event{name, tid, begin_ns, end_ns, key ? *key : FileKey{}, key != nullptr,
+                          offset, bytes, seq});
+}
+
+namespace {
+void json_string(FILE *f, const std::string &s) {
+  std::fputc('"', f);
+  for (unsigned char c : s) {
+    if (c == '"' || c == '\\') std::fprintf(f, "\\%c", c);
+    else if (c < 0x20) std::fprintf(f, "\\u%04x", c);
+    else std::fputc(c, f);
+  }
+  std::fputc('"', f);
+}
+}  // namespace
+
+bool Trace::write(const std::string &prefix, int rank, uint64_t origin_ns, std::string *error) {
+  std::lock_guard<std::mutex> lock(mu_);
+  std::string path = prefix + "." + std::to_string(rank) + ".json";
+  FILE *f = std::fopen(path.c_str(), "w");
+  if (f == nullptr) {
+    *error = "cannot write trace " + path;
+    return false;
+  }
+  std::fprintf(f, "{\"displayTimeUnit\":\"ms\",\"otherData\":{\"rank\":%d,\"dropped_events\":%llu},"
+               "\"traceEvents\":[\n", rank, static_cast<unsigned long long>(dropped_));
+  std::set<int> tids;
+  for (const Event &e : events_) tids.insert(e.tid);
+  bool first = true;
+  for (int tid : tids) {
+    std::string tname = tid == kTraceMT ? "MT (main thread)"
+                        : tid == kTracePT ? "PT (prefetch thread)"
+                                          : "WT " + std::to_string(tid - kTraceFirstWT);
+    std::fprintf(f, "%s{\"ph\":\"M\",\"name\":\"thread_name\",\"pid\":%d,\"tid\":%d,\"args\":{\"name\":",
+                 first ? "" : ",\n", rank, tid);
+    json_string(f, tname);
+    std::fputs("}}", f);
+    first = false;
+  }
+  for (const Event &e : events_) {
+    uint64_t b = e.begin_ns > origin_ns ? e.begin_ns - origin_ns : 0;
+    uint64_t d = e.end_ns > e.begin_ns ? e.end_ns - e.begin_ns : 0;
+    std::fprintf(f, "%s{\"ph\":\"X\",\"name\":\"%s\",\"pid\":%d,\"tid\":%d,\"ts\":%.3f,\"dur\":%.3f,\"args\":{",
+                 first ? "" : ",\n", e.name, rank, e.tid, b / 1000.0, d / 1000.0);
+    first = false;
+    const char *sep = "";
+    if (e.has_key) {
+      auto it = names_.find(e.key);
+      std::fputs("\"file\":", f);
+      json_string(f, it != names_.end() ? it->second
+                                        : std::to_string(e.key.dev) + ":" + std::to_string(e.key.ino));
+      sep = ",";
+    }
+    if (e.offset >= 0) { std::fprintf(f, "%s\"offset\":%lld", sep, static_cast<long long>(e.offset)); sep = ","; }
+    if (e.bytes >= 0) { std::fprintf(f, "%s\"bytes\":%lld", sep, static_cast<long long>(e.bytes)); sep = ","; }
+    if (e.seq >= 0) std::fprintf(f, "%s\"seq\":%lld", sep, static_cast<long long>(e.seq));
+    std::fputs("}}", f);
+  }
+  std::fputs("\n]}\n", f);
+  if (std::fclose(f) != 0) {
+    *error = "cannot write trace " + path;
+    return false;
+  }
+  return true;
+}
+
+}  // namespace ppios

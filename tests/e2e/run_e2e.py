@@ -1,0 +1,172 @@
+#!/usr/bin/env python3
+"""Runs a plain MPI program and its prefetching build under real mpirun, in every
+PPIOS_MODE, and checks that the prefetching build behaves exactly like the plain one:
+same stdout, same exit code, byte-identical output files. Also checks each run's
+PPIOS_STATS (mode, bounded cache, optional minimum hit ratio) and, on request, the MT
+priority invariant in the PPIOS_TRACE output."""
+import argparse
+import glob
+import json
+import os
+import random
+import shlex
+import subprocess
+import sys
+import tempfile
+
+MODES = ["off", "pp", "intra", "ppios"]
+
+
+def make_input(path, size, seed):
+    rng = random.Random(seed)
+    with open(path, "wb") as f:
+        left = size
+        while left > 0:
+            n = min(left, 1 << 20)
+            f.write(rng.randbytes(n))
+            left -= n
+
+
+def run(cmd, cwd, env, timeout):
+    p = subprocess.run(cmd, cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                       timeout=timeout)
+    return p.returncode, p.stdout.decode(errors="replace"), p.stderr.decode(errors="replace")
+
+
+def read_outputs(workdir, patterns):
+    files = {}
+    for pattern in patterns:
+        for path in sorted(glob.glob(os.path.join(workdir, pattern))):
+            with open(path, "rb") as f:
+                files[os.path.relpath(path, workdir)] = f.read()
+    return files
+
+
+def check_priority(trace_path, failures, label):
+    """Each MT wait for the process I/O token overlaps at most one PT/WT sub-read, and no
+    sub-read is granted while the MT waits. Times were taken under the scheduler lock."""
+    with open(trace_path) as f:
+        events = json.load(f)["traceEvents"]
+    waits = [(e["ts"], e["ts"] + e["dur"]) for e in events if e.get("name") == "mt_token_wait"]
+    subreads = [(e["ts"], e["ts"] + e["dur"]) for e in events if e.get("name") == "subread"]
+    contended = 0
+    for asked, granted in waits:
+        started_inside = [s for s in subreads if asked < s[0] < granted]
+        in_progress = [s for s in subreads if s[0] <= asked < s[1]]
+        if started_inside:
+            failures.append(f"{label}: a sub-read started while the MT waited ({asked}..{granted} us)")
+        if len(in_progress) > 1:
+            failures.append(f"{label}: the MT waited for {len(in_progress)} sub-reads at {asked} us")
+        contended += bool(in_progress)
+    print(f"  {label}: {len(waits)} MT token waits, {len(subreads)} PT sub-reads, "
+          f"{contended} waits behind a sub-read in progress")
+    if len(waits) < 10 or len(subreads) < 10:
+        failures.append(f"{label}: too little contention to test priority "
+                        f"({len(waits)} waits, {len(subreads)} sub-reads)")
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__)
+    ap.add_argument("--mpirun", required=True)
+    ap.add_argument("--mpirun-flags", default="")
+    ap.add_argument("--np", type=int, default=2)
+    ap.add_argument("--plain", required=True)
+    ap.add_argument("--ppios", required=True)
+    ap.add_argument("--modes", default=",".join(MODES))
+    ap.add_argument("--input", action="append", default=[], help="NAME:BYTES")
+    ap.add_argument("--outputs", action="append", default=[], help="glob of files the program writes")
+    ap.add_argument("--env", action="append", default=[], help="K=V for the prefetching runs")
+    ap.add_argument("--min-hit-ratio", type=float, default=None)
+    ap.add_argument("--check-priority", action="store_true")
+    ap.add_argument("--timeout", type=int, default=300)
+    ap.add_argument("args", nargs=argparse.REMAINDER)
+    a = ap.parse_args()
+    args = a.args[1:] if a.args[:1] == ["--"] else a.args
+
+    base_env = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1",
+                    OMPI_MCA_rmaps_base_oversubscribe="1")
+    for k in list(base_env):
+        if k.startswith("PPIOS_"):
+            del base_env[k]
+    failures = []
+    with tempfile.TemporaryDirectory(prefix="ppios-e2e-") as top:
+        inputs = {}
+        for i, spec in enumerate(a.input):
+            name, size = spec.split(":")
+            inputs[name] = os.path.join(top, name)
+            make_input(inputs[name], int(size), seed=1000 + i)
+        argv = []
+        for arg in args:
+            for name, path in inputs.items():
+                arg = arg.replace("{" + name + "}", path)
+            argv.append(arg)
+        mpirun = [a.mpirun, "-np", str(a.np)] + shlex.split(a.mpirun_flags)
+
+        def one(label, binary, env):
+            workdir = os.path.join(top, label)
+            os.mkdir(workdir)
+            code, out, err = run(mpirun + [binary] + argv, workdir, env, a.timeout)
+            return workdir, code, out, err
+
+        wd, code, out, err = one("plain", a.plain, base_env)
+        expected_files = read_outputs(wd, a.outputs)
+        print(f"plain: exit {code}, {len(out.splitlines())} lines, {len(expected_files)} output files")
+        if code != 0:
+            print(err, file=sys.stderr)
+        for mode in a.modes.split(","):
+            env = dict(base_env, PPIOS_MODE=mode)
+            env.update(kv.split("=", 1) for kv in a.env)
+            stats_path = os.path.join(top, f"stats-{mode}.jsonl")
+            env["PPIOS_STATS"] = stats_path
+            if a.check_priority:
+                env["PPIOS_TRACE"] = os.path.join(top, f"trace-{mode}")
+            wd_m, code_m, out_m, err_m = one(mode, a.ppios, env)
+            label = f"mode {mode}"
+            if code_m != code:
+                failures.append(f"{label}: exit code {code_m}, plain {code}\n{err_m}")
+            if out_m != out:
+                failures.append(f"{label}: stdout differs\n--- plain\n{out}--- {mode}\n{out_m}")
+            files = read_outputs(wd_m, a.outputs)
+            if files.keys() != expected_files.keys():
+                failures.append(f"{label}: wrote {sorted(files)}, plain wrote {sorted(expected_files)}")
+            for name in files.keys() & expected_files.keys():
+                if files[name] != expected_files[name]:
+                    failures.append(f"{label}: {name} differs from the plain build's")
+            try:
+                with open(stats_path) as f:
+                    stats = [json.loads(line) for line in f]
+            except OSError as e:
+                failures.append(f"{label}: no PPIOS_STATS output ({e})")
+                continue
+            if len(stats) != a.np:
+                failures.append(f"{label}: {len(stats)} stats lines for {a.np} ranks")
+            read = sum(s["mt_read_bytes"] for s in stats)
+            hit = sum(s["hit_bytes"] for s in stats)
+            ratio = hit / read if read else 0.0
+            print(f"  {label}: hit ratio {ratio:.3f} ({hit}/{read} bytes), "
+                  f"pt_read {sum(s['pt_read_bytes'] for s in stats)}, "
+                  f"unused {sum(s['pt_unused_bytes'] for s in stats)}, "
+                  f"wt {sum(s['wt_started'] for s in stats)}, "
+                  f"peak cache {max(s['cache_peak_bytes'] for s in stats)}")
+            for s in stats:
+                if s["mode"] != mode:
+                    failures.append(f"{label}: stats say mode {s['mode']}")
+                if s["cache_peak_bytes"] > s["cache_limit_bytes"]:
+                    failures.append(f"{label}: cache peak {s['cache_peak_bytes']} over the limit "
+                                    f"{s['cache_limit_bytes']}")
+                if mode == "off" and (s["hit_bytes"] or s["pt_read_bytes"]):
+                    failures.append(f"{label}: prefetching happened in mode off")
+            if a.min_hit_ratio is not None and mode != "off" and ratio < a.min_hit_ratio:
+                failures.append(f"{label}: hit ratio {ratio:.3f} below {a.min_hit_ratio}")
+            if a.check_priority and mode in ("intra", "ppios"):
+                for r in range(a.np):
+                    check_priority(os.path.join(top, f"trace-{mode}.{r}.json"), failures,
+                                   f"{label} rank {r}")
+    for f in failures:
+        print("FAIL:", f)
+    print(f"{'FAILED' if failures else 'OK'}: {len(failures)} problems")
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

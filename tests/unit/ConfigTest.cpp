@@ -1,0 +1,79 @@
+#include <gtest/gtest.h>
+
+#include <map>
+#include <string>
+
+#include "Config.h"
+
+using ppios::Config;
+using ppios::Mode;
+
+namespace {
+
+bool parse(const std::map<std::string, std::string> &env, Config *out, std::string *error) {
+  return Config::parse(
+      [&](const char *name) -> const char * {
+        auto it = env.find(name);
+        return it == env.end() ? nullptr : it->second.c_str();
+      },
+      out, error);
+}
+
+std::string error_for(const std::string &name, const std::string &value) {
+  Config c;
+  std::string error;
+  EXPECT_FALSE(parse({{name, value}}, &c, &error)) << name << "=" << value;
+  return error;
+}
+
+}  // namespace
+
+TEST(Config, DefaultsWhenNothingIsSet) {
+  Config c;
+  std::string error;
+  ASSERT_TRUE(parse({}, &c, &error)) << error;
+  EXPECT_EQ(c.mode, Mode::PPIOS);
+  EXPECT_EQ(c.cache_bytes, 256u << 20);
+  EXPECT_EQ(c.subread_bytes, 256u << 10);
+  EXPECT_EQ(c.coordinator.address, "shm");
+  EXPECT_EQ(c.coordinator.target, "default");
+  EXPECT_EQ(c.coordinator.threshold, -1);
+  EXPECT_TRUE(c.stats_path.empty());
+}
+
+TEST(Config, ReadsEveryVariable) {
+  Config c;
+  std::string error;
+  ASSERT_TRUE(parse({{"PPIOS_MODE", "pp"}, {"PPIOS_CACHE_MB", "8"}, {"PPIOS_SUBREAD_KB", "64"},
+                     {"PPIOS_THRESHOLD", "4"}, {"PPIOS_TARGET", "lustre-ost0"},
+                     {"PPIOS_COORDINATOR", "redis://localhost:6379/2"}, {"PPIOS_MAX_WT", "2"},
+                     {"PPIOS_LEASE_MS", "500"}, {"PPIOS_MT_THROTTLE", "1"},
+                     {"PPIOS_STATS", "/tmp/s.jsonl"}, {"PPIOS_TRACE", "/tmp/t"}},
+                    &c, &error))
+      << error;
+  EXPECT_EQ(c.mode, Mode::PP);
+  EXPECT_EQ(c.cache_bytes, 8u << 20);
+  EXPECT_EQ(c.subread_bytes, 64u << 10);
+  EXPECT_EQ(c.coordinator.threshold, 4);
+  EXPECT_EQ(c.coordinator.target, "lustre-ost0");
+  EXPECT_EQ(c.coordinator.address, "redis://localhost:6379/2");
+  EXPECT_EQ(c.max_waiting_threads, 2);
+  EXPECT_EQ(c.coordinator.lease_ms, 500);
+  EXPECT_TRUE(c.coordinator.mt_throttle);
+  EXPECT_EQ(c.stats_path, "/tmp/s.jsonl");
+  EXPECT_EQ(c.trace_prefix, "/tmp/t");
+}
+
+TEST(Config, BadValuesNameTheVariableAndTheAcceptedValues) {
+  EXPECT_NE(error_for("PPIOS_THRESHOLD", "abc").find("PPIOS_THRESHOLD='abc'"), std::string::npos);
+  EXPECT_NE(error_for("PPIOS_THRESHOLD", "abc").find("whole number"), std::string::npos);
+  EXPECT_NE(error_for("PPIOS_CACHE_MB", "0").find("from 1"), std::string::npos);
+  EXPECT_NE(error_for("PPIOS_MODE", "fast").find("ppios, intra, pp or off"), std::string::npos);
+  EXPECT_NE(error_for("PPIOS_SUBREAD_KB", "-4").find("PPIOS_SUBREAD_KB"), std::string::npos);
+  EXPECT_NE(error_for("PPIOS_SUBREAD_KB", "64k").find("PPIOS_SUBREAD_KB"), std::string::npos);
+  EXPECT_NE(error_for("PPIOS_CACHE_MB", "99999999999999999999").find("PPIOS_CACHE_MB"), std::string::npos);
+  EXPECT_NE(error_for("PPIOS_COORDINATOR", "http://x").find("redis://"), std::string::npos);
+  EXPECT_NE(error_for("PPIOS_TARGET", "a b").find("PPIOS_TARGET"), std::string::npos);
+  EXPECT_NE(error_for("PPIOS_STATS", "").find("PPIOS_STATS"), std::string::npos);
+  EXPECT_NE(error_for("PPIOS_MT_THROTTLE", "2").find("PPIOS_MT_THROTTLE"), std::string::npos);
+}

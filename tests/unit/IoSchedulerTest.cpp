@@ -1,0 +1,116 @@
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <chrono>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+#include "IoScheduler.h"
+
+using ppios::IoScheduler;
+using ppios::TokenTimes;
+using namespace std::chrono_literals;
+
+namespace {
+
+void wait_for_waiters(IoScheduler &s, size_t n) {
+  for (int i = 0; i < 5000 && s.prefetch_waiters() < n; ++i) std::this_thread::sleep_for(1ms);
+  ASSERT_EQ(s.prefetch_waiters(), n);
+}
+
+}  // namespace
+
+// While a prefetcher streams sub-reads, each MT acquisition waits for at most the
+// sub-read in progress, and no sub-read starts while the MT waits.
+TEST(IoScheduler, MainThreadWaitsForAtMostOneSubRead) {
+  IoScheduler s(true);
+  std::atomic<bool> done{false};
+  std::mutex log_mu;
+  std::vector<TokenTimes> subreads;
+  std::thread pt([&] {
+    while (!done) {
+      TokenTimes t;
+      if (!s.acquire_prefetch(1, &t)) break;
+      std::this_thread::sleep_for(300us);  // the sub-read
+      s.release(&t);
+      std::lock_guard<std::mutex> lock(log_mu);
+      subreads.push_back(t);
+    }
+  });
+  std::vector<TokenTimes> mt;
+  for (int i = 0; i < 100; ++i) {
+    std::this_thread::sleep_for(200us);
+    TokenTimes t;
+    s.acquire_mt(&t);
+    std::this_thread::sleep_for(50us);  // the MT's own access
+    s.release(&t);
+    mt.push_back(t);
+  }
+  done = true;
+  pt.join();
+  ASSERT_GT(subreads.size(), 10u);
+  int behind_one = 0;
+  for (const TokenTimes &w : mt) {
+    int in_progress = 0;
+    for (const TokenTimes &r : subreads) {
+      EXPECT_FALSE(r.granted_ns > w.asked_ns && r.granted_ns < w.granted_ns)
+          << "a sub-read was granted while the MT waited";
+      if (r.granted_ns <= w.asked_ns && w.asked_ns < r.released_ns) ++in_progress;
+    }
+    EXPECT_LE(in_progress, 1);
+    behind_one += in_progress;
+  }
+  EXPECT_GT(behind_one, 0) << "the test never made the MT wait behind a sub-read";
+}
+
+TEST(IoScheduler, PrefetchersGoInSequenceOrder) {
+  IoScheduler s(true);
+  TokenTimes mt;
+  s.acquire_mt(&mt);
+  std::mutex mu;
+  std::vector<uint64_t> order;
+  std::vector<std::thread> threads;
+  for (uint64_t seq : {30, 10, 20}) {
+    threads.emplace_back([&, seq] {
+      TokenTimes t;
+      ASSERT_TRUE(s.acquire_prefetch(seq, &t));
+      {
+        std::lock_guard<std::mutex> lock(mu);
+        order.push_back(seq);
+      }
+      s.release(&t);
+    });
+    wait_for_waiters(s, threads.size());
+  }
+  s.release(&mt);
+  for (auto &t : threads) t.join();
+  EXPECT_EQ(order, (std::vector<uint64_t>{10, 20, 30}));
+}
+
+TEST(IoScheduler, StopWakesWaitingPrefetchers) {
+  IoScheduler s(true);
+  TokenTimes mt;
+  s.acquire_mt(&mt);
+  std::atomic<int> refused{0};
+  std::vector<std::thread> threads;
+  for (int i = 0; i < 3; ++i)
+    threads.emplace_back([&, i] {
+      TokenTimes t;
+      if (!s.acquire_prefetch(static_cast<uint64_t>(i), &t)) ++refused;
+    });
+  wait_for_waiters(s, 3);
+  s.stop();
+  for (auto &t : threads) t.join();
+  EXPECT_EQ(refused, 3);
+  s.release(&mt);
+}
+
+TEST(IoScheduler, DisabledNeverBlocks) {
+  IoScheduler s(false);
+  TokenTimes a, b, c;
+  s.acquire_mt(&a);
+  s.acquire_mt(&b);  // would deadlock if the token existed
+  EXPECT_TRUE(s.acquire_prefetch(1, &c));
+  EXPECT_FALSE(s.mt_waiting());
+}
