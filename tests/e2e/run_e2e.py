@@ -79,6 +79,7 @@ def main():
     ap.add_argument("--min-hit-ratio", type=float, default=None)
     ap.add_argument("--check-priority", action="store_true")
     ap.add_argument("--timeout", type=int, default=300)
+    ap.add_argument("--ppios-coord", help="ppios-coord, to reset the test's coordinator target")
     ap.add_argument("args", nargs=argparse.REMAINDER)
     a = ap.parse_args()
     args = a.args[1:] if a.args[:1] == ["--"] else a.args
@@ -88,7 +89,19 @@ def main():
     for k in list(base_env):
         if k.startswith("PPIOS_"):
             del base_env[k]
+    # A coordinator target of the test's own, so that concurrent tests never share a cap.
+    target = f"e2e-{os.getpid()}"
+    base_env["PPIOS_TARGET"] = target
     failures = []
+    try:
+        return check(a, args, base_env, failures)
+    finally:
+        if a.ppios_coord:
+            subprocess.run([a.ppios_coord, "--target", target, "reset"], env=base_env,
+                           stdout=subprocess.DEVNULL, timeout=60)
+
+
+def check(a, args, base_env, failures):
     with tempfile.TemporaryDirectory(prefix="ppios-e2e-") as top:
         inputs = {}
         for i, spec in enumerate(a.input):
@@ -122,6 +135,11 @@ def main():
                 env["PPIOS_TRACE"] = os.path.join(top, f"trace-{mode}")
             wd_m, code_m, out_m, err_m = one(mode, a.ppios, env)
             label = f"mode {mode}"
+            for report in ("WARNING: ThreadSanitizer", "ERROR: AddressSanitizer",
+                           "runtime error:", "ERROR: LeakSanitizer"):
+                if report in err_m:
+                    failures.append(f"{label}: sanitizer report\n{err_m}")
+                    break
             if code_m != code:
                 failures.append(f"{label}: exit code {code_m}, plain {code}\n{err_m}")
             if out_m != out:
