@@ -15,23 +15,38 @@ void IoScheduler::acquire_mt(TokenTimes *times) {
   times->granted_ns = now_ns();
 }
 
-bool IoScheduler::acquire_prefetch(uint64_t seq, TokenTimes *times) {
+bool IoScheduler::prefetch_may_run(uint64_t seq) const {
+  return !held_ && mt_waiting_.load(std::memory_order_acquire) == 0 &&
+         (prefetch_waiting_.empty() || *prefetch_waiting_.begin() >= seq);
+}
+
+bool IoScheduler::wait_for_turn(uint64_t seq) {
   if (!enabled_) return true;
   std::unique_lock<std::mutex> lock(mu_);
-  times->asked_ns = now_ns();
   auto me = prefetch_waiting_.insert(seq);
   cv_.wait(lock, [&] {
     return stopped_ || (!held_ && mt_waiting_.load(std::memory_order_acquire) == 0 &&
                         *prefetch_waiting_.begin() == seq);
   });
   prefetch_waiting_.erase(me);
-  if (stopped_) {
-    cv_.notify_all();  // the next lowest waiter may now be eligible
-    return false;
-  }
+  cv_.notify_all();  // the next lowest waiter may now be eligible
+  return !stopped_;
+}
+
+bool IoScheduler::try_acquire_prefetch(uint64_t seq, TokenTimes *times) {
+  if (!enabled_) return true;
+  std::lock_guard<std::mutex> lock(mu_);
+  if (stopped_ || !prefetch_may_run(seq)) return false;
   held_ = true;
-  times->granted_ns = now_ns();
+  times->asked_ns = times->granted_ns = now_ns();
   return true;
+}
+
+bool IoScheduler::acquire_prefetch(uint64_t seq, TokenTimes *times) {
+  for (;;) {
+    if (!wait_for_turn(seq)) return false;
+    if (try_acquire_prefetch(seq, times)) return true;
+  }
 }
 
 void IoScheduler::release(TokenTimes *times) {

@@ -34,8 +34,14 @@ class IoScheduler {
   void acquire_mt(TokenTimes *times);
 
   // PT or WT with the given sequence number: blocks until the token is free, no MT is
-  // waiting and no prefetching thread with a lower sequence number is waiting. Returns
-  // false without the token once stop() was called.
+  // waiting and no prefetching thread with a lower sequence number is waiting, without
+  // taking it. Returns false once stop() was called.
+  bool wait_for_turn(uint64_t seq);
+  // Takes the token if that is so right now. A prefetcher holding a system slot uses
+  // this instead of waiting, so that it never blocks on the token while holding a slot
+  // (its MT may be holding the token and waiting for a slot).
+  bool try_acquire_prefetch(uint64_t seq, TokenTimes *times);
+  // wait_for_turn() and try_acquire_prefetch() until it succeeds; false once stopped.
   bool acquire_prefetch(uint64_t seq, TokenTimes *times);
 
   void release(TokenTimes *times);
@@ -58,6 +64,8 @@ class IoScheduler {
   bool stopped_ = false;
   std::atomic<int> mt_waiting_{0};
   std::multiset<uint64_t> prefetch_waiting_;  // sequence numbers of waiting PT/WTs
+
+  bool prefetch_may_run(uint64_t seq) const;  // with mu_ held
 };
 
 }  // namespace ppios

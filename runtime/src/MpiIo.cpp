@@ -305,6 +305,17 @@ int ppios_prefetch_MPI_File_read(ppios_pt_mpi_file fh, int count, MPI_Datatype d
   return static_cast<int>(bytes / type_size);
 }
 
+int ppios_prefetch_MPI_File_read_at_copy(ppios_pt_mpi_file fh, MPI_Offset offset, void *buf,
+                                         int count, MPI_Datatype datatype, ppios_seq_t seq,
+                                         unsigned flags) {
+  int64_t type_size = ppios::mpi_type_size(datatype);
+  if (type_size <= 0 || count < 0 || offset < 0) return -1;
+  ssize_t bytes = ppios_prefetch_pread_copy(
+      fh, buf, static_cast<size_t>(count) * static_cast<size_t>(type_size),
+      static_cast<off_t>(offset), seq, flags);
+  return bytes < 0 ? -1 : static_cast<int>(bytes / type_size);
+}
+
 // ------------------------------------------------------------------ lifecycle
 
 int ppios_pt_start(void (*entry)(void *ctx), const void *ctx, size_t ctx_size) {

@@ -150,4 +150,22 @@ ssize_t ppios_prefetch_read(int fd, size_t count, ppios_seq_t seq, unsigned flag
   return predicted;
 }
 
+ssize_t ppios_prefetch_pread_copy(int fd, void *buf, size_t count, off_t offset,
+                                  ppios_seq_t seq, unsigned flags) {
+  if (offset < 0) {
+    errno = EINVAL;
+    return -1;
+  }
+  return Runtime::get().prefetch_copy(fd, offset, count, seq, flags, static_cast<char *>(buf));
+}
+
+ssize_t ppios_prefetch_read_copy(int fd, void *buf, size_t count, ppios_seq_t seq,
+                                 unsigned flags) {
+  off_t offset = lseek(fd, 0, SEEK_CUR);
+  if (offset < 0) return read(fd, buf, count);  // no offset (a pipe?): what read does
+  ssize_t n = ppios_prefetch_pread_copy(fd, buf, count, offset, seq, flags);
+  if (n > 0) lseek(fd, offset + n, SEEK_SET);
+  return n;
+}
+
 }  // extern "C"

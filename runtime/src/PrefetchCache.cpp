@@ -92,6 +92,17 @@ bool PrefetchCache::filled(CacheEntry *e, size_t bytes) {
   return e->linked;
 }
 
+size_t PrefetchCache::copy_fetched(CacheEntry *e, char *dest) {
+  size_t n;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    n = e->filled;
+  }
+  // Only the fetching thread writes the entry's bytes, and it is the caller.
+  std::memcpy(dest, e->data.get(), n);
+  return n;
+}
+
 void PrefetchCache::finish(CacheEntry *e, bool ok) {
   {
     std::lock_guard<std::mutex> lock(mu_);

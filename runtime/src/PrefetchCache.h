@@ -75,6 +75,8 @@ class PrefetchCache {
   // Records `bytes` more fetched bytes. Returns false if the entry is no longer wanted
   // (the MT claimed it, or a write invalidated it): stop fetching and finish() it.
   bool filled(CacheEntry *entry, size_t bytes);
+  // Copies the bytes fetched so far into `dest` (the fetching thread only); returns how many.
+  size_t copy_fetched(CacheEntry *entry, char *dest);
   // Ends a fetch. `ok` false (an error) drops the entry; a short fetch (EOF) keeps what
   // was fetched.
   void finish(CacheEntry *entry, bool ok);

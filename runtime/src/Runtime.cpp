@@ -240,8 +240,41 @@ void Runtime::prefetch(int fd, const struct stat &st, off_t offset, size_t lengt
   fetch(fd, key_of(st), stamp_of(st), offset, length, seq, t_trace_tid);
 }
 
-void Runtime::fetch(int fd, const FileKey &key, const FileStamp &stamp, off_t offset,
-                    size_t length, uint64_t seq, int trace_tid) {
+ssize_t Runtime::prefetch_copy(int fd, off_t offset, size_t count, uint64_t seq, unsigned flags,
+                               char *buffer) {
+  size_t got = 0;
+  struct stat st;
+  if (mode() != Mode::Off && !stopping()) {
+    stats_.pt_prefetch_calls++;
+    if (flags & PPIOS_PF_AFTER_WRITE) wait_for_mt(seq);
+    if (fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && offset >= 0 && offset < st.st_size) {
+      trace_.name_file(key_of(st), fd);
+      size_t length = std::min<size_t>(count, static_cast<size_t>(st.st_size - offset));
+      got = fetch(fd, key_of(st), stamp_of(st), offset, length, seq, t_trace_tid, buffer);
+    }
+  }
+  // Whatever the cache did not give us (no room, already cached, EOF moved), read directly.
+  while (got < count) {
+    ssize_t n = pread(fd, buffer + got, count - got, offset + static_cast<off_t>(got));
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) return got > 0 ? static_cast<ssize_t>(got) : -1;
+    if (n == 0) break;
+    got += static_cast<size_t>(n);
+  }
+  return static_cast<ssize_t>(got);
+}
+
+void Runtime::wait_for_mt(uint64_t seq) {
+  std::unique_lock<std::mutex> lock(progress_mu_);
+  ++progress_waiters_;
+  progress_cv_.wait(lock, [&] {
+    return stopping() || mt_completed_.load(std::memory_order_acquire) + 1 >= seq;
+  });
+  --progress_waiters_;
+}
+
+size_t Runtime::fetch(int fd, const FileKey &key, const FileStamp &stamp, off_t offset,
+                      size_t length, uint64_t seq, int trace_tid, char *copy_to) {
   CacheEntry *entry = nullptr;
   uint64_t wait_begin = now_ns();
   ReserveResult reserved = cache_.reserve(key, stamp, offset, length, seq, &entry);
@@ -251,8 +284,9 @@ void Runtime::fetch(int fd, const FileKey &key, const FileStamp &stamp, off_t of
     trace_.event("room_wait", trace_tid, wait_begin, wait_end, &key, offset, static_cast<int64_t>(length));
   if (reserved != ReserveResult::Reserved) {
     if (reserved != ReserveResult::Stopped) stats_.pt_skipped++;
-    return;
+    return 0;
   }
+  size_t copied = 0;
 
   bool ok = true;
   if (mode() == Mode::PP) {
@@ -273,26 +307,34 @@ void Runtime::fetch(int fd, const FileKey &key, const FileStamp &stamp, off_t of
     }
     trace_.event("prefetch", trace_tid, begin, now_ns(), &key, offset, static_cast<int64_t>(length),
                  static_cast<int64_t>(seq));
+    if (copy_to) copied = cache_.copy_fetched(entry, copy_to);
     cache_.finish(entry, ok);
-    return;
+    return copied;
   }
 
   // Scheduled prefetching: preemptible sub-reads, each under the process I/O token; the
-  // system slot is kept across sub-reads until the MT or the coordinator wants it.
+  // system slot is kept across sub-reads until the MT or the coordinator wants it. The
+  // prefetcher never waits for the token while holding a slot, nor for a slot while
+  // holding the token: either could keep its own MT waiting for more than a sub-read.
   SlotTicket slot;
   for (;;) {
+    if (!slot.valid()) {
+      if (!scheduler_.wait_for_turn(seq)) break;  // stopping
+      uint64_t t = now_ns();
+      slot = coordinator_->acquire(IoClass::PT, lead_of(seq));
+      stats_.pt_slot_wait_ns += now_ns() - t;
+    }
     TokenTimes token;
-    if (!scheduler_.acquire_prefetch(seq, &token)) break;  // stopping
+    if (!scheduler_.try_acquire_prefetch(seq, &token)) {
+      coordinator_->release(slot);  // the MT came first: wait for the next turn without it
+      if (stopping()) break;
+      continue;
+    }
     size_t remaining = 0;
     char *dest = cache_.fill_pointer(entry, &remaining);
     if (dest == nullptr || remaining == 0) {
       scheduler_.release(&token);
       break;
-    }
-    if (!slot.valid()) {
-      uint64_t t = now_ns();
-      slot = coordinator_->acquire(IoClass::PT, lead_of(seq));
-      stats_.pt_slot_wait_ns += now_ns() - t;
     }
     size_t chunk = std::min(remaining, config_.subread_bytes);
     off_t at = offset + static_cast<off_t>(length - remaining);
@@ -318,7 +360,9 @@ void Runtime::fetch(int fd, const FileKey &key, const FileStamp &stamp, off_t of
     if (!more) break;
   }
   coordinator_->release(slot);
+  if (copy_to) copied = cache_.copy_fetched(entry, copy_to);
   cache_.finish(entry, ok);
+  return copied;
 }
 
 void Runtime::waiting_thread_main(int index) {
@@ -345,14 +389,7 @@ void Runtime::waiting_thread_main(int index) {
 
 void Runtime::run_waiting_job(const WaitingJob &job, int trace_tid) {
   uint64_t begin = now_ns();
-  {
-    std::unique_lock<std::mutex> lock(progress_mu_);
-    ++progress_waiters_;
-    progress_cv_.wait(lock, [&] {
-      return stopping() || mt_completed_.load(std::memory_order_acquire) + 1 >= job.seq;
-    });
-    --progress_waiters_;
-  }
+  wait_for_mt(job.seq);
   trace_.event("wt_wait", trace_tid, begin, now_ns(), nullptr, job.offset,
                static_cast<int64_t>(job.requested), static_cast<int64_t>(job.seq));
   // Too late if the MT already did this transfer.

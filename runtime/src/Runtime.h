@@ -100,6 +100,12 @@ class Runtime {
   // thread recomputes the length from it once the writes before it are done).
   void prefetch(int fd, const struct stat &st, off_t offset, size_t length, size_t requested,
                 uint64_t seq, unsigned flags);
+  // Like prefetch(), for a PT that needs the bytes itself (an index whose values are
+  // later offsets): reads `count` bytes at `offset` into the PT's own `buffer`, returns
+  // what pread would (bytes, or -1 with errno), and leaves a copy for the MT. A read
+  // after a write first waits until the MT has done every transfer before `seq`.
+  ssize_t prefetch_copy(int fd, off_t offset, size_t count, uint64_t seq, unsigned flags,
+                        char *buffer);
   bool stopping() const { return stopping_.load(std::memory_order_acquire); }
 
   // Stops the PT and WTs, writes stats and trace. Idempotent.
@@ -115,8 +121,11 @@ class Runtime {
   };
 
   explicit Runtime(const Config &config);
-  void fetch(int fd, const FileKey &key, const FileStamp &stamp, off_t offset, size_t length,
-             uint64_t seq, int trace_tid);
+  // Fetches into the cache; with `copy_to`, also copies what it fetched there and
+  // returns how many leading bytes that is.
+  size_t fetch(int fd, const FileKey &key, const FileStamp &stamp, off_t offset, size_t length,
+               uint64_t seq, int trace_tid, char *copy_to = nullptr);
+  void wait_for_mt(uint64_t seq);
   void mt_done(uint64_t seq);
   void waiting_thread_main(int index);
   void run_waiting_job(const WaitingJob &job, int trace_tid);

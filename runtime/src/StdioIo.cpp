@@ -156,4 +156,16 @@ size_t ppios_prefetch_fread(size_t size, size_t nmemb, FILE *stream, ppios_seq_t
   return static_cast<size_t>(predicted) / size;
 }
 
+size_t ppios_prefetch_fread_copy(void *buf, size_t size, size_t nmemb, FILE *stream,
+                                 ppios_seq_t seq, unsigned flags) {
+  off_t offset = ftello(stream);
+  int fd = fileno(stream);
+  if (size == 0 || nmemb == 0 || nmemb > SIZE_MAX / size || offset < 0 || fd < 0)
+    return fread(buf, size, nmemb, stream);  // whatever fread itself does
+  ssize_t n = ppios_prefetch_pread_copy(fd, buf, size * nmemb, offset, seq, flags);
+  if (n < 0) return 0;
+  fseeko(stream, offset + n, SEEK_SET);
+  return static_cast<size_t>(n) / size;
+}
+
 }  // extern "C"

@@ -117,6 +117,19 @@ ssize_t ppios_prefetch_pread(int fd, size_t count, off_t offset, ppios_seq_t seq
 size_t ppios_prefetch_fread(size_t size, size_t nmemb, FILE *stream, ppios_seq_t seq,
                             unsigned flags);
 
+/* Variants for a PT that needs the bytes themselves (e.g. an index file whose values are
+ * the offsets of later reads): they read into `buf`, which must be the PT's own memory,
+ * return exactly what the original call would (bytes or -1 with errno; items for fread),
+ * move the PT descriptor's or stream's position like the original, and leave a copy in
+ * the cache for the MT. With PPIOS_PF_AFTER_WRITE the PT first waits until the MT has
+ * completed every transfer before `seq`. */
+ssize_t ppios_prefetch_pread_copy(int fd, void *buf, size_t count, off_t offset,
+                                  ppios_seq_t seq, unsigned flags);
+ssize_t ppios_prefetch_read_copy(int fd, void *buf, size_t count, ppios_seq_t seq,
+                                 unsigned flags);
+size_t ppios_prefetch_fread_copy(void *buf, size_t size, size_t nmemb, FILE *stream,
+                                 ppios_seq_t seq, unsigned flags);
+
 /* ---------------------------------------------------------------- PT: MPI-IO
  * The PT may not call MPI, so it sees an MPI file as a read-only POSIX descriptor of its
  * own (ROMIO prefixes such as "ufs:" are stripped). Offsets are bytes: only the default
@@ -133,6 +146,12 @@ int ppios_prefetch_MPI_File_read(ppios_pt_mpi_file fh, int count, MPI_Datatype d
                                  ppios_seq_t seq, unsigned flags);
 int ppios_prefetch_MPI_File_read_at(ppios_pt_mpi_file fh, MPI_Offset offset, int count,
                                     MPI_Datatype datatype, ppios_seq_t seq, unsigned flags);
+
+/* The PT needs the items themselves: see ppios_prefetch_pread_copy. Returns the number
+ * of whole items read, or -1. */
+int ppios_prefetch_MPI_File_read_at_copy(ppios_pt_mpi_file fh, MPI_Offset offset, void *buf,
+                                         int count, MPI_Datatype datatype, ppios_seq_t seq,
+                                         unsigned flags);
 
 #ifdef __cplusplus
 }

@@ -1,0 +1,82 @@
+#!/usr/bin/env python3
+"""Writes the corpus's inputs into a directory, deterministically (same bytes on every
+run and machine): random binary data, a grid with a header, variable-length records and
+their index, per-rank part files, a record file with sentinel records, and a text file of
+parameters. About 5 MiB in all. Usage: gen_inputs.py DIR"""
+import os
+import random
+import struct
+import sys
+
+DATA_BYTES = 1_572_864 + 333
+SECOND_BYTES = 786_432 + 77
+GRID = dict(rows=192, cols=4096, tile_rows=8, header=64)
+N_RECORDS = 640
+RECORDS_HEADER = 16
+PART_RANKS = 4
+SENTINEL = dict(records=1200, record_bytes=512, first=777, count=4, tag=0xDEADBEEF)
+PARAMS = dict(header_bytes=1024, record_bytes=3000, records=480)
+
+
+def rand_bytes(seed, n):
+    return random.Random(seed).randbytes(n)
+
+
+def part_bytes(r):
+    return 262_144 + r * 4099 + 13
+
+
+def write(path, data):
+    with open(path, "wb") as f:
+        f.write(data)
+
+
+def generate(d):
+    os.makedirs(d, exist_ok=True)
+    write(os.path.join(d, "data.bin"), rand_bytes(1, DATA_BYTES))
+    write(os.path.join(d, "second.bin"), rand_bytes(2, SECOND_BYTES))
+
+    params = ("# bcast_params: the record layout of data.bin\n"
+              f"header_bytes = {PARAMS['header_bytes']}\n"
+              f"record_bytes = {PARAMS['record_bytes']}\n"
+              "\n"
+              f"records = {PARAMS['records']}   # how many records to visit\n")
+    write(os.path.join(d, "params.txt"), params.encode())
+
+    g = GRID
+    header = b"GRID" + struct.pack("<III", g["rows"], g["cols"], g["tile_rows"])
+    header += bytes(g["header"] - len(header))
+    write(os.path.join(d, "grid.bin"), header + rand_bytes(4, g["rows"] * g["cols"]))
+
+    rng = random.Random(5)
+    lengths = [rng.randint(200, 3000) for _ in range(N_RECORDS)]
+    body = rng.randbytes(sum(lengths))
+    offsets, pos = [], RECORDS_HEADER
+    for n in lengths:
+        offsets.append(pos)
+        pos += n
+    write(os.path.join(d, "records.bin"), b"RECS" + bytes(RECORDS_HEADER - 4) + body)
+    order = list(range(N_RECORDS))
+    rng.shuffle(order)
+    index = b"INDX" + struct.pack("<I", N_RECORDS)
+    for i in order:
+        index += struct.pack("<QII", offsets[i], lengths[i], rng.getrandbits(32))
+    write(os.path.join(d, "index.bin"), index)
+
+    for r in range(PART_RANKS):
+        write(os.path.join(d, f"part.{r}.bin"), rand_bytes(10 + r, part_bytes(r)))
+
+    s = SENTINEL
+    rng = random.Random(6)
+    out = bytearray()
+    for i in range(s["records"]):
+        sentinel = s["first"] <= i < s["first"] + s["count"]
+        tag = s["tag"] if sentinel else rng.getrandbits(31)
+        out += struct.pack("<I", tag) + rng.randbytes(s["record_bytes"] - 4)
+    write(os.path.join(d, "sentinel.bin"), bytes(out))
+
+
+if __name__ == "__main__":
+    if len(sys.argv) != 2:
+        sys.exit(__doc__)
+    generate(sys.argv[1])
