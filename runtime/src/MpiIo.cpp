@@ -123,7 +123,7 @@ int mpi_read(MPI_File fh, MPI_Offset at, void *buf, int count, MPI_Datatype data
   rt.mt_read(&file, offset, total, out, [&](size_t h, MtStorageAccess &storage) -> ssize_t {
     // Whole items only, so the rest is again `datatype` items.
     size_t whole = h - h % static_cast<size_t>(type_size);
-    if (whole == total) {
+    if (whole > 0 && whole == total) {
       if (!explicit_offset) MPI_File_seek(fh, offset + static_cast<MPI_Offset>(total), MPI_SEEK_SET);
       set_status_bytes(status, static_cast<MPI_Count>(total));
       return static_cast<ssize_t>(total);

@@ -66,7 +66,7 @@ ssize_t ppios_pread(int fd, void *buf, size_t count, off_t offset) {
   char *out = static_cast<char *>(buf);
   return rt.mt_read(cacheable ? &file : nullptr, offset, count, out,
                     [&](size_t h, MtStorageAccess &storage) -> ssize_t {
-                      if (h == count) return static_cast<ssize_t>(count);
+                      if (h > 0 && h == count) return static_cast<ssize_t>(count);
                       storage.acquire();
                       ssize_t r = pread(fd, out + h, count - h, offset + static_cast<off_t>(h));
                       if (r >= 0) return r + static_cast<ssize_t>(h);
@@ -89,7 +89,7 @@ ssize_t ppios_read(int fd, void *buf, size_t count) {
   char *out = static_cast<char *>(buf);
   return rt.mt_read(cacheable ? &file : nullptr, offset, count, out,
                     [&](size_t h, MtStorageAccess &storage) -> ssize_t {
-                      if (h == count) {  // served whole: move the file offset as read() would
+                      if (h > 0 && h == count) {  // served whole: move the offset as read() would
                         lseek(fd, offset + static_cast<off_t>(count), SEEK_SET);
                         return static_cast<ssize_t>(count);
                       }

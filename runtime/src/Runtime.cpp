@@ -20,6 +20,9 @@ namespace ppios {
 namespace {
 
 Runtime *g_runtime = nullptr;  // created once, never destroyed: the PT may outlive main()
+// A child forked without exec has none of the parent's threads and must not write the
+// parent's statistics again at its exit.
+bool g_forked_child = false;
 thread_local int t_trace_tid = kTraceMT;
 
 // How long shutdown waits for the PT and WTs to notice the stop before writing the
@@ -43,7 +46,10 @@ void Runtime::load() {
     std::exit(2);
   }
   g_runtime = new Runtime(config);
-  std::atexit([] { g_runtime->shutdown(); });
+  pthread_atfork(nullptr, nullptr, [] { g_forked_child = true; });
+  std::atexit([] {
+    if (!g_forked_child) g_runtime->shutdown();
+  });
 }
 
 Runtime &Runtime::get() {

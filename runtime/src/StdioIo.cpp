@@ -96,7 +96,7 @@ size_t ppios_fread(void *ptr, size_t size, size_t nmemb, FILE *stream) {
           storage.acquire();
           return static_cast<ssize_t>(fread(ptr, size, nmemb, stream) * size);
         }
-        if (h == total) {
+        if (h > 0 && h == total) {
           fseeko(stream, offset + static_cast<off_t>(total), SEEK_SET);
           return static_cast<ssize_t>(total);
         }

@@ -21,6 +21,8 @@ int main(int argc, char **argv) {
   char buf[256];
   SHOW("read bad fd", read(999, buf, 10));
   SHOW("pread bad fd", pread(999, buf, 10, 0));
+  SHOW("read bad fd, 0 bytes", read(999, buf, 0));
+  SHOW("pread bad fd, 0 bytes", pread(999, buf, 0, 0));
   int dir = open(".", O_RDONLY);
   SHOW("read directory", read(dir, buf, 10));
   SHOW("pread directory", pread(dir, buf, 10, 0));

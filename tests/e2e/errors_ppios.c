@@ -27,6 +27,8 @@ static void prefetch_thread(void *arg) {
   (void)unused;
   ppios_prefetch_read(999, 10, ++seq, 0);
   ppios_prefetch_pread(999, 10, 0, ++seq, 0);
+  ppios_prefetch_read(999, 0, ++seq, 0);
+  ppios_prefetch_pread(999, 0, 0, ++seq, 0);
   int dir = ppios_pt_open(".", O_RDONLY);
   ppios_prefetch_read(dir, 10, ++seq, 0);
   ppios_prefetch_pread(dir, 10, 0, ++seq, 0);
@@ -68,6 +70,8 @@ int main(int argc, char **argv) {
   char buf[256];
   SHOW("read bad fd", ppios_read(999, buf, 10));
   SHOW("pread bad fd", ppios_pread(999, buf, 10, 0));
+  SHOW("read bad fd, 0 bytes", ppios_read(999, buf, 0));
+  SHOW("pread bad fd, 0 bytes", ppios_pread(999, buf, 0, 0));
   int dir = ppios_open(".", O_RDONLY);
   SHOW("read directory", ppios_read(dir, buf, 10));
   SHOW("pread directory", ppios_pread(dir, buf, 10, 0));
