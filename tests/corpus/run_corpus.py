@@ -51,7 +51,7 @@ PROGRAMS = {
     "multi_interface": dict(build="single",
                             args=["{in}/data.bin", "{in}/second.bin", "16384", "24"]),
     "stream_idiom": dict(build="single", args=["{in}/part", "{in}/data.bin", "30"]),
-    "sentinel_scan": dict(build="single", args=["{in}/sentinel.bin"], rounds=20),
+    "sentinel_scan": dict(build="single", args=["{in}/sentinel.bin"], rounds=40),
     "indexed_records": dict(build="single", args=["{in}/index.bin", "{in}/records.bin"]),
     "write_then_read": dict(build="single", args=["{in}/data.bin", "8192", "48"]),
     "raw_same_loop": dict(build="single", args=["{in}/data.bin", "4096", "96"]),
@@ -89,7 +89,7 @@ def build(program, spec, cc, builddir, log):
     path of the executable and the compiler's stderr, or raises RuntimeError."""
     os.makedirs(builddir)
     shutil.copy(os.path.join(HERE, "corpus.h"), builddir)
-    rounds = f"-DCORPUS_WORK_ROUNDS={spec.get('rounds', 6)}"
+    rounds = f"-DCORPUS_WORK_ROUNDS={spec.get('rounds', 16)}"
     if spec["build"] == "single":
         shutil.copy(os.path.join(HERE, program + ".c"), builddir)
         steps = [[cc, "-O2", "-I.", rounds, "-o", program, program + ".c"]]

@@ -11,6 +11,17 @@
 #include "common.h"
 #include "ppios/ppios.h"
 
+/* Built with -DPT_GUESSES_WRONG, the PT prefetches the wrong bytes under the wrong
+ * sequence numbers, as a PT whose slice went wrong would: the MT must still get the
+ * right bytes, never wait on the PT, and the cache must stay within its bound. */
+#ifdef PT_GUESSES_WRONG
+#define GUESS_OFFSET(off) ((off) + 4097)
+#define GUESS_SEQ(seq) ((seq) * 3 + 1000)
+#else
+#define GUESS_OFFSET(off) (off)
+#define GUESS_SEQ(seq) (seq)
+#endif
+
 struct pt_ctx {
   const char *path;
   size_t chunk, begin, end, size;
@@ -21,32 +32,32 @@ static void prefetch_thread(void *arg) {
   ppios_seq_t seq = 0;
   int fd = ppios_pt_open(c->path, O_RDONLY);
   for (size_t off = c->begin; off < c->end; off += c->chunk)
-    ppios_prefetch_pread(fd, min_size(c->chunk, c->end - off), (off_t)off, ++seq, 0);
+    ppios_prefetch_pread(fd, min_size(c->chunk, c->end - off), (off_t)GUESS_OFFSET(off), GUESS_SEQ(++seq), 0);
 
   lseek(fd, (off_t)c->begin, SEEK_SET);
   size_t pos = c->begin;
   ssize_t n;
-  while (pos < c->end && (n = ppios_prefetch_read(fd, min_size(c->chunk, c->end - pos), ++seq, 0)) > 0)
+  while (pos < c->end && (n = ppios_prefetch_read(fd, min_size(c->chunk, c->end - pos), GUESS_SEQ(++seq), 0)) > 0)
     pos += (size_t)n;
 
   FILE *fp = ppios_pt_fopen(c->path, "rb");
   fseek(fp, (long)c->begin, SEEK_SET);
   for (size_t off = c->begin; off < c->end; off += c->chunk)
-    ppios_prefetch_fread(1, min_size(c->chunk, c->end - off), fp, ++seq, 0);
+    ppios_prefetch_fread(1, min_size(c->chunk, c->end - off), fp, GUESS_SEQ(++seq), 0);
 
   ppios_pt_mpi_file fh;
   ppios_pt_MPI_File_open(c->path, MPI_MODE_RDONLY, &fh);
   for (size_t off = c->begin; off < c->end; off += c->chunk)
-    ppios_prefetch_MPI_File_read_at(fh, (MPI_Offset)off, (int)min_size(c->chunk, c->end - off), MPI_BYTE, ++seq, 0);
+    ppios_prefetch_MPI_File_read_at(fh, (MPI_Offset)GUESS_OFFSET(off), (int)min_size(c->chunk, c->end - off), MPI_BYTE, GUESS_SEQ(++seq), 0);
   ppios_pt_MPI_File_seek(fh, (MPI_Offset)c->begin, MPI_SEEK_SET);
   for (size_t off = c->begin; off < c->end; off += c->chunk)
-    ppios_prefetch_MPI_File_read(fh, (int)min_size(c->chunk, c->end - off), MPI_BYTE, ++seq, 0);
+    ppios_prefetch_MPI_File_read(fh, (int)min_size(c->chunk, c->end - off), MPI_BYTE, GUESS_SEQ(++seq), 0);
   ppios_pt_MPI_File_close(&fh);
 
-  ppios_prefetch_pread(fd, c->chunk, (off_t)(c->size > 5 ? c->size - 5 : 0), ++seq, 0);
-  ppios_prefetch_pread(fd, c->chunk, (off_t)c->size + 10, ++seq, 0);
+  ppios_prefetch_pread(fd, c->chunk, (off_t)(c->size > 5 ? c->size - 5 : 0), GUESS_SEQ(++seq), 0);
+  ppios_prefetch_pread(fd, c->chunk, (off_t)c->size + 10, GUESS_SEQ(++seq), 0);
   fseek(fp, (long)(c->size > 3 ? c->size - 3 : 0), SEEK_SET);
-  ppios_prefetch_fread(2, 4, fp, ++seq, 0);
+  ppios_prefetch_fread(2, 4, fp, GUESS_SEQ(++seq), 0);
   ppios_pt_fclose(fp);
   ppios_pt_close(fd);
 }
