@@ -25,7 +25,7 @@ check: build
 
 # The runtime's and the coordinator's tests again, built with ThreadSanitizer.
 check-tsan: deps
-	@cmake -S . -B $(TSAN_BUILD) -G Ninja -DPPIOS_SANITIZE=thread $(CMAKE_ARGS) >/dev/null
+	@cmake -S . -B $(TSAN_BUILD) -G Ninja -DPPIOS_SANITIZE=thread -DPPIOS_RUNTIME_ONLY=ON $(CMAKE_ARGS) >/dev/null
 	@cmake --build $(TSAN_BUILD) -j $(JOBS)
 	@TSAN_OPTIONS="die_after_fork=0 $(TSAN_OPTIONS)" ctest --test-dir $(TSAN_BUILD) \
 	  --output-on-failure --timeout 900 -R '^(runtime\.|e2e\.|coordinator\.conformance|coordinator\.redis_failures)'

@@ -12,7 +12,7 @@
 
 /* Rounds of extra computation per block read; -DCORPUS_WORK_ROUNDS=n changes it. */
 #ifndef CORPUS_WORK_ROUNDS
-#define CORPUS_WORK_ROUNDS 6
+#define CORPUS_WORK_ROUNDS 32
 #endif
 
 static inline uint32_t crc32_update(uint32_t crc, const void *data, size_t n) {
