@@ -1,11 +1,24 @@
 #include "PrefetchCache.h"
 
 #include <algorithm>
+#include <cstdlib>
 #include <cstring>
 #include <limits>
 #include <tuple>
 
 namespace ppios {
+
+// Entry buffers are page-aligned: a read into an unaligned buffer can reach a FUSE file
+// system as two requests (the kernel splits at the page boundary).
+struct AlignedFree {
+  void operator()(char *p) const { std::free(p); }
+};
+constexpr size_t kBufferAlignment = 4096;
+
+char *allocate_aligned(size_t length) {
+  size_t rounded = (length + kBufferAlignment - 1) / kBufferAlignment * kBufferAlignment;
+  return static_cast<char *>(std::aligned_alloc(kBufferAlignment, rounded == 0 ? kBufferAlignment : rounded));
+}
 
 struct CacheEntry {
   FileKey key;
@@ -19,7 +32,7 @@ struct CacheEntry {
   bool filling = true;
   bool linked = true;   // in files_[key].by_offset
   int pins = 0;         // MT copies in progress
-  std::unique_ptr<char[]> data;
+  std::unique_ptr<char, AlignedFree> data;
 
   off_t end() const { return offset + static_cast<off_t>(length); }
 };
@@ -64,6 +77,8 @@ ReserveResult PrefetchCache::reserve(const FileKey &key, const FileStamp &stamp,
     room_cv_.wait(lock);
     --room_waiters_;
   }
+  char *data = allocate_aligned(length);
+  if (data == nullptr) return ReserveResult::TooLarge;  // the process is out of memory: skip
   auto *e = new CacheEntry;
   e->key = key;
   e->stamp = stamp;
@@ -71,7 +86,7 @@ ReserveResult PrefetchCache::reserve(const FileKey &key, const FileStamp &stamp,
   e->length = length;
   e->reserved = length;
   e->seq = seq;
-  e->data.reset(new char[length]);
+  e->data.reset(data);
   files_[key].by_offset.emplace(offset, e);
   counters_.bytes_in_use += length;
   counters_.peak_bytes = std::max(counters_.peak_bytes, counters_.bytes_in_use);

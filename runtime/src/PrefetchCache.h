@@ -33,7 +33,7 @@ struct CacheEntry;
 enum class ReserveResult {
   Reserved,  // *entry is yours to fill, then finish()
   Covered,   // the range is already cached or being fetched
-  TooLarge,  // larger than the whole cache
+  TooLarge,  // larger than the whole cache (or no memory left for it)
   Busy,      // the MT is writing the range, or the file is being written through stdio
   Stopped,   // the runtime is shutting down
 };
