@@ -56,6 +56,9 @@ ReserveResult PrefetchCache::reserve(const FileKey &key, const FileStamp &stamp,
                                      size_t length, uint64_t seq, CacheEntry **out) {
   *out = nullptr;
   if (length > capacity_) return ReserveResult::TooLarge;
+  // Allocated before taking the lock: a large allocation must not hold up the MT.
+  std::unique_ptr<char, AlignedFree> data(allocate_aligned(length));
+  if (!data) return ReserveResult::TooLarge;  // the process is out of memory: skip
   std::unique_lock<std::mutex> lock(mu_);
   const off_t end = offset + static_cast<off_t>(length);
   for (;;) {
@@ -77,8 +80,6 @@ ReserveResult PrefetchCache::reserve(const FileKey &key, const FileStamp &stamp,
     room_cv_.wait(lock);
     --room_waiters_;
   }
-  char *data = allocate_aligned(length);
-  if (data == nullptr) return ReserveResult::TooLarge;  // the process is out of memory: skip
   auto *e = new CacheEntry;
   e->key = key;
   e->stamp = stamp;
@@ -86,7 +87,7 @@ ReserveResult PrefetchCache::reserve(const FileKey &key, const FileStamp &stamp,
   e->length = length;
   e->reserved = length;
   e->seq = seq;
-  e->data.reset(data);
+  e->data = std::move(data);
   files_[key].by_offset.emplace(offset, e);
   counters_.bytes_in_use += length;
   counters_.peak_bytes = std::max(counters_.peak_bytes, counters_.bytes_in_use);
