@@ -56,9 +56,6 @@ ReserveResult PrefetchCache::reserve(const FileKey &key, const FileStamp &stamp,
                                      size_t length, uint64_t seq, CacheEntry **out) {
   *out = nullptr;
   if (length > capacity_) return ReserveResult::TooLarge;
-  // Allocated before taking the lock: a large allocation must not hold up the MT.
-  std::unique_ptr<char, AlignedFree> data(allocate_aligned(length));
-  if (!data) return ReserveResult::TooLarge;  // the process is out of memory: skip
   std::unique_lock<std::mutex> lock(mu_);
   const off_t end = offset + static_cast<off_t>(length);
   for (;;) {
@@ -87,10 +84,18 @@ ReserveResult PrefetchCache::reserve(const FileKey &key, const FileStamp &stamp,
   e->length = length;
   e->reserved = length;
   e->seq = seq;
-  e->data = std::move(data);
   files_[key].by_offset.emplace(offset, e);
   counters_.bytes_in_use += length;
   counters_.peak_bytes = std::max(counters_.peak_bytes, counters_.bytes_in_use);
+  lock.unlock();
+  // The bytes are counted already, so memory stays within the bound; they are allocated
+  // outside the lock so that a large allocation does not hold up the MT. Nobody reads
+  // `data` before filled() publishes bytes in it under the lock.
+  e->data.reset(allocate_aligned(length));
+  if (!e->data) {  // the process is out of memory: skip this prefetch
+    finish(e, false);
+    return ReserveResult::TooLarge;
+  }
   *out = e;
   return ReserveResult::Reserved;
 }
