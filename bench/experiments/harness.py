@@ -1,0 +1,358 @@
+"""E1 and E2 of seed 003 section 5, run on the emulator.
+
+E1 (Figs. 10-11): one kernel at a time, P ranks, every mode in turn.
+E2 (Figs. 13-14): SUM, AVG, DSCAL and GREP as four concurrent mpirun jobs on
+separate inputs, total P ranks (P/4 each), one emulated device, one Redis
+coordinator, one PPIOS cap.
+
+Modes: normal = the mpicc build on the modeled device; pp / intra / ppios =
+the ppios-cc build with PPIOS_MODE set; optimal = the mpicc build on a
+--no-model mount of the same files (seed 003's "theoretically optimal": the
+same work with free I/O). Within a repetition the modes take turns, so slow
+phases of a shared machine hit every mode alike.
+
+Every run's result line must equal the normal build's for the same input:
+a mismatch aborts the whole harness (a fast wrong answer is not a result)."""
+import csv
+import json
+import os
+import shutil
+import subprocess
+import time
+
+from . import inputs, jobs, simfs
+from .builds import KERNELS, PREFETCH_MODES
+
+CSV_COLUMNS = ["experiment", "kernel", "mode", "nprocs", "rep", "wall_s", "io_latency_s",
+               "threshold", "device"]
+
+
+class ResultMismatch(Exception):
+    pass
+
+
+class PlainDir:
+    """Stands in for a mount when FUSE is unavailable (demo only): the backing
+    directory itself, no model, no stats."""
+
+    def __init__(self, path):
+        self.path = path
+
+    def reset_stats(self):
+        pass
+
+    def stats(self):
+        return None
+
+
+class Harness:
+    def __init__(self, profile, bins, out_dir, work_dir, cache_dir, resources, model,
+                 threshold, use_fuse, log):
+        self.p, self.bins, self.out = profile, bins, out_dir
+        self.work, self.cache, self.resources = work_dir, cache_dir, resources
+        self.model, self.threshold, self.use_fuse = model, threshold, use_fuse
+        self.log = log
+        self.raw = os.path.join(out_dir, "raw")
+        self.references = {}        # (kernel, input file) -> normal build's result line
+        self.skipped = []           # (experiment, kernel, mode, why)
+        self.done = 0
+        self.total = 0
+        self.started = time.monotonic()
+        self.redis = None
+        self.target_seq = 0
+        self.calibration = None     # (exit code, text)
+        os.makedirs(self.raw, exist_ok=True)
+        self.csv_file = open(os.path.join(out_dir, "results.csv"), "w", newline="")
+        self.csv = csv.writer(self.csv_file)
+        self.csv.writerow(CSV_COLUMNS)
+        self.runs_file = open(os.path.join(out_dir, "runs.jsonl"), "w")
+        resources.add("result files", self._close_files)
+
+    def _close_files(self):
+        self.csv_file.close()
+        self.runs_file.close()
+
+    # ------------------------------------------------------------------ setup
+    def mount_devices(self):
+        """The modeled device and the no-model reference, both mirroring the
+        input cache. One model instance serves every job of the experiment."""
+        os.makedirs(self.cache, exist_ok=True)
+        # DSCAL's outputs go to the device too (seed 003 writes them to Lustre), in a
+        # scratch folder of the backing directory that is removed at the end.
+        self.scratch = f"scratch-{os.getpid()}"
+        os.makedirs(os.path.join(self.cache, self.scratch), exist_ok=True)
+        self.resources.add("scratch outputs", lambda: shutil.rmtree(
+            os.path.join(self.cache, self.scratch), ignore_errors=True))
+        if not self.use_fuse:
+            self.model_dev = self.optimal_dev = PlainDir(self.cache)
+            self.device = "plainfs"
+            self.optimal_device = None
+            return
+        self.model_dev = simfs.Mount(self.bins.simfs, self.cache,
+                                     os.path.join(self.work, "mnt-model"), self.model,
+                                     os.path.join(self.work, "simfs-model.log"),
+                                     self.resources).start()
+        self.device = simfs.describe(self.model)
+        shutil.copyfile(os.path.join(self.model_dev.path, ".simfs-model.json"),
+                    os.path.join(self.out, ".simfs-model.json"))
+        if "optimal" in self.p.modes:
+            self.optimal_dev = simfs.Mount(self.bins.simfs, self.cache,
+                                           os.path.join(self.work, "mnt-optimal"), None,
+                                           os.path.join(self.work, "simfs-optimal.log"),
+                                           self.resources).start()
+            self.optimal_device = simfs.describe(None)
+            shutil.copyfile(os.path.join(self.optimal_dev.path, ".simfs-model.json"),
+                        os.path.join(self.out, ".simfs-model-optimal.json"))
+
+    def run_calibration(self):
+        if not (self.use_fuse and self.p.calibrate):
+            return
+        self.log("calibrating the device model (ppios-simfs-calibrate, about 15 s)")
+        self.calibration = simfs.calibrate(self.bins.calibrate, self.model_dev,
+                                           os.path.join(self.out, "calibration.csv"),
+                                           self.resources)
+        with open(os.path.join(self.out, "calibration.txt"), "w") as f:
+            f.write(self.calibration[1])
+        table = [l for l in self.calibration[1].splitlines()
+                 if l and not l.startswith(("calib,", "#"))]
+        for line in table:
+            self.log("  " + line)
+        if self.calibration[0] != 0:
+            self.log("WARNING: the calibration is outside the 10% tolerance at some point "
+                     "(a loaded machine?); see calibration.txt")
+
+    def make_inputs(self):
+        """E1: one input per kernel size; E2: a separate input per kernel."""
+        self.e1_input = self.e2_inputs = None
+        if "e1" in self.p.experiments:
+            name, made = inputs.ensure(self.bins.gen_input, self.cache, self.p.e1_input_mib, 1)
+            self.log(f"input {name}: {'generated' if made else 'cached'}")
+            self.e1_input = name
+        if "e2" in self.p.experiments:
+            self.e2_inputs = {}
+            for i, k in enumerate(self.p.e2_kernels):
+                name, made = inputs.ensure(self.bins.gen_input, self.cache,
+                                           self.p.e2_input_mib, 101 + i)
+                self.log(f"input {name} ({k.upper()} in E2): "
+                         f"{'generated' if made else 'cached'}")
+                self.e2_inputs[k] = name
+
+    def plan(self):
+        """Counts the runs and records which (kernel, mode) cannot run."""
+        total = 0
+        if "e1" in self.p.experiments:
+            for k in self.p.e1_kernels:
+                for m in self.p.modes:
+                    if self.runnable("E1", k, m):
+                        total += len(self.p.e1_nprocs) * self.p.reps
+        if "e2" in self.p.experiments:
+            # a list, not a generator: every kernel that cannot run gets noted
+            ok = [m for m in self.p.modes
+                  if all([self.runnable("E2", k, m) for k in self.p.e2_kernels])]
+            total += len(ok) * len(self.p.e2_nprocs) * self.p.reps
+        self.total = total
+
+    def runnable(self, experiment, kernel, mode, note=True):
+        why = None
+        if mode in PREFETCH_MODES and kernel not in self.bins.prefetching:
+            why = self.bins.unavailable.get(kernel, "no prefetching build")
+        if mode == "optimal" and not self.use_fuse:
+            why = "no FUSE: the optimal reference needs a --no-model mount"
+        if why and note and (experiment, kernel, mode, why) not in self.skipped:
+            self.skipped.append((experiment, kernel, mode, why))
+        return why is None
+
+    # --------------------------------------------------------------- one run
+    def _target(self):
+        self.target_seq += 1
+        return f"bench-{os.getpid()}-{self.target_seq}"
+
+    def _spec(self, experiment, kernel, mode, nprocs, dev, input_name, run_dir, target,
+              coordinator):
+        k = KERNELS[kernel]
+        binary = self.bins.for_mode(kernel, mode)
+        argv = ["mpirun", "-np", str(nprocs), *jobs.MPIRUN_FLAGS, binary,
+                "--chunk", self.p.chunk, "--compute-factor", str(self.p.factors[kernel])]
+        if k.writes:
+            argv += ["-o", os.path.join(dev.path, self.scratch_dir(),
+                                        f"{os.path.basename(run_dir)}-{kernel}.out")]
+        argv.append(os.path.join(dev.path, input_name))
+        env = jobs.base_env()
+        stats = None
+        if mode in PREFETCH_MODES:
+            stats = os.path.join(run_dir, f"{kernel}.ppios-stats.jsonl")
+            env.update(PPIOS_MODE=mode, PPIOS_STATS=stats, PPIOS_TARGET=target,
+                       PPIOS_COORDINATOR=coordinator)
+            if mode == "ppios":
+                env["PPIOS_THRESHOLD"] = str(self.threshold)
+        return jobs.JobSpec(label=f"{experiment} {k.label} {mode} P={nprocs}",
+                            kernel_label=k.label, argv=argv, env=env,
+                            stdout_path=os.path.join(run_dir, f"{kernel}.stdout"),
+                            stderr_path=os.path.join(run_dir, f"{kernel}.stderr"),
+                            cwd=run_dir, extra={"kernel": kernel, "stats": stats,
+                                                "input": input_name})
+
+    def scratch_dir(self):
+        return self.scratch
+
+    def _coordinator_done(self, coordinator, target):
+        """The highest number of accesses the coordinator saw in flight at once
+        (a check that the cap held), then forget the target."""
+        base = [self.bins.coord, "--coordinator", coordinator, "--target", target]
+        seen = None
+        try:
+            r = subprocess.run(base + ["status", "--json"], stdout=subprocess.PIPE,
+                               stderr=subprocess.DEVNULL, timeout=30)
+            if r.returncode == 0:
+                seen = json.loads(r.stdout).get("max_inflight_seen")
+        except (subprocess.TimeoutExpired, ValueError):
+            pass
+        subprocess.run(base + ["reset"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                       timeout=30)
+        return seen
+
+    def _execute(self, experiment, mode, nprocs, rep, specs, dev, device, coordinator, target,
+                 run_dir):
+        dev.reset_stats()
+        token = None
+        if mode in PREFETCH_MODES:
+            # a crash mid-run must not leave the target's shm segment or keys behind
+            token = self.resources.add(f"coordinator target {target}",
+                                       lambda: self._coordinator_done(coordinator, target))
+        try:
+            results = jobs.run_concurrently(specs, self.resources, self.p.timeout_s)
+        finally:
+            max_inflight = None
+            if token is not None:
+                self.resources.forget(token)
+                max_inflight = self._coordinator_done(coordinator, target)
+        device_stats = dev.stats()
+        dev_summary = {}
+        if device_stats is not None:
+            with open(os.path.join(run_dir, "simfs-stats.json"), "w") as f:
+                json.dump(device_stats, f)
+            dev_summary = simfs.stats_summary(device_stats,
+                                              self.model["optimal_streams"] if self.model else 0)
+        for r in results:
+            kernel = r.spec.extra["kernel"]
+            self._check(experiment, kernel, mode, nprocs, r)
+            if KERNELS[kernel].writes:
+                out = r.spec.argv[r.spec.argv.index("-o") + 1]
+                if os.path.exists(out):
+                    os.unlink(out)
+            row = [experiment, KERNELS[kernel].label, mode, nprocs, rep,
+                   f"{r.timing['wall_s']:.6f}", f"{r.timing['read_mean_s']:.6f}",
+                   self.threshold if mode == "ppios" else "", device]
+            self.csv.writerow(row)
+            details = dict(zip(CSV_COLUMNS, row), wall_s=r.timing["wall_s"],
+                           io_latency_s=r.timing["read_mean_s"],
+                           read_max_s=r.timing.get("read_max_s"),
+                           write_mean_s=r.timing.get("write_mean_s"),
+                           ranks=int(r.timing.get("nprocs", nprocs)),
+                           mpirun_s=round(r.elapsed_s, 3), result=r.result_line,
+                           max_inflight_seen=max_inflight, run_dir=run_dir, **dev_summary,
+                           **self._ppios_stats(r.spec.extra["stats"]))
+            self.runs_file.write(json.dumps(details) + "\n")
+        self.csv_file.flush()
+        self.runs_file.flush()
+        return results, dev_summary
+
+    @staticmethod
+    def _ppios_stats(path):
+        if not path or not os.path.exists(path):
+            return {}
+        with open(path) as f:
+            ranks = [json.loads(line) for line in f if line.strip()]
+        if not ranks:
+            return {}
+        read = sum(x.get("mt_read_bytes", 0) for x in ranks)
+        return {"hit_ratio": round(sum(x.get("hit_bytes", 0) for x in ranks) / read, 4)
+                if read else None,
+                "pt_yields": sum(x.get("pt_yields", 0) for x in ranks),
+                "pt_unused_mib": round(sum(x.get("pt_unused_bytes", 0) for x in ranks) / 2**20,
+                                       1),
+                "mt_read_wait_s": round(sum(x.get("mt_read_wait_s", 0) for x in ranks)
+                                        / len(ranks), 4)}
+
+    def _check(self, experiment, kernel, mode, nprocs, r):
+        key = (kernel, r.spec.extra["input"])
+        ref = self.references.get(key)
+        if ref is None:
+            if mode != "normal":
+                raise ResultMismatch(f"{r.spec.label}: no normal-build result to compare "
+                                     f"with (normal must run first)")
+            self.references[key] = r.result_line
+        elif r.result_line != ref:
+            raise ResultMismatch(
+                f"{experiment} {KERNELS[kernel].label} mode={mode} P={nprocs} printed\n"
+                f"    {r.result_line}\nbut the normal build printed\n    {ref}\n"
+                f"command: {' '.join(r.spec.argv)}\noutput kept in {r.spec.stdout_path}")
+
+    def _progress(self, text):
+        self.done += 1
+        elapsed = time.monotonic() - self.started
+        eta = elapsed / self.done * (self.total - self.done)
+        self.log(f"[{self.done:3}/{self.total}] {text}   "
+                 f"({elapsed / 60:.1f} min, ~{eta / 60:.1f} min left)")
+
+    # ------------------------------------------------------------ experiments
+    def run_e1(self):
+        p = self.p
+        for rep in range(1, p.reps + 1):
+            for nprocs in p.e1_nprocs:
+                for kernel in p.e1_kernels:
+                    for mode in p.modes:
+                        if not self.runnable("E1", kernel, mode, note=False):
+                            continue
+                        self._e1_one(kernel, mode, nprocs, rep)
+
+    def _e1_one(self, kernel, mode, nprocs, rep):
+        optimal = mode == "optimal"
+        dev = self.optimal_dev if optimal else self.model_dev
+        device = self.optimal_device if optimal else self.device
+        run_dir = os.path.join(self.raw, f"e1-{kernel}-{mode}-p{nprocs}-r{rep}")
+        os.makedirs(run_dir, exist_ok=True)
+        target, coordinator = self._target(), "shm"
+        spec = self._spec("E1", kernel, mode, nprocs, dev, self.e1_input, run_dir, target,
+                          coordinator)
+        results, dev_summary = self._execute("E1", mode, nprocs, rep, [spec], dev, device,
+                                             coordinator, target, run_dir)
+        t = results[0].timing
+        extra = ""
+        if dev_summary and not optimal:
+            extra = (f"  device >{self.model['optimal_streams']} streams "
+                     f"{dev_summary['frac_above_opt']:4.0%} of busy time")
+        self._progress(f"E1 {KERNELS[kernel].label:5} P={nprocs:<2} {mode:7} rep {rep}/"
+                       f"{self.p.reps}: wall {t['wall_s']:7.2f} s  io {t['read_mean_s']:6.2f} s"
+                       + extra)
+
+    def run_e2(self):
+        p = self.p
+        modes = [m for m in p.modes
+                 if all(self.runnable("E2", k, m) for k in p.e2_kernels)]
+        if any(m in PREFETCH_MODES for m in modes):
+            from .redis import RedisServer
+            self.redis = RedisServer(os.path.join(self.work, "redis"), self.resources).start()
+            self.log(f"redis-server for E2's shared coordinator: {self.redis.url}")
+        for rep in range(1, p.reps + 1):
+            for nprocs in p.e2_nprocs:
+                for mode in modes:
+                    self._e2_point(mode, nprocs, rep)
+
+    def _e2_point(self, mode, nprocs, rep):
+        optimal = mode == "optimal"
+        dev = self.optimal_dev if optimal else self.model_dev
+        device = self.optimal_device if optimal else self.device
+        run_dir = os.path.join(self.raw, f"e2-{mode}-p{nprocs}-r{rep}")
+        os.makedirs(run_dir, exist_ok=True)
+        target = self._target()
+        coordinator = self.redis.url if self.redis else "shm"
+        per_job = max(1, nprocs // len(self.p.e2_kernels))
+        specs = [self._spec("E2", k, mode, per_job, dev, self.e2_inputs[k], run_dir, target,
+                            coordinator) for k in self.p.e2_kernels]
+        t0 = time.monotonic()
+        results, dev_summary = self._execute("E2", mode, nprocs, rep, specs, dev, device,
+                                             coordinator, target, run_dir)
+        walls = "  ".join(f"{r.spec.kernel_label} {r.timing['wall_s']:.2f}" for r in results)
+        self._progress(f"E2 P={nprocs:<2} ({per_job}/job) {mode:7} rep {rep}/{self.p.reps}: "
+                       f"wall s {walls}  (all done in {time.monotonic() - t0:.1f} s)")
