@@ -17,35 +17,48 @@ void IoScheduler::acquire_mt(TokenTimes *times) {
 
 bool IoScheduler::prefetch_may_run(uint64_t seq) const {
   return !held_ && mt_waiting_.load(std::memory_order_acquire) == 0 &&
-         (prefetch_waiting_.empty() || *prefetch_waiting_.begin() >= seq);
+         *prefetch_waiting_.begin() == seq;
 }
 
-bool IoScheduler::wait_for_turn(uint64_t seq) {
-  if (!enabled_) return true;
-  std::unique_lock<std::mutex> lock(mu_);
-  auto me = prefetch_waiting_.insert(seq);
-  cv_.wait(lock, [&] {
-    return stopped_ || (!held_ && mt_waiting_.load(std::memory_order_acquire) == 0 &&
-                        *prefetch_waiting_.begin() == seq);
-  });
-  prefetch_waiting_.erase(me);
-  cv_.notify_all();  // the next lowest waiter may now be eligible
-  return !stopped_;
+IoScheduler::Turn::Turn(IoScheduler &scheduler, uint64_t seq) : scheduler_(scheduler), seq_(seq) {
+  if (!scheduler_.enabled_) return;
+  std::lock_guard<std::mutex> lock(scheduler_.mu_);
+  place_ = scheduler_.prefetch_waiting_.insert(seq_);
+  queued_ = true;
 }
 
-bool IoScheduler::try_acquire_prefetch(uint64_t seq, TokenTimes *times) {
-  if (!enabled_) return true;
-  std::lock_guard<std::mutex> lock(mu_);
-  if (stopped_ || !prefetch_may_run(seq)) return false;
-  held_ = true;
+IoScheduler::Turn::~Turn() {
+  if (!queued_) return;
+  {
+    std::lock_guard<std::mutex> lock(scheduler_.mu_);
+    scheduler_.prefetch_waiting_.erase(place_);
+  }
+  scheduler_.cv_.notify_all();  // whoever is next in the queue may now run
+}
+
+bool IoScheduler::Turn::wait() {
+  if (!scheduler_.enabled_) return true;
+  std::unique_lock<std::mutex> lock(scheduler_.mu_);
+  scheduler_.cv_.wait(lock, [&] { return scheduler_.stopped_ || scheduler_.prefetch_may_run(seq_); });
+  return !scheduler_.stopped_;
+}
+
+bool IoScheduler::Turn::take(TokenTimes *times) {
+  if (!scheduler_.enabled_) return true;
+  std::lock_guard<std::mutex> lock(scheduler_.mu_);
+  if (scheduler_.stopped_ || !scheduler_.prefetch_may_run(seq_)) return false;
+  scheduler_.held_ = true;
+  scheduler_.prefetch_waiting_.erase(place_);
+  queued_ = false;
   times->asked_ns = times->granted_ns = now_ns();
   return true;
 }
 
 bool IoScheduler::acquire_prefetch(uint64_t seq, TokenTimes *times) {
+  Turn turn(*this, seq);
   for (;;) {
-    if (!wait_for_turn(seq)) return false;
-    if (try_acquire_prefetch(seq, times)) return true;
+    if (!turn.wait()) return false;
+    if (turn.take(times)) return true;
   }
 }
 

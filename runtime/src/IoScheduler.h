@@ -33,15 +33,31 @@ class IoScheduler {
   // MT: blocks until the token is free. Never fails.
   void acquire_mt(TokenTimes *times);
 
-  // PT or WT with the given sequence number: blocks until the token is free, no MT is
-  // waiting and no prefetching thread with a lower sequence number is waiting, without
-  // taking it. Returns false once stop() was called.
-  bool wait_for_turn(uint64_t seq);
-  // Takes the token if that is so right now. A prefetcher holding a system slot uses
-  // this instead of waiting, so that it never blocks on the token while holding a slot
-  // (its MT may be holding the token and waiting for a slot).
-  bool try_acquire_prefetch(uint64_t seq, TokenTimes *times);
-  // wait_for_turn() and try_acquire_prefetch() until it succeeds; false once stopped.
+  // A prefetching thread's (PT or WT) place in the queue for the token. The queue is
+  // ordered by sequence number: the prefetch needed soonest goes first, and keeps its
+  // place while it acquires a system slot.
+  class Turn {
+   public:
+    Turn(IoScheduler &scheduler, uint64_t seq);
+    ~Turn();  // leaves the queue unless take() succeeded
+    Turn(const Turn &) = delete;
+    Turn &operator=(const Turn &) = delete;
+    // Blocks until the token is free, no MT waits and nobody is ahead in the queue,
+    // without taking the token. False once stop() was called.
+    bool wait();
+    // Takes the token if that is so right now. A prefetcher holding a system slot uses
+    // this instead of waiting, so that it never blocks on the token while holding a
+    // slot (its MT may hold the token and wait for a slot).
+    bool take(TokenTimes *times);
+
+   private:
+    IoScheduler &scheduler_;
+    const uint64_t seq_;
+    std::multiset<uint64_t>::iterator place_;
+    bool queued_ = false;
+  };
+
+  // A Turn's wait() and take() until it succeeds; false once stopped.
   bool acquire_prefetch(uint64_t seq, TokenTimes *times);
 
   void release(TokenTimes *times);
@@ -63,9 +79,10 @@ class IoScheduler {
   bool held_ = false;
   bool stopped_ = false;
   std::atomic<int> mt_waiting_{0};
-  std::multiset<uint64_t> prefetch_waiting_;  // sequence numbers of waiting PT/WTs
+  std::multiset<uint64_t> prefetch_waiting_;  // sequence numbers of queued PT/WTs
 
-  bool prefetch_may_run(uint64_t seq) const;  // with mu_ held
+  // With mu_ held: the queued prefetcher `seq` may take the token now.
+  bool prefetch_may_run(uint64_t seq) const;
 };
 
 }  // namespace ppios

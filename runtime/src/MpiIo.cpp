@@ -327,6 +327,8 @@ int ppios_pt_start(void (*entry)(void *ctx), const void *ctx, size_t ctx_size) {
   return 0;
 }
 
+ppios_seq_t ppios_mt_seq(void) { return Runtime::get().mt_transfers_started(); }
+
 int ppios_MPI_Finalize(void) {
   Runtime::get().shutdown();
   return MPI_Finalize();

@@ -324,15 +324,16 @@ size_t Runtime::fetch(int fd, const FileKey &key, const FileStamp &stamp, off_t 
   // holding the token: either could keep its own MT waiting for more than a sub-read.
   SlotTicket slot;
   for (;;) {
+    IoScheduler::Turn turn(scheduler_, seq);
     if (!slot.valid()) {
-      if (!scheduler_.wait_for_turn(seq)) break;  // stopping
+      if (!turn.wait()) break;  // stopping
       uint64_t t = now_ns();
       slot = coordinator_->acquire(IoClass::PT, lead_of(seq));
       stats_.pt_slot_wait_ns += now_ns() - t;
     }
     TokenTimes token;
-    if (!scheduler_.try_acquire_prefetch(seq, &token)) {
-      coordinator_->release(slot);  // the MT came first: wait for the next turn without it
+    if (!turn.take(&token)) {
+      coordinator_->release(slot);  // the MT (or a nearer prefetch) came first: wait without it
       if (stopping()) break;
       continue;
     }

@@ -107,6 +107,7 @@ class Runtime {
   ssize_t prefetch_copy(int fd, off_t offset, size_t count, uint64_t seq, unsigned flags,
                         char *buffer);
   bool stopping() const { return stopping_.load(std::memory_order_acquire); }
+  uint64_t mt_transfers_started() const { return mt_started_.load(std::memory_order_acquire); }
 
   // Stops the PT and WTs, writes stats and trace. Idempotent.
   void shutdown();

@@ -142,11 +142,13 @@ void ppios_rewind(FILE *stream) { rewind(stream); }
 
 FILE *ppios_pt_fopen(const char *path, const char * /*mode*/) { return fopen(path, "re"); }
 
-int ppios_pt_fclose(FILE *stream) { return fclose(stream); }
+// The PT's fopen fails when the MT has not created the file yet: its calls on the NULL
+// stream do nothing.
+int ppios_pt_fclose(FILE *stream) { return stream ? fclose(stream) : EOF; }
 
 size_t ppios_prefetch_fread(size_t size, size_t nmemb, FILE *stream, ppios_seq_t seq,
                             unsigned flags) {
-  if (size == 0 || nmemb == 0 || nmemb > SIZE_MAX / size) return 0;
+  if (stream == nullptr || size == 0 || nmemb == 0 || nmemb > SIZE_MAX / size) return 0;
   off_t offset = ftello(stream);
   int fd = fileno(stream);
   if (offset < 0 || fd < 0) return 0;
@@ -158,6 +160,7 @@ size_t ppios_prefetch_fread(size_t size, size_t nmemb, FILE *stream, ppios_seq_t
 
 size_t ppios_prefetch_fread_copy(void *buf, size_t size, size_t nmemb, FILE *stream,
                                  ppios_seq_t seq, unsigned flags) {
+  if (stream == nullptr) return 0;
   off_t offset = ftello(stream);
   int fd = fileno(stream);
   if (size == 0 || nmemb == 0 || nmemb > SIZE_MAX / size || offset < 0 || fd < 0)

@@ -14,9 +14,10 @@ using namespace std::chrono_literals;
 
 namespace {
 
+// Not an ASSERT: a test must go on to join its threads whatever happens.
 void wait_for_waiters(IoScheduler &s, size_t n) {
   for (int i = 0; i < 5000 && s.prefetch_waiters() < n; ++i) std::this_thread::sleep_for(1ms);
-  ASSERT_EQ(s.prefetch_waiters(), n);
+  EXPECT_EQ(s.prefetch_waiters(), n);
 }
 
 }  // namespace
@@ -74,7 +75,10 @@ TEST(IoScheduler, PrefetchersGoInSequenceOrder) {
   for (uint64_t seq : {30, 10, 20}) {
     threads.emplace_back([&, seq] {
       TokenTimes t;
-      ASSERT_TRUE(s.acquire_prefetch(seq, &t));
+      if (!s.acquire_prefetch(seq, &t)) {
+        ADD_FAILURE() << "prefetcher " << seq << " was refused";
+        return;
+      }
       {
         std::lock_guard<std::mutex> lock(mu);
         order.push_back(seq);
@@ -104,6 +108,30 @@ TEST(IoScheduler, StopWakesWaitingPrefetchers) {
   for (auto &t : threads) t.join();
   EXPECT_EQ(refused, 3);
   s.release(&mt);
+}
+
+// A prefetcher keeps its place in the queue while it is not taking the token (e.g. while
+// it acquires a system slot): a later prefetcher with a higher number cannot overtake it.
+TEST(IoScheduler, AQueuedPrefetcherKeepsItsPlace) {
+  IoScheduler s(true);
+  IoScheduler::Turn near(s, 5);
+  ASSERT_TRUE(near.wait());
+  std::atomic<bool> far_ran{false};
+  std::thread far([&] {
+    TokenTimes t;
+    if (s.acquire_prefetch(9, &t)) {
+      far_ran = true;
+      s.release(&t);
+    }
+  });
+  wait_for_waiters(s, 2);
+  std::this_thread::sleep_for(20ms);
+  EXPECT_FALSE(far_ran) << "the later prefetch overtook the nearer one";
+  TokenTimes t;
+  EXPECT_TRUE(near.take(&t));
+  s.release(&t);
+  far.join();
+  EXPECT_TRUE(far_ran);
 }
 
 TEST(IoScheduler, DisabledNeverBlocks) {

@@ -56,6 +56,10 @@ typedef uint64_t ppios_seq_t;
  * PPIOS_MODE=off or if a PT was already started. Returns 0, or -1 with errno set. */
 int ppios_pt_start(void (*entry)(void *ctx), const void *ctx, size_t ctx_size);
 
+/* The number of data transfers (reads and writes through ppios_* calls) the MT has
+ * started so far: the sequence number a PT started now counts on from. */
+ppios_seq_t ppios_mt_seq(void);
+
 /* Replaces MPI_Finalize: stops the PT, writes PPIOS_STATS and PPIOS_TRACE output, then
  * calls MPI_Finalize. (Programs that exit without MPI_Finalize get their output at exit.) */
 int ppios_MPI_Finalize(void);
@@ -103,9 +107,9 @@ int ppios_MPI_File_seek(MPI_File fh, MPI_Offset offset, int whence);
 int ppios_pt_open(const char *path, int flags, ...);
 int ppios_pt_close(int fd);
 FILE *ppios_pt_fopen(const char *path, const char *mode);
-int ppios_pt_fclose(FILE *stream);
+int ppios_pt_fclose(FILE *stream);  /* a NULL stream is allowed (the open failed) */
 
-/* Pre-execute read/pread/fread: fetch what the original call would read into the cache
+/* Pre-execute read/pread/fread (a NULL stream fetches nothing and returns 0): fetch what the original call would read into the cache
  * and return what it is predicted to return (bytes for read/pread, items for fread).
  * ppios_prefetch_read and ppios_prefetch_fread advance the PT descriptor's or stream's
  * position by the predicted amount, as the original call would. A read that cannot be
