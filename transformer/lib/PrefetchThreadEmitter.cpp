@@ -1,0 +1,482 @@
+#include "PrefetchThreadEmitter.h"
+
+#include "clang/AST/ASTContext.h"
+#include "clang/AST/Decl.h"
+#include "clang/AST/Expr.h"
+#include "clang/AST/PrettyPrinter.h"
+#include "clang/AST/Stmt.h"
+#include "clang/AST/TypeLoc.h"
+#include "llvm/Support/raw_ostream.h"
+
+#include <set>
+
+using namespace clang;
+
+namespace ppios {
+
+namespace {
+
+bool isMpiFileType(QualType T) { return T.getUnqualifiedType().getAsString() == "MPI_File"; }
+
+unsigned transfersIn(const Unit &U) {
+  unsigned N = 0;
+  for (const IoCallSite &Site : U.IoCalls)
+    N += IoCallTable::isTransfer(*Site.Info);
+  for (const Unit *Child : U.Children)
+    N += transfersIn(*Child);
+  return N;
+}
+
+std::string countStatement(unsigned N, const std::string &Note) {
+  std::string S = N == 1 ? "++ppios_seq;" : "ppios_seq += " + std::to_string(N) + ";";
+  return S + " /* " + Note + " */";
+}
+
+// A local struct or typedef cannot be named at file scope, where the thread function lives.
+bool nameableAtFileScope(QualType T) {
+  while (true) {
+    if (const auto *TT = T->getAs<TypedefType>())
+      if (TT->getDecl()->getDeclContext()->isFunctionOrMethod())
+        return false;
+    if (T->isPointerType()) {
+      T = T->getPointeeType();
+      continue;
+    }
+    if (T->isArrayType()) {
+      if (T->isVariableArrayType())
+        return false;
+      T = QualType(T->getPointeeOrArrayElementType(), 0);
+      continue;
+    }
+    break;
+  }
+  if (const TagDecl *Tag = T->getAsTagDecl())
+    return !Tag->getDeclContext()->isFunctionOrMethod() && Tag->getIdentifier();
+  return true;
+}
+
+// The PT's streams can be NULL where the MT's are not (ppios_pt_fopen never creates a file).
+const char *const StdioHelpers =
+    "/* ppios-cc: the prefetch thread's stdio calls, safe on a stream it could not open. */\n"
+    "#define PPIOS_CC_HELPER static __attribute__((unused))\n"
+    "PPIOS_CC_HELPER int ppios_cc_fseek(FILE *f, long o, int w) { return f ? fseek(f, o, w) : -1; }\n"
+    "PPIOS_CC_HELPER int ppios_cc_fseeko(FILE *f, off_t o, int w) { return f ? fseeko(f, o, w) : -1; }\n"
+    "PPIOS_CC_HELPER long ppios_cc_ftell(FILE *f) { return f ? ftell(f) : -1; }\n"
+    "PPIOS_CC_HELPER off_t ppios_cc_ftello(FILE *f) { return f ? ftello(f) : -1; }\n"
+    "PPIOS_CC_HELPER void ppios_cc_rewind(FILE *f) { if (f) rewind(f); }\n"
+    "PPIOS_CC_HELPER int ppios_cc_pt_fclose(FILE *f) { return f ? ppios_pt_fclose(f) : -1; }\n"
+    "PPIOS_CC_HELPER size_t ppios_cc_prefetch_fread(size_t s, size_t n, FILE *f, ppios_seq_t q,\n"
+    "                                               unsigned fl) {\n"
+    "  return f ? ppios_prefetch_fread(s, n, f, q, fl) : 0;\n"
+    "}\n"
+    "PPIOS_CC_HELPER size_t ppios_cc_prefetch_fread_copy(void *b, size_t s, size_t n, FILE *f,\n"
+    "                                                    ppios_seq_t q, unsigned fl) {\n"
+    "  return f ? ppios_prefetch_fread_copy(b, s, n, f, q, fl) : 0;\n"
+    "}\n\n";
+
+} // namespace
+
+PrefetchThreadEmitter::PrefetchThreadEmitter(const SourceText &Text, FunctionUnits &Units,
+                                             const PrefetchPlanner &Plan)
+    : Text(Text), Units(Units), Plan(Plan) {
+  Fn = Units.function()->getNameAsString();
+}
+
+std::string PrefetchThreadEmitter::declare(const VarDecl *VD) {
+  ASTContext &Ctx = VD->getASTContext();
+  QualType T = VD->getType();
+  if (T->isArrayType()) {
+    Qualifiers Quals;
+    T = Ctx.getUnqualifiedArrayType(T, Quals);
+  } else {
+    T = T.getUnqualifiedType();
+  }
+  if (isMpiFileType(T))
+    return "ppios_pt_mpi_file " + VD->getNameAsString();
+  PrintingPolicy Policy(Ctx.getLangOpts());
+  std::string Out;
+  llvm::raw_string_ostream OS(Out);
+  T.print(OS, Policy, VD->getName());
+  return OS.str();
+}
+
+bool PrefetchThreadEmitter::capturedOnly(const Expr *E) const {
+  llvm::SmallVector<const Stmt *, 8> Work{E};
+  while (!Work.empty()) {
+    const Stmt *S = Work.pop_back_val();
+    if (const auto *DRE = dyn_cast<DeclRefExpr>(S))
+      if (const auto *VD = dyn_cast<VarDecl>(DRE->getDecl())) {
+        const Unit *D = Units.declaringUnit(VD);
+        if (D && D->TopIndex >= Plan.startIndex())
+          return false;
+      }
+    if (isa<CallExpr>(S))
+      return false;
+    for (const Stmt *Child : S->children())
+      if (Child)
+        Work.push_back(Child);
+  }
+  return true;
+}
+
+// The PT gets file names as copies taken when it starts, never pointers into MT memory.
+std::string PrefetchThreadEmitter::pathArgument(const IoCallSite &Site) {
+  const Expr *Path = Site.Call->getArg(Site.Info->PathArg);
+  if (!capturedOnly(Path))
+    return "";
+  std::string Field = "ppios_path" + std::to_string(Paths.size());
+  Paths.push_back({Field, Text.text(Path->getSourceRange())});
+  return "ppios_ctx->" + Field;
+}
+
+void PrefetchThreadEmitter::editCall(const IoCallSite &Site) {
+  const CallExpr *Call = Site.Call;
+  const IoCallInfo &Info = *Site.Info;
+  unsigned CalleeBegin = Text.offset(Call->getCallee()->getBeginLoc());
+  unsigned CalleeEnd = Text.tokenEnd(Call->getCallee()->getEndLoc());
+  auto DropArg = [&](int Index) {
+    if (Index < 0 || Index >= static_cast<int>(Call->getNumArgs()))
+      return;
+    unsigned N = Call->getNumArgs();
+    if (static_cast<unsigned>(Index) + 1 < N)
+      Edits.replace(Text.offset(Call->getArg(Index)->getBeginLoc()),
+                    Text.offset(Call->getArg(Index + 1)->getBeginLoc()), "");
+    else if (Index > 0)
+      Edits.replace(Text.tokenEnd(Call->getArg(Index - 1)->getEndLoc()),
+                    Text.tokenEnd(Call->getArg(Index)->getEndLoc()), "");
+  };
+  const ReadDecision *D = Plan.decisionFor(Call);
+  if (Info.Kind == IoKind::Read) {
+    if (!D || !D->Prefetched) {
+      Edits.replace(Text.offset(Call->getBeginLoc()), Text.tokenEnd(Call->getEndLoc()),
+                    "(++ppios_seq, -1) /* " + std::string(Info.Name) + ": not prefetched */");
+      return;
+    }
+    Edits.replace(CalleeBegin, CalleeEnd,
+                  std::string(Info.Interface == IoInterface::Stdio ? "ppios_cc_prefetch_"
+                                                                   : "ppios_prefetch_") +
+                      Info.Name + (D->Copy ? "_copy" : ""));
+    UsesStdio |= Info.Interface == IoInterface::Stdio;
+    if (!D->Copy)
+      DropArg(Info.BufferArg);
+    DropArg(Info.StatusArg);
+    Edits.insert(Text.offset(Call->getRParenLoc()),
+                 std::string(", ++ppios_seq, ") +
+                     (D->Flags ? "PPIOS_PF_AFTER_WRITE" : "0"));
+    return;
+  }
+  if (Info.Kind == IoKind::Write) {
+    Edits.replace(Text.offset(Call->getBeginLoc()), Text.tokenEnd(Call->getEndLoc()),
+                  "(++ppios_seq, -1)");
+    return;
+  }
+  // The PT's streams may be NULL where the MT's are not (the PT never creates files), so
+  // its stdio calls go through NULL-safe helpers.
+  if (Info.Interface == IoInterface::Stdio && Info.Kind != IoKind::Open) {
+    UsesStdio = true;
+    Edits.replace(CalleeBegin, CalleeEnd,
+                  std::string(Info.Kind == IoKind::Close ? "ppios_cc_pt_" : "ppios_cc_") +
+                      Info.Name);
+    return;
+  }
+  if (Info.Action == PtAction::RenamePt) {
+    Edits.replace(CalleeBegin, CalleeEnd, std::string("ppios_pt_") + Info.Name);
+    DropArg(Info.DropArgs[0]);
+    DropArg(Info.DropArgs[1]);
+    if (Info.PathArg >= 0) {
+      std::string Path = pathArgument(Site);
+      if (!Path.empty()) {
+        const Expr *Arg = Call->getArg(Info.PathArg);
+        Edits.replace(Text.offset(Arg->getBeginLoc()), Text.tokenEnd(Arg->getEndLoc()), Path);
+      }
+    }
+  }
+}
+
+std::string PrefetchThreadEmitter::renderCall(const IoCallSite &Site) {
+  editCall(Site);
+  return Edits.render(Text.buffer(), Text.offset(Site.Call->getBeginLoc()),
+                      Text.tokenEnd(Site.Call->getEndLoc()));
+}
+
+void PrefetchThreadEmitter::removeUnit(const Unit &U, const std::string &Replacement) {
+  auto [Begin, End] = Text.statementRange(U.S);
+  bool InBlock = !U.Parent || U.Parent->UnitKind == Unit::Block;
+  if (!Replacement.empty() || !InBlock) {
+    Edits.replace(Begin, End, Replacement.empty() ? "{}" : Replacement);
+    return;
+  }
+  // Remove whole lines when the statement is alone on them.
+  llvm::StringRef Buf = Text.buffer();
+  unsigned LineBegin = Text.lineStart(Begin);
+  bool AloneBefore = Buf.substr(LineBegin, Begin - LineBegin).trim().empty();
+  unsigned After = End;
+  while (After < Buf.size() && (Buf[After] == ' ' || Buf[After] == '\t'))
+    ++After;
+  // A comment after the statement on its line goes with it.
+  if (Buf.substr(After).startswith("//")) {
+    After = Buf.find('\n', After);
+    if (After == llvm::StringRef::npos)
+      After = Buf.size();
+  } else if (Buf.substr(After).startswith("/*")) {
+    size_t Close = Buf.find("*/", After);
+    size_t NL = Buf.find('\n', After);
+    if (Close != llvm::StringRef::npos && (NL == llvm::StringRef::npos || Close < NL)) {
+      After = Close + 2;
+      while (After < Buf.size() && (Buf[After] == ' ' || Buf[After] == '\t'))
+        ++After;
+    }
+  }
+  if (AloneBefore && (After == Buf.size() || Buf[After] == '\n')) {
+    Begin = LineBegin;
+    End = After < Buf.size() ? After + 1 : After;
+  }
+  Edits.replace(Begin, End, "");
+}
+
+void PrefetchThreadEmitter::emitUnit(const Unit &U) {
+  if (!U.InSlice) {
+    unsigned N = transfersIn(U);
+    if (Plan.isCountBlock(U) && N) {
+      removeUnit(U, countStatement(N, "line " + std::to_string(Text.line(U.S->getBeginLoc())) +
+                                          ": I/O the prefetch thread cannot follow, "
+                                          "assumed to run once"));
+    } else {
+      removeUnit(U, "");
+    }
+    return;
+  }
+  switch (U.UnitKind) {
+  case Unit::Block:
+    for (const Unit *Child : U.Children)
+      emitUnit(*Child);
+    return;
+  case Unit::If:
+  case Unit::Loop:
+    for (const IoCallSite &Site : U.IoCalls)
+      editCall(Site);
+    for (const Unit *Child : U.Children)
+      emitUnit(*Child);
+    return;
+  case Unit::Jump:
+    if (isa<ReturnStmt>(U.S) && Units.function()->getReturnType()->isVoidType() == false) {
+      auto [Begin, End] = Text.statementRange(U.S);
+      Edits.replace(Begin, End, "return;");
+    }
+    return;
+  case Unit::Simple:
+    break;
+  }
+  bool AnyPrefetched = Plan.hasPrefetchedRead(U);
+  unsigned Others = 0;
+  std::string Names;
+  for (const IoCallSite &Site : U.IoCalls)
+    if (IoCallTable::isTransfer(*Site.Info)) {
+      const ReadDecision *D = Plan.decisionFor(Site.Call);
+      if (!D || !D->Prefetched) {
+        ++Others;
+        Names += (Names.empty() ? "" : ", ") + std::string(Site.Info->Name);
+      }
+    }
+  if (!AnyPrefetched && Others) {
+    removeUnit(U, countStatement(Others, Names + ": not run by the prefetch thread"));
+    return;
+  }
+  if (U.Bad) {
+    // Only the prefetches of this statement can run in the PT.
+    std::string Replacement;
+    for (const IoCallSite &Site : U.IoCalls) {
+      const ReadDecision *D = Plan.decisionFor(Site.Call);
+      if (D && D->Prefetched)
+        Replacement += (Replacement.empty() ? "" : " ") + renderCall(Site) + ";";
+    }
+    if (Others)
+      Replacement += " " + countStatement(Others, Names + ": not run by the prefetch thread");
+    removeUnit(U, Replacement);
+    return;
+  }
+  for (const IoCallSite &Site : U.IoCalls)
+    editCall(Site);
+  const auto *DS = dyn_cast<DeclStmt>(U.S);
+  if (!DS)
+    return;
+  std::string Unused;
+  for (const Decl *D : DS->decls())
+    if (const auto *VD = dyn_cast<VarDecl>(D)) {
+      // MPI_File variables of the PT are ppios_pt_mpi_file.
+      if (isMpiFileType(VD->getType()) && VD->getTypeSourceInfo()) {
+        SourceRange R = VD->getTypeSourceInfo()->getTypeLoc().getSourceRange();
+        Edits.replace(Text.offset(R.getBegin()), Text.tokenEnd(R.getEnd()), "ppios_pt_mpi_file");
+      }
+      // A result the PT keeps only because the statement holds a read: say it is unused.
+      if (!usedElsewhere(VD, U) || Plan.hasPrefetchedRead(U))
+        Unused += " (void)" + VD->getNameAsString() + ";";
+    }
+  if (!Unused.empty())
+    Edits.insert(Text.statementRange(U.S).second, Unused);
+}
+
+bool PrefetchThreadEmitter::usedElsewhere(const VarDecl *VD, const Unit &Self) const {
+  for (const auto &Owned : Units.all())
+    if (Owned.get() != &Self && Owned->InSlice && Owned->UnitKind != Unit::Block &&
+        Owned->Uses.count(VD))
+      return true;
+  return false;
+}
+
+bool PrefetchThreadEmitter::emit() {
+  const auto &Top = Units.topLevel();
+  int S = Plan.startIndex();
+  std::set<std::string> Names;
+  for (const VarDecl *VD : Plan.captured()) {
+    if (!nameableAtFileScope(VD->getType())) {
+      Why = "the type of '" + VD->getNameAsString() + "' cannot be named outside " + Fn + "()";
+      return false;
+    }
+    if (!Names.insert(VD->getNameAsString()).second) {
+      Why = "two variables named '" + VD->getNameAsString() + "' are needed";
+      return false;
+    }
+    if (VD->getType()->isIncompleteType() ||
+        VD->getASTContext().getTypeSizeInChars(VD->getType()).getQuantity() > (1 << 16)) {
+      Why = "'" + VD->getNameAsString() + "' is too large to copy for the prefetch thread";
+      return false;
+    }
+  }
+
+  // Body: the user's statements from the start point to the end of the function.
+  for (int I = S; I < static_cast<int>(Top.size()); ++I)
+    emitUnit(*Top[I]);
+  std::string Body;
+  if (S < static_cast<int>(Top.size())) {
+    unsigned Begin = Text.lineStart(Text.offset(Top[S]->S->getBeginLoc()));
+    unsigned End = Text.offset(cast<CompoundStmt>(Units.function()->getBody())->getRBracLoc());
+    Body = Edits.render(Text.buffer(), Begin, End);
+  }
+
+  // Prologue: captured values, then the descriptors the MT opened before the start.
+  std::string Prologue;
+  std::string Indent = "  ";
+  for (const VarDecl *VD : Plan.captured()) {
+    std::string Name = VD->getNameAsString();
+    Prologue += Indent + declare(VD) + ";\n" + Indent + "__builtin_memcpy(&" + Name +
+                ", &ppios_ctx->" + Name + ", sizeof " + Name + ");\n";
+  }
+  std::vector<std::string> Positions;
+  for (const ReopenedHandle &H : Plan.reopened()) {
+    const CallExpr *Call = H.Open.Call;
+    const IoCallInfo &Info = *H.Open.Info;
+    std::string Name = H.Var->getNameAsString();
+    std::string Path = pathArgument(H.Open);
+    if (Path.empty()) {
+      Path = "ppios_ctx->ppios_path" + std::to_string(Paths.size());
+      Paths.push_back({"ppios_path" + std::to_string(Paths.size()),
+                       Text.text(Call->getArg(Info.PathArg)->getSourceRange())});
+    }
+    std::string Rest;
+    for (unsigned I = 0; I < Call->getNumArgs(); ++I) {
+      int Index = static_cast<int>(I);
+      if (Index == Info.PathArg || Index == Info.HandleArg || Index == Info.DropArgs[0] ||
+          Index == Info.DropArgs[1])
+        continue;
+      Rest += ", " + Text.text(Call->getArg(I)->getSourceRange());
+    }
+    std::string Line = " /* reopened: the main thread opened it at line " +
+                       std::to_string(Text.line(Call->getBeginLoc())) + " */\n";
+    if (Info.Interface == IoInterface::MpiIo) {
+      Prologue += Indent + "ppios_pt_mpi_file " + Name + ";" + Line + Indent +
+                  "ppios_pt_MPI_File_open(" + Path + Rest + ", &" + Name + ");\n";
+    } else {
+      Prologue += Indent + declare(H.Var) + " = ppios_pt_" + Info.Name + "(" + Path + Rest +
+                  ");" + Line;
+    }
+    if (H.NeedsPosition) {
+      std::string Field = "ppios_pos_" + Name;
+      std::string Restore, Capture;
+      switch (Info.Interface) {
+      case IoInterface::Posix:
+        Restore = "lseek(" + Name + ", (off_t)ppios_ctx->" + Field + ", SEEK_SET);";
+        Capture = "ppios_ctx." + Field + " = (long long)ppios_lseek(" + Name + ", 0, SEEK_CUR);";
+        break;
+      case IoInterface::Stdio:
+        Restore = "if (" + Name + " != NULL) fseek(" + Name + ", (long)ppios_ctx->" + Field +
+                  ", SEEK_SET);";
+        Capture = "ppios_ctx." + Field + " = " + Name + " != NULL ? (long long)ppios_ftell(" +
+                  Name + ") : 0;";
+        break;
+      default: {
+        Restore = "ppios_pt_MPI_File_seek(" + Name + ", (MPI_Offset)ppios_ctx->" + Field +
+                  ", MPI_SEEK_SET);";
+        Capture = "{ MPI_Offset ppios_p = 0; MPI_File_get_position(" + Name +
+                  ", &ppios_p); ppios_ctx." + Field + " = (long long)ppios_p; }";
+        break;
+      }
+      }
+      Prologue += Indent + Restore + "\n";
+      Positions.push_back(Field + ":" + Capture);
+    }
+  }
+
+  // The context the MT fills in.
+  std::string Struct = "struct ppios_pt_ctx_" + Fn + " {\n";
+  for (const VarDecl *VD : Plan.captured())
+    Struct += "  " + declare(VD) + ";\n";
+  for (const PathCapture &P : Paths)
+    Struct += "  char " + P.Field + "[4096];\n";
+  for (const std::string &P : Positions)
+    Struct += "  long long " + P.substr(0, P.find(':')) + ";\n";
+  if (Plan.captured().empty() && Paths.empty() && Positions.empty())
+    Struct += "  char ppios_unused;\n";
+  Struct += "};\n";
+
+  Definition =
+      "/* ppios-cc: the prefetch thread of " + Fn + "(). It runs the statements of " + Fn +
+      "() that decide\n * which reads happen, starting from the values the main thread "
+      "computed before\n * starting it, and pre-executes each read as a ppios_prefetch_* call "
+      "numbered like\n * the main thread's I/O. It has no side effects: it counts writes "
+      "instead of doing them. */\n" +
+      Struct + "\n" +
+      (Paths.empty() ? std::string()
+                     : std::string("static void ppios_cc_copy_string(char *to, size_t size, "
+                                   "const char *from) {\n"
+                                   "  size_t n = 0;\n"
+                                   "  if (from != NULL)\n"
+                                   "    for (; n + 1 < size && from[n] != '\\0'; ++n)\n"
+                                   "      to[n] = from[n];\n"
+                                   "  to[n] = '\\0';\n"
+                                   "}\n\n")) +
+      (UsesStdio ? StdioHelpers : std::string()) +
+      "static void ppios_pt_" + Fn + "(void *ppios_arg) {\n"
+      "  const struct ppios_pt_ctx_" + Fn + " *ppios_ctx = ppios_arg;\n"
+      "  ppios_seq_t ppios_seq = " + std::to_string(Plan.initialSequence()) + ";\n" +
+      "  (void)ppios_ctx;\n" + Prologue + Body + "}\n\n";
+
+  // The MT's side, right after the last statement the PT depends on.
+  std::string In;
+  if (S > 0) {
+    StartAt = Text.statementRange(Top[S - 1]->S).second;
+    In = Text.indentation(Text.offset(Top[S - 1]->S->getBeginLoc()));
+  } else {
+    const auto *Body = cast<CompoundStmt>(Units.function()->getBody());
+    StartAt = Text.offset(Body->getLBracLoc()) + 1;
+    In = "  ";
+  }
+  Start = "\n" + In + "{ /* ppios-cc: start the prefetch thread of " + Fn + "() */\n";
+  Start += In + "  struct ppios_pt_ctx_" + Fn + " ppios_ctx;\n";
+  Start += In + "  __builtin_memset(&ppios_ctx, 0, sizeof ppios_ctx);\n";
+  for (const VarDecl *VD : Plan.captured()) {
+    std::string Name = VD->getNameAsString();
+    Start += In + "  __builtin_memcpy(&ppios_ctx." + Name + ", &" + Name + ", sizeof ppios_ctx." +
+             Name + ");\n";
+  }
+  for (const PathCapture &P : Paths)
+    Start += In + "  ppios_cc_copy_string(ppios_ctx." + P.Field + ", sizeof ppios_ctx." +
+             P.Field + ", " + P.Expression + ");\n";
+  for (const std::string &P : Positions)
+    Start += In + "  " + P.substr(P.find(':') + 1) + "\n";
+  Start += In + "  ppios_pt_start(ppios_pt_" + Fn + ", &ppios_ctx, sizeof ppios_ctx);\n";
+  Start += In + "}";
+  return true;
+}
+
+} // namespace ppios

@@ -1,0 +1,54 @@
+// Writes the prefetch thread of a planned function as C text: a context struct with the
+// captured values, the thread function (the user's own statements of the slice, with reads
+// turned into ppios_prefetch_* calls carrying sequence numbers, opens and closes into the
+// PT's own, writes into counter increments), and the block that starts it in the MT.
+#ifndef PPIOS_TRANSFORMER_PREFETCHTHREADEMITTER_H
+#define PPIOS_TRANSFORMER_PREFETCHTHREADEMITTER_H
+
+#include "PrefetchPlanner.h"
+#include "SourceText.h"
+
+#include <string>
+
+namespace ppios {
+
+class PrefetchThreadEmitter {
+public:
+  PrefetchThreadEmitter(const SourceText &Text, FunctionUnits &Units,
+                        const PrefetchPlanner &Plan);
+
+  // Returns false (with why()) if the thread cannot be written (types it cannot name...).
+  bool emit();
+  const std::string &threadDefinition() const { return Definition; }
+  const std::string &startBlock() const { return Start; }
+  // Offset in the main file where the start block goes.
+  unsigned startOffset() const { return StartAt; }
+  const std::string &why() const { return Why; }
+
+private:
+  void emitUnit(const Unit &U);
+  void removeUnit(const Unit &U, const std::string &Replacement);
+  void editCall(const IoCallSite &Site);
+  std::string renderCall(const IoCallSite &Site);
+  std::string pathArgument(const IoCallSite &Site);
+  std::string declare(const clang::VarDecl *VD);
+  bool usedElsewhere(const clang::VarDecl *VD, const Unit &Self) const;
+  bool capturedOnly(const clang::Expr *E) const;
+
+  const SourceText &Text;
+  FunctionUnits &Units;
+  const PrefetchPlanner &Plan;
+  EditList Edits;
+  std::string Definition, Start, Why;
+  unsigned StartAt = 0;
+  bool UsesStdio = false;
+  std::string Fn; // name of the function, for generated names
+  struct PathCapture {
+    std::string Field, Expression;
+  };
+  std::vector<PathCapture> Paths;
+};
+
+} // namespace ppios
+
+#endif

@@ -1,0 +1,224 @@
+#include "SideEffects.h"
+
+#include "IoCallTable.h"
+
+#include "clang/AST/Decl.h"
+#include "clang/AST/Expr.h"
+#include "clang/AST/RecursiveASTVisitor.h"
+#include "llvm/ADT/StringSwitch.h"
+
+using namespace clang;
+
+namespace ppios {
+
+namespace {
+
+// libc and compiler builtins the PT may call. -1: pure; otherwise a mask of the pointer
+// arguments the function stores through (the PT must pass its own memory there).
+int libraryEffect(llvm::StringRef Name) {
+  return llvm::StringSwitch<int>(Name)
+      .Cases("strlen", "strnlen", "strcmp", "strncmp", "strcasecmp", "strncasecmp", -1)
+      .Cases("strchr", "strrchr", "strstr", "memchr", "memcmp", "strspn", "strcspn", -1)
+      .Cases("atoi", "atol", "atoll", "atof", "abs", "labs", "llabs", -1)
+      .Cases("strtol", "strtoll", "strtoul", "strtoull", "strtod", "strtof", -1)
+      .Cases("fabs", "sqrt", "pow", "floor", "ceil", "round", "lround", "llround", -1)
+      .Cases("log", "log2", "log10", "exp", "fmin", "fmax", "fmod", -1)
+      .Cases("isdigit", "isalpha", "isalnum", "isspace", "isupper", "islower", -1)
+      .Cases("toupper", "tolower", "getenv", "malloc", "calloc", -1)
+      .Cases("__builtin_expect", "__builtin_constant_p", "__builtin_strlen", -1)
+      .Cases("snprintf", "sprintf", "vsnprintf", "memcpy", "memmove", "memset", 1)
+      .Cases("strcpy", "strncpy", "strcat", "strncat", "__builtin_memcpy", 1)
+      .Cases("__builtin_memset", "__builtin_snprintf", "__builtin___snprintf_chk", 1)
+      .Cases("__builtin___memcpy_chk", "__builtin___memset_chk", "__builtin___strcpy_chk", 1)
+      .Cases("stat", "fstat", "lstat", "stat64", "fstat64", 2)
+      .Cases("__builtin_mul_overflow", "__builtin_add_overflow", "__builtin_sub_overflow", 4)
+      .Default(0);
+}
+
+const Expr *strip(const Expr *E) { return E->IgnoreParenImpCasts(); }
+
+} // namespace
+
+StoreTarget classifyStore(const Expr *LValue) {
+  StoreTarget T;
+  const Expr *E = strip(LValue);
+  while (true) {
+    if (const auto *DRE = dyn_cast<DeclRefExpr>(E)) {
+      if (const auto *VD = dyn_cast<VarDecl>(DRE->getDecl())) {
+        T.Target = StoreTarget::Variable;
+        T.Var = VD;
+      }
+      return T;
+    }
+    if (const auto *ME = dyn_cast<MemberExpr>(E)) {
+      if (ME->isArrow()) {
+        T.Target = StoreTarget::ThroughPointer;
+        T.Pointer = strip(ME->getBase());
+        return T;
+      }
+      E = strip(ME->getBase());
+      continue;
+    }
+    if (const auto *ASE = dyn_cast<ArraySubscriptExpr>(E)) {
+      const Expr *Base = ASE->getBase()->IgnoreParens();
+      // An array decays to a pointer here: look through the decay to the array itself.
+      if (const auto *ICE = dyn_cast<ImplicitCastExpr>(Base))
+        if (ICE->getCastKind() == CK_ArrayToPointerDecay) {
+          E = strip(ICE->getSubExpr());
+          continue;
+        }
+      T.Target = StoreTarget::ThroughPointer;
+      T.Pointer = strip(Base);
+      return T;
+    }
+    if (const auto *UO = dyn_cast<UnaryOperator>(E)) {
+      if (UO->getOpcode() == UO_Deref) {
+        T.Target = StoreTarget::ThroughPointer;
+        T.Pointer = strip(UO->getSubExpr());
+      }
+      return T;
+    }
+    return T;
+  }
+}
+
+const VarDecl *addressedVariable(const Expr *Arg) {
+  const Expr *E = Arg->IgnoreParenCasts();
+  if (const auto *UO = dyn_cast<UnaryOperator>(E))
+    if (UO->getOpcode() == UO_AddrOf) {
+      StoreTarget T = classifyStore(UO->getSubExpr());
+      return T.Target == StoreTarget::Variable ? T.Var : nullptr;
+    }
+  if (const auto *DRE = dyn_cast<DeclRefExpr>(E))
+    if (const auto *VD = dyn_cast<VarDecl>(DRE->getDecl()))
+      if (VD->getType()->isArrayType())
+        return VD;
+  return nullptr;
+}
+
+CalleeEffect SideEffectOracle::classify(const FunctionDecl *Callee) {
+  CalleeEffect Result;
+  if (!Callee) {
+    Result.Why = "a call through a function pointer";
+    return Result;
+  }
+  Callee = Callee->getCanonicalDecl();
+  auto It = Cache.find(Callee);
+  if (It != Cache.end())
+    return It->second;
+  // Recursion is treated as unsafe: the entry is in place while the body is analyzed.
+  Result.Why = "recursive call to '" + Callee->getNameAsString() + "'";
+  Cache[Callee] = Result;
+
+  const FunctionDecl *Definition = nullptr;
+  if (IoCallTable::lookup(Callee->getName().empty() ? "" : Callee->getName()) &&
+      !(Callee->hasBody(Definition) && !Callee->isInlined())) {
+    Result.Why = "I/O call '" + Callee->getNameAsString() + "'";
+  } else if (Callee->hasBody(Definition)) {
+    Result = analyzeBody(Definition);
+  } else if (int Mask = Callee->getIdentifier() ? libraryEffect(Callee->getName()) : 0) {
+    if (Mask == -1) {
+      Result.Effect = CalleeEffect::Pure;
+    } else {
+      Result.Effect = CalleeEffect::StoresThroughArgs;
+      Result.StoredArgs = static_cast<unsigned>(Mask);
+    }
+    Result.Why.clear();
+  } else {
+    Result.Why = "call to '" + Callee->getNameAsString() + "', whose side effects are unknown";
+  }
+  Cache[Callee] = Result;
+  return Result;
+}
+
+namespace {
+// Looks at every store and call of a function body.
+class BodyScanner : public RecursiveASTVisitor<BodyScanner> {
+public:
+  BodyScanner(SideEffectOracle &Oracle, const FunctionDecl *FD) : Oracle(Oracle), FD(FD) {
+    Result.Effect = CalleeEffect::Pure;
+  }
+  CalleeEffect Result;
+
+  bool VisitBinaryOperator(BinaryOperator *BO) {
+    if (BO->isAssignmentOp())
+      noteStore(BO->getLHS());
+    return true;
+  }
+  bool VisitUnaryOperator(UnaryOperator *UO) {
+    if (UO->isIncrementDecrementOp())
+      noteStore(UO->getSubExpr());
+    return true;
+  }
+  bool VisitVarDecl(VarDecl *VD) {
+    if (VD->isStaticLocal())
+      fail("'" + FD->getNameAsString() + "' has a static local variable");
+    return true;
+  }
+  bool VisitCallExpr(CallExpr *Call) {
+    CalleeEffect E = Oracle.classify(Call->getDirectCallee());
+    if (E.Effect == CalleeEffect::Unsafe) {
+      fail(E.Why);
+      return true;
+    }
+    for (unsigned I = 0; I < Call->getNumArgs() && I < 32; ++I)
+      if (E.StoredArgs & (1u << I))
+        noteArgumentStore(Call->getArg(I));
+    return true;
+  }
+
+private:
+  void fail(const std::string &Why) {
+    if (Result.Effect != CalleeEffect::Unsafe) {
+      Result.Effect = CalleeEffect::Unsafe;
+      Result.Why = Why;
+    }
+  }
+  // A store through pointer parameter i is fine for the caller to check; anything else
+  // (globals, pointers of unknown origin) makes the function unsafe for the PT.
+  void notePointerStore(const Expr *Pointer) {
+    if (const auto *DRE = dyn_cast<DeclRefExpr>(Pointer->IgnoreParenCasts()))
+      if (const auto *PVD = dyn_cast<ParmVarDecl>(DRE->getDecl())) {
+        unsigned Index = PVD->getFunctionScopeIndex();
+        if (Index < 32) {
+          Result.StoredArgs |= 1u << Index;
+          if (Result.Effect == CalleeEffect::Pure)
+            Result.Effect = CalleeEffect::StoresThroughArgs;
+          return;
+        }
+      }
+    fail("'" + FD->getNameAsString() + "' stores through a pointer of unknown origin");
+  }
+  void noteStore(const Expr *LValue) {
+    StoreTarget T = classifyStore(LValue);
+    if (T.Target == StoreTarget::Variable) {
+      if (!T.Var->hasLocalStorage())
+        fail("'" + FD->getNameAsString() + "' stores to global '" + T.Var->getNameAsString() +
+             "'");
+    } else if (T.Target == StoreTarget::ThroughPointer) {
+      notePointerStore(T.Pointer);
+    } else {
+      fail("'" + FD->getNameAsString() + "' stores to an unknown location");
+    }
+  }
+  void noteArgumentStore(const Expr *Arg) {
+    if (const VarDecl *VD = addressedVariable(Arg)) {
+      if (!VD->hasLocalStorage())
+        fail("'" + FD->getNameAsString() + "' stores to global '" + VD->getNameAsString() + "'");
+      return;
+    }
+    notePointerStore(Arg);
+  }
+
+  SideEffectOracle &Oracle;
+  const FunctionDecl *FD;
+};
+} // namespace
+
+CalleeEffect SideEffectOracle::analyzeBody(const FunctionDecl *FD) {
+  BodyScanner Scanner(*this, FD);
+  Scanner.TraverseStmt(FD->getBody());
+  return Scanner.Result;
+}
+
+} // namespace ppios

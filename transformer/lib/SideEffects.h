@@ -1,0 +1,51 @@
+// Which calls the prefetch thread may make. The PT must have no side effects, so every
+// callee is classified once: pure (libc table, or a body of the program's own that stores
+// nowhere but its locals), storing only through some pointer arguments (snprintf, stat,
+// memcpy, a helper filling *begin/*end), or unsafe (I/O, MPI, output, globals, unknown).
+#ifndef PPIOS_TRANSFORMER_SIDEEFFECTS_H
+#define PPIOS_TRANSFORMER_SIDEEFFECTS_H
+
+#include "llvm/ADT/DenseMap.h"
+#include <string>
+
+namespace clang {
+class Expr;
+class FunctionDecl;
+class VarDecl;
+} // namespace clang
+
+namespace ppios {
+
+struct CalleeEffect {
+  enum Kind { Pure, StoresThroughArgs, Unsafe } Effect = Unsafe;
+  unsigned StoredArgs = 0; // bit i: the callee may store through pointer argument i
+  std::string Why;         // for Unsafe: what makes it so, for remarks
+};
+
+// Where an assignment or a pointer store lands.
+struct StoreTarget {
+  enum Kind { Variable, ThroughPointer, Unknown } Target = Unknown;
+  const clang::VarDecl *Var = nullptr;     // Variable: the variable (or array/struct) stored to
+  const clang::Expr *Pointer = nullptr;    // ThroughPointer: the pointer expression
+};
+
+// Classifies an lvalue: `x`, `s.f`, `a[i]` (array) are stores to a variable; `*p`, `p->f`,
+// `p[i]` (pointer) are stores through a pointer.
+StoreTarget classifyStore(const clang::Expr *LValue);
+
+// The variable `&v` or an array `v` names, if Arg is one of those (argument passed to a
+// storing callee).
+const clang::VarDecl *addressedVariable(const clang::Expr *Arg);
+
+class SideEffectOracle {
+public:
+  CalleeEffect classify(const clang::FunctionDecl *Callee);
+
+private:
+  CalleeEffect analyzeBody(const clang::FunctionDecl *FD);
+  llvm::DenseMap<const clang::FunctionDecl *, CalleeEffect> Cache;
+};
+
+} // namespace ppios
+
+#endif

@@ -1,0 +1,73 @@
+#include "SourceText.h"
+
+#include "clang/AST/Stmt.h"
+#include "clang/Lex/Lexer.h"
+#include <algorithm>
+
+using namespace clang;
+
+namespace ppios {
+
+SourceText::SourceText(const SourceManager &SM, const LangOptions &LO)
+    : SM(SM), LO(LO), Buffer(SM.getBufferData(SM.getMainFileID())) {}
+
+unsigned SourceText::offset(SourceLocation Loc) const {
+  return SM.getFileOffset(SM.getExpansionLoc(Loc));
+}
+
+unsigned SourceText::tokenEnd(SourceLocation Loc) const {
+  SourceLocation Expansion = SM.getExpansionRange(Loc).getEnd();
+  return SM.getFileOffset(Lexer::getLocForEndOfToken(Expansion, 0, SM, LO));
+}
+
+std::pair<unsigned, unsigned> SourceText::statementRange(const Stmt *S) const {
+  unsigned Begin = offset(S->getBeginLoc());
+  unsigned End = tokenEnd(S->getEndLoc());
+  SourceLocation Last = SM.getExpansionRange(S->getEndLoc()).getEnd();
+  if (std::optional<Token> Next = Lexer::findNextToken(Last, SM, LO))
+    if (Next->is(tok::semi) && !isa<CompoundStmt>(S))
+      End = SM.getFileOffset(Next->getEndLoc());
+  return {Begin, End};
+}
+
+std::string SourceText::text(SourceRange Range) const {
+  unsigned Begin = offset(Range.getBegin());
+  unsigned End = tokenEnd(Range.getEnd());
+  return End >= Begin ? Buffer.substr(Begin, End - Begin).str() : std::string();
+}
+
+unsigned SourceText::lineStart(unsigned Offset) const {
+  size_t NL = Buffer.substr(0, Offset).rfind('\n');
+  return NL == llvm::StringRef::npos ? 0 : static_cast<unsigned>(NL + 1);
+}
+
+std::string SourceText::indentation(unsigned Offset) const {
+  unsigned Start = lineStart(Offset);
+  unsigned End = Start;
+  while (End < Buffer.size() && (Buffer[End] == ' ' || Buffer[End] == '\t'))
+    ++End;
+  return Buffer.substr(Start, End - Start).str();
+}
+
+std::string EditList::render(llvm::StringRef Buffer, unsigned Begin, unsigned End) const {
+  std::vector<const Edit *> Inside;
+  for (const Edit &E : Edits)
+    if (E.Begin >= Begin && E.End <= End)
+      Inside.push_back(&E);
+  std::stable_sort(Inside.begin(), Inside.end(), [](const Edit *A, const Edit *B) {
+    return A->Begin != B->Begin ? A->Begin < B->Begin : A->End > B->End;
+  });
+  std::string Out;
+  unsigned Pos = Begin;
+  for (const Edit *E : Inside) {
+    if (E->Begin < Pos)
+      continue;
+    Out += Buffer.substr(Pos, E->Begin - Pos);
+    Out += E->Text;
+    Pos = E->End;
+  }
+  Out += Buffer.substr(Pos, End - Pos);
+  return Out;
+}
+
+} // namespace ppios

@@ -1,0 +1,303 @@
+#include "StatementUnits.h"
+
+#include "clang/AST/ASTContext.h"
+#include "clang/AST/Decl.h"
+#include "clang/AST/Expr.h"
+#include "clang/AST/RecursiveASTVisitor.h"
+#include "clang/AST/Stmt.h"
+#include "clang/Basic/SourceManager.h"
+
+using namespace clang;
+
+namespace ppios {
+
+bool Unit::isWithin(const Unit *Ancestor) const {
+  for (const Unit *U = this; U; U = U->Parent)
+    if (U == Ancestor)
+      return true;
+  return false;
+}
+
+namespace {
+
+const VarDecl *handleVariable(const CallExpr *Call, const IoCallInfo &Info) {
+  if (Info.HandleArg < 0 || Info.HandleArg >= static_cast<int>(Call->getNumArgs()))
+    return nullptr;
+  const Expr *Arg = Call->getArg(Info.HandleArg)->IgnoreParenImpCasts();
+  if (Info.HandleIsOut) {
+    const auto *UO = dyn_cast<UnaryOperator>(Arg);
+    if (!UO || UO->getOpcode() != UO_AddrOf)
+      return nullptr;
+    Arg = UO->getSubExpr()->IgnoreParenImpCasts();
+  }
+  if (const auto *DRE = dyn_cast<DeclRefExpr>(Arg))
+    return dyn_cast<VarDecl>(DRE->getDecl());
+  return nullptr;
+}
+
+// Globals of other files and headers (MPI_BYTE is &ompi_mpi_byte) are not the program's
+// state: the PT never copies them from a call's results.
+bool isForeignGlobal(const VarDecl *VD) {
+  const SourceManager &SM = VD->getASTContext().getSourceManager();
+  return VD->hasGlobalStorage() &&
+         !SM.isWrittenInMainFile(SM.getExpansionLoc(VD->getLocation()));
+}
+
+// Collects uses, definitions, calls and side effects of one statement or expression.
+class UnitScanner : public RecursiveASTVisitor<UnitScanner> {
+public:
+  UnitScanner(Unit &U, SideEffectOracle &Oracle) : U(U), Oracle(Oracle) {}
+
+  bool TraverseUnaryExprOrTypeTraitExpr(UnaryExprOrTypeTraitExpr *E) {
+    // sizeof/alignof do not evaluate their operand, but its variables must be declared.
+    if (!E->isArgumentType()) {
+      llvm::SmallVector<const Stmt *, 8> Work{E->getArgumentExpr()};
+      while (!Work.empty()) {
+        const Stmt *S = Work.pop_back_val();
+        if (const auto *DRE = dyn_cast<DeclRefExpr>(S))
+          if (const auto *VD = dyn_cast<VarDecl>(DRE->getDecl()))
+            U.TypeUses.insert(VD);
+        for (const Stmt *Child : S->children())
+          if (Child)
+            Work.push_back(Child);
+      }
+    }
+    return true;
+  }
+
+  bool TraverseCallExpr(CallExpr *Call) {
+    const IoCallInfo *Info = IoCallTable::lookup(Call);
+    if (!Info) {
+      noteCall(Call);
+      return RecursiveASTVisitor::TraverseCallExpr(Call);
+    }
+    U.IoCalls.push_back({Call, Info, handleVariable(Call, *Info)});
+    if (Info->Kind == IoKind::Write) {
+      // The PT only counts a write; its arguments are never evaluated there.
+      return true;
+    }
+    for (unsigned I = 0; I < Call->getNumArgs(); ++I) {
+      const Expr *Arg = Call->getArg(I);
+      if (static_cast<int>(I) == Info->BufferArg || static_cast<int>(I) == Info->StatusArg ||
+          static_cast<int>(I) == Info->DropArgs[0] || static_cast<int>(I) == Info->DropArgs[1]) {
+        if (const VarDecl *VD = baseVariable(Arg))
+          U.BufferVars.insert(VD);
+        continue;
+      }
+      if (static_cast<int>(I) == Info->HandleArg && Info->HandleIsOut) {
+        if (const VarDecl *VD = handleVariable(Call, *Info))
+          U.Defs.insert(VD);
+        if (Info->Kind == IoKind::Close && handleVariable(Call, *Info))
+          U.Uses.insert(handleVariable(Call, *Info));
+        continue;
+      }
+      TraverseStmt(const_cast<Expr *>(Arg));
+    }
+    return true;
+  }
+
+  bool VisitDeclRefExpr(DeclRefExpr *DRE) {
+    if (const auto *VD = dyn_cast<VarDecl>(DRE->getDecl()))
+      U.Uses.insert(VD);
+    return true;
+  }
+  bool VisitVarDecl(VarDecl *VD) {
+    U.Defs.insert(VD);
+    if (VD->getInit() && isAllocation(VD->getInit()))
+      U.Allocations.insert(VD);
+    if (VD->isStaticLocal())
+      unsafe("static local variable '" + VD->getNameAsString() + "'");
+    return true;
+  }
+  bool VisitBinaryOperator(BinaryOperator *BO) {
+    if (BO->isAssignmentOp()) {
+      noteStore(BO->getLHS());
+      StoreTarget T = classifyStore(BO->getLHS());
+      if (BO->getOpcode() == BO_Assign && T.Target == StoreTarget::Variable &&
+          isAllocation(BO->getRHS()))
+        U.Allocations.insert(T.Var);
+    }
+    return true;
+  }
+  bool VisitUnaryOperator(UnaryOperator *UO) {
+    if (UO->isIncrementDecrementOp())
+      noteStore(UO->getSubExpr());
+    if (UO->getOpcode() == UO_Deref)
+      noteDeref(UO->getSubExpr());
+    return true;
+  }
+  bool VisitArraySubscriptExpr(ArraySubscriptExpr *ASE) {
+    noteDeref(ASE->getBase());
+    return true;
+  }
+  bool VisitMemberExpr(MemberExpr *ME) {
+    if (ME->isArrow())
+      noteDeref(ME->getBase());
+    return true;
+  }
+
+private:
+  static const VarDecl *baseVariable(const Expr *E) {
+    E = E->IgnoreParenCasts();
+    while (true) {
+      if (const auto *UO = dyn_cast<UnaryOperator>(E)) {
+        E = UO->getSubExpr()->IgnoreParenCasts();
+      } else if (const auto *BO = dyn_cast<BinaryOperator>(E)) {
+        E = BO->getLHS()->IgnoreParenCasts(); // buf + offset
+      } else if (const auto *ASE = dyn_cast<ArraySubscriptExpr>(E)) {
+        E = ASE->getBase()->IgnoreParenCasts();
+      } else if (const auto *ME = dyn_cast<MemberExpr>(E)) {
+        E = ME->getBase()->IgnoreParenCasts();
+      } else {
+        break;
+      }
+    }
+    if (const auto *DRE = dyn_cast<DeclRefExpr>(E))
+      return dyn_cast<VarDecl>(DRE->getDecl());
+    return nullptr;
+  }
+  void unsafe(const std::string &Why) {
+    if (!U.Unsafe) {
+      U.Unsafe = true;
+      U.UnsafeWhy = Why;
+    }
+  }
+  void noteDeref(const Expr *Pointer) {
+    if (const VarDecl *VD = baseVariable(Pointer))
+      if (VD->getType()->isPointerType())
+        U.DereferencedPointers.insert(VD);
+  }
+  void noteStore(const Expr *LValue) {
+    StoreTarget T = classifyStore(LValue);
+    if (T.Target == StoreTarget::Variable) {
+      U.Defs.insert(T.Var);
+    } else if (const VarDecl *VD = T.Pointer ? baseVariable(T.Pointer) : nullptr) {
+      // Fine in the PT only if the pointer holds memory of the PT's own (the slicer decides).
+      if (VD->getType()->isPointerType()) {
+        U.PointerStores.insert(VD);
+        return;
+      }
+      unsafe("stores through pointer '" + VD->getNameAsString() + "'");
+    } else {
+      unsafe("stores through a pointer of unknown origin");
+    }
+  }
+  static bool isAllocation(const Expr *E) {
+    const auto *Call = dyn_cast<CallExpr>(E->IgnoreParenCasts());
+    const FunctionDecl *Callee = Call ? Call->getDirectCallee() : nullptr;
+    return Callee && Callee->getIdentifier() &&
+           (Callee->getName() == "malloc" || Callee->getName() == "calloc");
+  }
+  void noteCall(const CallExpr *Call) {
+    U.Calls.push_back(Call);
+    const FunctionDecl *Callee = Call->getDirectCallee();
+    if (Callee && Callee->getIdentifier() &&
+        (Callee->getName() == "MPI_Init" || Callee->getName() == "MPI_Init_thread"))
+      U.ContainsMpiInit = true;
+    CalleeEffect E = Oracle.classify(Callee);
+    if (E.Effect == CalleeEffect::Unsafe) {
+      unsafe(E.Why);
+      // Whatever it may store to through &v arguments is now defined by this statement,
+      // unless the parameter is a pointer to const.
+      for (unsigned I = 0; I < Call->getNumArgs(); ++I) {
+        const VarDecl *VD = addressedVariable(Call->getArg(I));
+        // Objects of system headers (MPI_BYTE is &ompi_mpi_byte) are not the program's.
+        if (!VD || isForeignGlobal(VD))
+          continue;
+        if (Callee && I < Callee->getNumParams()) {
+          QualType T = Callee->getParamDecl(I)->getType();
+          if (T->isPointerType() && T->getPointeeType().isConstQualified())
+            continue;
+        }
+        U.Defs.insert(VD);
+      }
+      return;
+    }
+    for (unsigned I = 0; I < Call->getNumArgs() && I < 32; ++I) {
+      if (!(E.StoredArgs & (1u << I)))
+        continue;
+      if (const VarDecl *VD = addressedVariable(Call->getArg(I)))
+        U.Defs.insert(VD);
+      else
+        unsafe("passes a pointer of unknown origin to '" +
+               (Callee ? Callee->getNameAsString() : std::string("?")) + "', which stores to it");
+    }
+  }
+
+  Unit &U;
+  SideEffectOracle &Oracle;
+};
+
+} // namespace
+
+FunctionUnits::FunctionUnits(ASTContext &Ctx, const FunctionDecl *FD, SideEffectOracle &Oracle)
+    : Ctx(Ctx), FD(FD), Oracle(Oracle) {
+  const auto *Body = dyn_cast_or_null<CompoundStmt>(FD->getBody());
+  if (!Body)
+    return;
+  int Index = 0;
+  for (const Stmt *S : Body->body())
+    Top.push_back(build(S, nullptr, Index++));
+}
+
+Unit *FunctionUnits::build(const Stmt *S, Unit *Parent, int TopIndex) {
+  Units.push_back(std::make_unique<Unit>());
+  Unit *U = Units.back().get();
+  U->S = S;
+  U->Parent = Parent;
+  U->TopIndex = TopIndex;
+  if (const auto *CS = dyn_cast<CompoundStmt>(S)) {
+    U->UnitKind = Unit::Block;
+    for (const Stmt *Child : CS->body())
+      U->Children.push_back(build(Child, U, TopIndex));
+  } else if (const auto *IS = dyn_cast<IfStmt>(S)) {
+    U->UnitKind = Unit::If;
+    if (IS->getInit())
+      analyze(*U, IS->getInit());
+    analyze(*U, IS->getCond());
+    U->Children.push_back(build(IS->getThen(), U, TopIndex));
+    if (IS->getElse())
+      U->Children.push_back(build(IS->getElse(), U, TopIndex));
+  } else if (const auto *FS = dyn_cast<ForStmt>(S)) {
+    U->UnitKind = Unit::Loop;
+    for (const Stmt *Part : {FS->getInit(), static_cast<const Stmt *>(FS->getCond()),
+                             static_cast<const Stmt *>(FS->getInc())})
+      if (Part)
+        analyze(*U, Part);
+    U->Children.push_back(build(FS->getBody(), U, TopIndex));
+  } else if (const auto *WS = dyn_cast<WhileStmt>(S)) {
+    U->UnitKind = Unit::Loop;
+    analyze(*U, WS->getCond());
+    U->Children.push_back(build(WS->getBody(), U, TopIndex));
+  } else if (const auto *DS = dyn_cast<DoStmt>(S)) {
+    U->UnitKind = Unit::Loop;
+    analyze(*U, DS->getCond());
+    U->Children.push_back(build(DS->getBody(), U, TopIndex));
+  } else if (isa<ReturnStmt>(S) || isa<BreakStmt>(S) || isa<ContinueStmt>(S)) {
+    // The PT returns nothing: a return's value is never evaluated there.
+    U->UnitKind = Unit::Jump;
+  } else {
+    // Expression and declaration statements; switch, labels and goto are analysed as one
+    // opaque statement (the slicer refuses reads inside them).
+    U->UnitKind = Unit::Simple;
+    analyze(*U, S);
+  }
+  return U;
+}
+
+void FunctionUnits::analyze(Unit &U, const Stmt *Part) {
+  UnitScanner Scanner(U, Oracle);
+  Scanner.TraverseStmt(const_cast<Stmt *>(Part));
+}
+
+const Unit *FunctionUnits::declaringUnit(const VarDecl *VD) const {
+  for (const auto &U : Units)
+    if (U->UnitKind == Unit::Simple)
+      if (const auto *DS = dyn_cast<DeclStmt>(U->S))
+        for (const Decl *D : DS->decls())
+          if (D == VD)
+            return U.get();
+  return nullptr;
+}
+
+} // namespace ppios

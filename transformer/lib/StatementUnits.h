@@ -1,0 +1,92 @@
+// The statement tree of one function, as the slicer sees it: every statement of a block
+// is a unit; if/for/while/do are control units whose header (condition, init, increment)
+// is analysed separately from their bodies. Each unit knows the variables it defines and
+// uses, its I/O calls, and whether running it in the PT would be a side effect.
+#ifndef PPIOS_TRANSFORMER_STATEMENTUNITS_H
+#define PPIOS_TRANSFORMER_STATEMENTUNITS_H
+
+#include "IoCallTable.h"
+#include "SideEffects.h"
+
+#include "llvm/ADT/SmallPtrSet.h"
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace clang {
+class ASTContext;
+class CallExpr;
+class FunctionDecl;
+class Stmt;
+class VarDecl;
+} // namespace clang
+
+namespace ppios {
+
+using VarSet = llvm::SmallPtrSet<const clang::VarDecl *, 8>;
+
+struct IoCallSite {
+  const clang::CallExpr *Call;
+  const IoCallInfo *Info;
+  const clang::VarDecl *Handle; // the descriptor/stream/file variable, or null
+};
+
+struct Unit {
+  enum Kind { Simple, If, Loop, Jump, Block } UnitKind = Simple;
+  const clang::Stmt *S = nullptr;
+  Unit *Parent = nullptr;
+  std::vector<Unit *> Children; // Block: statements; If: then [, else]; Loop: body
+  int TopIndex = -1;            // index of the top-level statement of the function holding it
+
+  VarSet Defs, Uses;             // of the statement (Simple/Jump) or the header (If/Loop)
+  VarSet TypeUses;               // named only in sizeof: declared, never read
+  VarSet PointerStores;          // pointer variables stored through (*p = , p[i] = , p->f = )
+  VarSet Allocations;            // variables assigned the result of malloc/calloc
+  VarSet DereferencedPointers;   // pointer variables read through (*p, p[i], p->f, strings)
+  VarSet BufferVars;             // variables passed as I/O data buffers
+  std::vector<IoCallSite> IoCalls;
+  std::vector<const clang::CallExpr *> Calls; // every direct call, for PT-safety of callees
+  bool Unsafe = false;
+  std::string UnsafeWhy;
+  bool ContainsMpiInit = false;
+
+  // Slicer results.
+  bool Bad = false;  // its values cannot be computed by the PT
+  std::string BadWhy;
+  const clang::VarDecl *TaintSource = nullptr; // read buffer whose bytes made it bad
+  bool InSlice = false;
+
+  bool isControl() const { return UnitKind == If || UnitKind == Loop; }
+  // True if Ancestor is this unit or encloses it.
+  bool isWithin(const Unit *Ancestor) const;
+};
+
+class FunctionUnits {
+public:
+  FunctionUnits(clang::ASTContext &Ctx, const clang::FunctionDecl *FD, SideEffectOracle &Oracle);
+
+  const clang::FunctionDecl *function() const { return FD; }
+  const std::vector<Unit *> &topLevel() const { return Top; }
+  const std::vector<std::unique_ptr<Unit>> &all() const { return Units; }
+  // Units in source order (parents before children).
+  template <typename Fn> void forEach(Fn F) const {
+    for (const auto &U : Units)
+      F(*U);
+  }
+  // Variables declared by a unit (DeclStmt) inside the function.
+  const Unit *declaringUnit(const clang::VarDecl *VD) const;
+
+private:
+  Unit *build(const clang::Stmt *S, Unit *Parent, int TopIndex);
+  void analyze(Unit &U, const clang::Stmt *Part);
+
+  clang::ASTContext &Ctx;
+  const clang::FunctionDecl *FD;
+  SideEffectOracle &Oracle;
+  std::vector<std::unique_ptr<Unit>> Units;
+  std::vector<Unit *> Top;
+};
+
+} // namespace ppios
+
+#endif
