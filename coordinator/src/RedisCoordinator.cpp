@@ -1,5 +1,6 @@
 // Redis backend client. Every acquire and release is one EVALSHA of RedisScript.h; a
 // waiter blocks in BLPOP on its own list, where the releasing script pushes its grant.
+// A release does not wait for its reply (RedisLink::send): the next call on the link reads it.
 //
 // Threads: the caller's threads (MT, PT, WTs) each borrow a RedisLink from the pool for one
 // operation; the helper thread owns its own link, renews the lease, receives yield
@@ -69,6 +70,7 @@ RedisCoordinator::RedisCoordinator(const CoordinatorOptions &options, const Redi
     : options_(options),
       address_(address),
       host_pid_(local_host() + "|" + std::to_string(getpid())),
+      lease_arg_(std::to_string(options.lease_ms)),
       fallback_(std::move(fallback)) {}
 
 RedisCoordinator::~RedisCoordinator() {
@@ -105,7 +107,7 @@ bool RedisCoordinator::go_online(RedisLink &link, std::string *error) {
                   std::to_string(rng() % 1000000);
     proc = process_id_;
   }
-  auto r = link.run(options_.target, {"renew", proc, std::to_string(options_.lease_ms), host_pid_}, error);
+  auto r = link.run(options_.target, {"renew", proc, lease_arg_, host_pid_}, error);
   if (!r) return false;
   r = link.run(options_.target, {"adopt", std::to_string(options_.threshold)}, error);
   if (!r) return false;
@@ -170,11 +172,11 @@ RedisCoordinator::Attempt RedisCoordinator::acquire_on_server(IoClass cls, uint6
     go_offline(err);
     return Attempt::Failed;
   };
+  const char *cls_arg = cls == IoClass::MT ? "M" : "P";
+  const std::string lead_arg = std::to_string(cls == IoClass::MT ? 0 : lead);
+  const char *throttle_arg = options_.mt_throttle ? "1" : "0";
   auto r = link->run(options_.target,
-                     {"acquire", proc, std::to_string(options_.lease_ms), host_pid_, holder,
-                      cls == IoClass::MT ? "M" : "P", std::to_string(cls == IoClass::MT ? 0 : lead),
-                      options_.mt_throttle ? "1" : "0"},
-                     &err);
+                     {"acquire", proc, lease_arg_, host_pid_, holder, cls_arg, lead_arg, throttle_arg}, &err);
   if (!r) return fail();
   if (r->integer == 1) {
     return_link(std::move(link), epoch);
@@ -195,7 +197,7 @@ RedisCoordinator::Attempt RedisCoordinator::acquire_on_server(IoClass cls, uint6
       result = Attempt::Granted;
       break;
     }
-    auto c = link->run(options_.target, {"check", holder}, &err);
+    auto c = link->run(options_.target, {"check", holder, cls_arg, lead_arg, throttle_arg}, &err);
     if (!c) return fail();
     if (c->integer == 1) {
       result = Attempt::Granted;
@@ -242,7 +244,10 @@ void RedisCoordinator::release(SlotTicket &ticket) {
     auto link = take_link(&epoch);
     if (!link) {
       go_offline("cannot connect");
-    } else if (!link->run(options_.target, {"release", e->holder, ticket.cls == IoClass::MT ? "M" : "P"}, &err)) {
+    } else if (!link->send(options_.target, {"release", e->holder, ticket.cls == IoClass::MT ? "M" : "P"}, &err)) {
+      // One-way: the server frees the slot (and hands it on) as soon as it reads this; the
+      // reply is checked by the next call on this link. Not waiting halves the wake-ups of
+      // an uncontended acquire+release pair.
       go_offline(err);
     } else {
       return_link(std::move(link), epoch);
@@ -251,6 +256,30 @@ void RedisCoordinator::release(SlotTicket &ticket) {
   // Offline: the server reaps the slot with our old incarnation's lease.
   tickets_.free(ticket.id);
   ticket.id = 0;
+}
+
+// A release is sent one-way and its reply read by the link's next user. A link that sits
+// idle in the pool would never read it, so a release the server refused (NOSCRIPT after a
+// SCRIPT FLUSH; settle() re-runs it) or a dead connection would go unnoticed: the helper
+// settles idle links once per renew period.
+void RedisCoordinator::settle_idle_links() {
+  std::vector<std::unique_ptr<RedisLink>> links;
+  uint64_t epoch;
+  {
+    std::lock_guard<std::mutex> g(pool_mutex_);
+    links.swap(idle_links_);
+    epoch = link_epoch_;
+  }
+  std::string err;
+  bool failed = false;
+  for (auto &link : links) {
+    if (failed || !link->settle(&err)) {
+      failed = true;
+      continue;
+    }
+    return_link(std::move(link), epoch);
+  }
+  if (failed) go_offline(err);
 }
 
 bool RedisCoordinator::yield_requested(const SlotTicket &ticket) {
@@ -300,12 +329,13 @@ void RedisCoordinator::helper_loop() {
     const std::string proc = process_id();
     if (steady_ms() >= next_renew) {
       // Re-registers under the same id if the lease was lost (a long stall).
-      if (!link->run(options_.target, {"renew", proc, std::to_string(options_.lease_ms), host_pid_}, &err)) {
+      if (!link->run(options_.target, {"renew", proc, lease_arg_, host_pid_}, &err)) {
         go_offline(err);
         link.reset();
         continue;
       }
       next_renew = steady_ms() + renew_ms;
+      settle_idle_links();
     }
     link->set_timeout(poll_ms + kCommandTimeoutMs);
     auto r = link->command({"BLPOP", RedisLink::key_prefix(options_.target) + "ctl:" + proc, seconds_arg(poll_ms)},

@@ -45,10 +45,12 @@ class RedisCoordinator final : public Coordinator {
   std::string holder_id(const std::string &proc, uint64_t local_id) const;
   void helper_loop();
   void apply_yield_request(const std::string &holder);
+  void settle_idle_links();
 
   const CoordinatorOptions options_;
   const RedisAddress address_;
   const std::string host_pid_;  // "host|pid" as status shows it
+  const std::string lease_arg_;  // options_.lease_ms as the scripts take it
   std::unique_ptr<ShmCoordinator> fallback_;
   LocalTicketTable tickets_;
 

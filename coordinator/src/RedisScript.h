@@ -1,31 +1,92 @@
 // The Lua script that holds the whole redis-side policy. One script, dispatched on
 // ARGV[1], so a client loads one SHA and every operation is one EVALSHA.
 //
-// Keys (all in the hash slot of "{<target>}", so Redis Cluster accepts the script):
-//   KEYS[1]  threshold  string: the cap; absent = no cap
-//   KEYS[2]  state      hash: m, p (slots held by MT/PT), maxseen
-//   KEYS[3]  holders    hash: holder id -> "cls|lead"
-//   KEYS[4]  ptlead     zset: PT holder id scored by lead (victim choice)
-//   KEYS[5]  yield      set: PT holders already asked to yield
-//   KEYS[6]  qmt        list: waiting MT ids, arrival order
-//   KEYS[7]  qpt        list: waiting PT ids, arrival order
-//   KEYS[8]  waiting    hash: waiter id -> "cls|lead|throttle"
-//   KEYS[9]  procs      zset: process id scored by lease deadline (server ms)
-//   KEYS[10] procinfo   hash: process id -> "host|pid"
-// ARGV[2] is the key prefix "ppios:{<target>}:" for two per-id lists built from it:
-//   <prefix>w:<id>      a waiter's wake-up list: the grant is pushed there (BLPOP)
-//   <prefix>ctl:<proc>  a process's yield requests (its helper thread BLPOPs it)
+// Cost model (redis-server 7.0 on the project machines, see the coordinator note): the
+// EVALSHA itself costs ~1 us, every argument ~0.08 us, every redis.call ~0.2-0.3 us,
+// every Lua closure created ~0.05 us. Redis runs one script at a time, so the server time
+// of acquire + release bounds the pairs per second of the whole system. Hence:
+//   - acquire and release have O(1) fast paths (nobody waits, the cap has room): one HMGET
+//     of the counters, 2-3 calls, one HSET of the changed counters, no TIME, no scans;
+//   - the counters (m, p, queue lengths, pending yield requests) live in one hash, read
+//     once and written back once, instead of being recomputed with LLEN/SCARD;
+//   - only one key is passed (the state hash, which fixes the hash slot); the others are
+//     derived from its "ppios:{<target>}:" prefix, so they share its slot and Redis Cluster
+//     accepts every call;
+//   - helper functions for the slow paths are defined after the fast paths, so the fast
+//     paths do not pay for creating their closures.
+//
+// Keys, all "ppios:{<target>}:<name>":
+//   state     hash: n (the cap; absent = no cap), m, p (slots held by MT/PT), qm, qp
+//             (lengths of qmt/qpt), y (size of yield), maxseen (most slots ever held at once)
+//   holders   hash: holder id -> "<cls>|<lead>" (cls M or P)
+//   yield     set: PT holders already asked to yield
+//   qmt, qpt  lists: waiting MTs / PTs in arrival order, entries "<id>|<lead>|<throttle>"
+//   procs     zset: process id scored by lease deadline (server ms)
+//   procinfo  hash: process id -> "host|pid"
+//   w:<id>    a waiter's wake-up list: the grant is pushed there (BLPOP)
+//   ctl:<proc> a process's yield requests (its helper thread BLPOPs it)
 // Ids are "<process id>#<n>", so the owning process of any id is the part before '#'.
 #pragma once
 
 namespace ppios {
 
 inline constexpr const char *kRedisScript = R"LUA(
-local op, prefix = ARGV[1], ARGV[2]
-local K_THR, K_STATE, K_HOLD, K_PTLEAD, K_YIELD, K_QMT, K_QPT, K_WAIT, K_PROCS, K_INFO =
-  KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7], KEYS[8], KEYS[9], KEYS[10]
+local K_STATE, op = KEYS[1], ARGV[1]
+local prefix = string.sub(K_STATE, 1, -6)  -- strip "state"
+local K_HOLD, K_PROCS = prefix .. 'holders', prefix .. 'procs'
 
--- The server's clock only, and only when a lease is involved (the fast paths skip it).
+local st = redis.call('HMGET', K_STATE, 'n', 'm', 'p', 'qm', 'qp', 'y', 'maxseen')
+local n = tonumber(st[1] or -1)
+local m, p = tonumber(st[2] or 0), tonumber(st[3] or 0)
+local qm, qp, y, seen = tonumber(st[4] or 0), tonumber(st[5] or 0), tonumber(st[6] or 0), tonumber(st[7] or 0)
+local m0, p0, qm0, qp0, y0, seen0 = m, p, qm, qp, y, seen
+
+-- Writes back the counters that changed, in one call.
+local function save()
+  if m + p > seen then seen = m + p end
+  local a = {}
+  if m ~= m0 then a[#a + 1] = 'm'; a[#a + 1] = m end
+  if p ~= p0 then a[#a + 1] = 'p'; a[#a + 1] = p end
+  if qm ~= qm0 then a[#a + 1] = 'qm'; a[#a + 1] = qm end
+  if qp ~= qp0 then a[#a + 1] = 'qp'; a[#a + 1] = qp end
+  if y ~= y0 then a[#a + 1] = 'y'; a[#a + 1] = y end
+  if seen ~= seen0 then a[#a + 1] = 'maxseen'; a[#a + 1] = seen end
+  if #a > 0 then redis.call('HSET', K_STATE, unpack(a)) end
+end
+
+-- Fast paths. They apply only when nobody waits, so no hand-over, yield request or reap
+-- can be due; otherwise they change nothing and the general code below does the work.
+if op == 'acquire' then
+  -- ARGV: proc lease hostpid id cls(M|P) lead throttle(0|1)
+  -- Room under the cap, nobody queued (MTs before PTs, PTs in order), and our lease is
+  -- known: a holder must always belong to a leased process, or a crash would leak its slot.
+  if qm + qp == 0 and (n < 0 or m + p < n) and redis.call('ZSCORE', K_PROCS, ARGV[2]) then
+    local cls = ARGV[6]
+    redis.call('HSET', K_HOLD, ARGV[5], cls .. '|' .. ARGV[7])
+    if cls == 'M' then m = m + 1 else p = p + 1 end
+    save()
+    return 1
+  end
+elseif op == 'release' then
+  -- ARGV: id cls. Idempotent: an unknown id (released, reaped, reset) is a no-op.
+  if qm + qp == 0 then
+    if redis.call('HDEL', K_HOLD, ARGV[2]) == 0 then return 0 end
+    if ARGV[3] == 'M' then
+      m = m - 1
+    else
+      p = p - 1
+      -- y counts the members of the yield set: when it is 0 there is nothing to remove.
+      if y > 0 and redis.call('SREM', prefix .. 'yield', ARGV[2]) == 1 then y = y - 1 end
+    end
+    save()
+    return 1
+  end
+end
+
+-- General code: waiters, yield requests, leases, administration.
+local K_YIELD, K_QMT, K_QPT, K_INFO = prefix .. 'yield', prefix .. 'qmt', prefix .. 'qpt', prefix .. 'procinfo'
+
+-- The server's clock only, read at most once per call and only when a lease is involved.
 local now = nil
 local function clock()
   if not now then
@@ -36,36 +97,19 @@ local function clock()
 end
 
 local function owner(id) return string.match(id, '^(.*)#') end
-local function split(s)
-  local out = {}
-  for part in string.gmatch(s, '[^|]+') do out[#out + 1] = part end
-  return out
-end
-
-local thr = tonumber(redis.call('GET', K_THR) or '-1')
-local st = redis.call('HMGET', K_STATE, 'm', 'p', 'maxseen')
-local m, p, seen = tonumber(st[1] or '0'), tonumber(st[2] or '0'), tonumber(st[3] or '0')
+-- A queue entry carries what the grant needs, so no per-waiter hash is kept.
+local function entry(id, lead, throttle) return id .. '|' .. lead .. '|' .. throttle end
+local function parse_entry(e) return string.match(e, '^(.*)|(%d+)|(%d)$') end
 
 local function mt_grantable(throttle)
-  if thr < 0 or m + p < thr then return true end
+  if n < 0 or m + p < n then return true end
   return throttle == '0' and p == 0
 end
-local function pt_grantable() return thr < 0 or m + p < thr end
+local function pt_grantable() return n < 0 or m + p < n end
 
 local function grant(id, cls, lead)
   redis.call('HSET', K_HOLD, id, cls .. '|' .. lead)
-  if cls == 'M' then
-    m = m + 1
-    redis.call('HINCRBY', K_STATE, 'm', 1)
-  else
-    p = p + 1
-    redis.call('HINCRBY', K_STATE, 'p', 1)
-    redis.call('ZADD', K_PTLEAD, tonumber(lead), id)
-  end
-  if m + p > seen then
-    seen = m + p
-    redis.call('HSET', K_STATE, 'maxseen', seen)
-  end
+  if cls == 'M' then m = m + 1 else p = p + 1 end
 end
 
 -- cls is given by the caller when it knows it (release), saving a lookup.
@@ -78,93 +122,95 @@ local function free_holder(id, cls)
   if redis.call('HDEL', K_HOLD, id) == 0 then return false end
   if cls == 'M' then
     m = m - 1
-    redis.call('HINCRBY', K_STATE, 'm', -1)
   else
     p = p - 1
-    redis.call('HINCRBY', K_STATE, 'p', -1)
-    redis.call('ZREM', K_PTLEAD, id)
-    redis.call('SREM', K_YIELD, id)
+    if y > 0 and redis.call('SREM', K_YIELD, id) == 1 then y = y - 1 end
   end
   return true
 end
 
 -- The grant travels in the waiter's own list, pushed in the same script that freed the
--- slot, so a waiter that is not blocked yet still finds it.
+-- slot, so a waiter that is not blocked yet still finds it. The waiter's BLPOP (or its
+-- "check") consumes the list; drop_process deletes it for a process that died first.
 local function hand_over(id, cls, lead)
-  redis.call('HDEL', K_WAIT, id)
   grant(id, cls, lead)
-  local wl = prefix .. 'w:' .. id
-  redis.call('RPUSH', wl, '1')
-  redis.call('PEXPIRE', wl, 60000)
+  redis.call('RPUSH', prefix .. 'w:' .. id, '1')
 end
 
 -- Enough PT holders are asked to yield that every waiting MT can run: a PT of the
--- waiting MT's own process first, otherwise the one furthest ahead of its MT.
+-- waiting MT's own process first, otherwise the one furthest ahead of its MT. O(1) unless
+-- a request is due; then one pass over the holders (at most the cap plus the MTs).
 local function request_yields()
-  if p == 0 or thr < 0 then return end
-  local qm = redis.call('LLEN', K_QMT)
-  if qm == 0 then return end
-  local need = math.min(m + p - thr + qm, p)
-  local flagged = redis.call('SCARD', K_YIELD)
-  if flagged >= need then return end
-  local pts = redis.call('ZREVRANGE', K_PTLEAD, 0, -1)
-  local mts = redis.call('LRANGE', K_QMT, flagged, -1)
-  for _, w in ipairs(mts) do
-    if flagged >= need then break end
-    local mine = owner(w)
-    local victim = nil
-    for _, h in ipairs(pts) do
-      if redis.call('SISMEMBER', K_YIELD, h) == 0 then
-        if owner(h) == mine then victim = h; break end
-        if not victim then victim = h end
-      end
+  if p == 0 or n < 0 or qm == 0 then return end
+  local need = math.min(m + p - n + qm, p)
+  if y >= need then return end
+  local asked = {}
+  if y > 0 then for _, h in ipairs(redis.call('SMEMBERS', K_YIELD)) do asked[h] = true end end
+  local cands = {}  -- PT holders not asked yet: {id, lead, owner}
+  local hs = redis.call('HGETALL', K_HOLD)
+  for i = 1, #hs, 2 do
+    local h, v = hs[i], hs[i + 1]
+    if string.sub(v, 1, 1) == 'P' and not asked[h] then
+      cands[#cands + 1] = {h, tonumber(string.sub(v, 3)), owner(h)}
     end
-    if not victim then break end
-    redis.call('SADD', K_YIELD, victim)
-    local cl = prefix .. 'ctl:' .. owner(victim)
-    redis.call('RPUSH', cl, victim)
+  end
+  for _, e in ipairs(redis.call('LRANGE', K_QMT, y, -1)) do
+    if y >= need then break end
+    local mine = owner(parse_entry(e))
+    local own, any = nil, nil
+    for i, c in ipairs(cands) do
+      if c[3] == mine and (not own or c[2] > cands[own][2]) then own = i end
+      if not any or c[2] > cands[any][2] then any = i end
+    end
+    local pick = own or any
+    if not pick then break end
+    local victim = cands[pick]
+    table.remove(cands, pick)
+    redis.call('SADD', K_YIELD, victim[1])
+    y = y + 1
+    local cl = prefix .. 'ctl:' .. victim[3]
+    redis.call('RPUSH', cl, victim[1])
     redis.call('PEXPIRE', cl, 60000)
-    flagged = flagged + 1
   end
 end
 
 -- Hands free slots to waiters: MTs first in arrival order, PTs only while no MT waits.
 local function promote()
-  local qm, qp = redis.call('LLEN', K_QMT), redis.call('LLEN', K_QPT)
-  if qm + qp == 0 then return end
-  local mt_left = 0
-  for _, w in ipairs(redis.call('LRANGE', K_QMT, 0, -1)) do
-    local info = split(redis.call('HGET', K_WAIT, w) or 'M|0|0')
-    if mt_grantable(info[3]) then
-      redis.call('LREM', K_QMT, 1, w)
-      hand_over(w, 'M', 0)
-    else
-      mt_left = mt_left + 1
+  if qm > 0 then
+    for _, e in ipairs(redis.call('LRANGE', K_QMT, 0, -1)) do
+      local id, _, throttle = parse_entry(e)
+      if mt_grantable(throttle) then
+        redis.call('LREM', K_QMT, 1, e)
+        qm = qm - 1
+        hand_over(id, 'M', '0')
+      end
     end
   end
-  if mt_left == 0 then
-    while pt_grantable() do
-      local w = redis.call('LPOP', K_QPT)
-      if not w then break end
-      local info = split(redis.call('HGET', K_WAIT, w) or 'P|0|0')
-      hand_over(w, 'P', info[2])
-    end
+  while qm == 0 and qp > 0 and pt_grantable() do
+    local e = redis.call('LPOP', K_QPT)
+    if not e then qp = 0; break end
+    qp = qp - 1
+    local id, lead = parse_entry(e)
+    hand_over(id, 'P', lead)
   end
   request_yields()
 end
 
 local function drop_process(proc)
-  local hs = redis.call('HKEYS', K_HOLD)
-  for _, h in ipairs(hs) do
-    if owner(h) == proc then free_holder(h) end
+  local hs = redis.call('HGETALL', K_HOLD)
+  for i = 1, #hs, 2 do
+    local h = hs[i]
+    if owner(h) == proc then
+      free_holder(h, string.sub(hs[i + 1], 1, 1))
+      redis.call('DEL', prefix .. 'w:' .. h)  -- a grant it never collected
+    end
   end
-  local ws = redis.call('HGETALL', K_WAIT)
-  for i = 1, #ws, 2 do
-    local w = ws[i]
-    if owner(w) == proc then
-      redis.call('HDEL', K_WAIT, w)
-      if string.sub(ws[i + 1], 1, 1) == 'M' then redis.call('LREM', K_QMT, 1, w)
-      else redis.call('LREM', K_QPT, 1, w) end
+  for _, q in ipairs({K_QMT, K_QPT}) do
+    for _, e in ipairs(redis.call('LRANGE', q, 0, -1)) do
+      if owner(parse_entry(e)) == proc then
+        local removed = redis.call('LREM', q, 1, e)
+        if q == K_QMT then qm = qm - removed else qp = qp - removed end
+      end
     end
   end
   redis.call('ZREM', K_PROCS, proc)
@@ -186,27 +232,44 @@ local function register(proc, lease, hostpid)
 end
 
 if op == 'acquire' then
-  -- ARGV: proc lease hostpid id cls(M|P) lead throttle(0|1)
-  local proc, id, cls, lead, throttle = ARGV[3], ARGV[6], ARGV[7], ARGV[8], ARGV[9]
-  -- A holder must always belong to a leased process, or a crash would leak its slot.
-  if not redis.call('ZSCORE', K_PROCS, proc) then register(proc, ARGV[4], ARGV[5]) end
+  local proc, id, cls, lead, throttle = ARGV[2], ARGV[5], ARGV[6], ARGV[7], ARGV[8]
+  if cls == 'M' then lead = '0' end
+  if not redis.call('ZSCORE', K_PROCS, proc) then register(proc, ARGV[3], ARGV[4]) end
   local function grantable()
     if cls == 'M' then return mt_grantable(throttle) end
-    return pt_grantable() and redis.call('LLEN', K_QMT) == 0 and redis.call('LLEN', K_QPT) == 0
+    return pt_grantable() and qm + qp == 0
   end
-  -- Dead holders are only looked for when they could be what stands in the way.
-  if not grantable() and reap() then promote() end
+  -- Dead holders are only looked for when they could be what stands in the way and no
+  -- waiter is already looking: waiters reap in "check" and every process in "renew".
+  if not grantable() and qm + qp == 0 and reap() then promote() end
   if grantable() then
-    grant(id, cls, cls == 'M' and 0 or lead)
+    grant(id, cls, lead)
+    save()
     return 1
   end
-  redis.call('HSET', K_WAIT, id, cls .. '|' .. lead .. '|' .. throttle)
-  if cls == 'M' then redis.call('RPUSH', K_QMT, id) else redis.call('RPUSH', K_QPT, id) end
+  local e = entry(id, lead, throttle)
+  if cls == 'M' then
+    redis.call('RPUSH', K_QMT, e)
+    qm = qm + 1
+  else
+    redis.call('RPUSH', K_QPT, e)
+    qp = qp + 1
+  end
   request_yields()
+  save()
   return 0
+elseif op == 'release' then
+  -- Somebody waits (the fast path did not apply): free, then hand the slot on.
+  if not free_holder(ARGV[2], ARGV[3]) then return 0 end
+  promote()
+  save()
+  return 1
 elseif op == 'check' then
-  -- ARGV: id. 1 granted, 0 still waiting, -1 lost (reaped or reset: acquire again)
-  local id = ARGV[3]
+  -- ARGV: id cls lead throttle (as given to acquire).
+  -- 1 granted, 0 still waiting, -1 lost (reaped or reset: acquire again)
+  local id = ARGV[2]
+  local q = ARGV[3] == 'M' and K_QMT or K_QPT
+  local e = entry(id, ARGV[3] == 'M' and '0' or ARGV[4], ARGV[5])
   local function granted()
     if redis.call('HEXISTS', K_HOLD, id) == 1 then
       redis.call('DEL', prefix .. 'w:' .. id)
@@ -214,54 +277,55 @@ elseif op == 'check' then
     end
     return false
   end
+  local function waiting() return redis.call('LPOS', q, e) ~= false end
   if granted() then return 1 end
-  if redis.call('HEXISTS', K_WAIT, id) == 0 then return -1 end
+  if not waiting() then return -1 end
   if reap() then promote() else request_yields() end
+  save()
   if granted() then return 1 end
-  if redis.call('HEXISTS', K_WAIT, id) == 0 then return -1 end
+  if not waiting() then return -1 end
   return 0
-elseif op == 'release' then
-  -- ARGV: id cls. Idempotent: an unknown id (released, reaped, reset) is a no-op.
-  if not free_holder(ARGV[3], ARGV[4]) then return 0 end
-  promote()
-  return 1
 elseif op == 'renew' then
   -- ARGV: proc lease hostpid. Returns 1 when the process had lost its lease.
   if reap() then promote() end
-  return register(ARGV[3], ARGV[4], ARGV[5])
+  local added = register(ARGV[2], ARGV[3], ARGV[4])
+  save()
+  return added
 elseif op == 'unregister' then
-  drop_process(ARGV[3])
+  drop_process(ARGV[2])
   promote()
+  save()
   return 1
 elseif op == 'adopt' then
   -- ARGV: wanted (-1: none). Stores it if no threshold is stored; returns the stored one.
-  local wanted = tonumber(ARGV[3])
-  if thr < 0 and wanted >= 0 then
-    redis.call('SET', K_THR, wanted)
-    thr = wanted
+  local wanted = tonumber(ARGV[2])
+  if n < 0 and wanted >= 0 then
+    redis.call('HSET', K_STATE, 'n', wanted)
+    n = wanted
     promote()
+    save()
   end
-  return thr
+  return n
 elseif op == 'set-threshold' then
-  local n = tonumber(ARGV[3])
-  if n < 0 then redis.call('DEL', K_THR) else redis.call('SET', K_THR, n) end
-  thr = n < 0 and -1 or n
+  local v = tonumber(ARGV[2])
+  if v < 0 then redis.call('HDEL', K_STATE, 'n') else redis.call('HSET', K_STATE, 'n', v) end
+  n = v < 0 and -1 or v
   promote()
-  return thr
+  save()
+  return n
 elseif op == 'status' then
   if reap() then promote() end
-  local out = {thr, m, p, redis.call('LLEN', K_QMT), redis.call('LLEN', K_QPT),
-               redis.call('ZCARD', K_PROCS), seen}
+  save()
+  local out = {n, m, p, qm, qp, redis.call('ZCARD', K_PROCS), seen}
   local hs = redis.call('HGETALL', K_HOLD)
   for i = 1, #hs, 2 do
-    local proc = owner(hs[i])
     out[#out + 1] = hs[i + 1]
-    out[#out + 1] = redis.call('HGET', K_INFO, proc) or '?|0'
+    out[#out + 1] = redis.call('HGET', K_INFO, owner(hs[i])) or '?|0'
     out[#out + 1] = redis.call('SISMEMBER', K_YIELD, hs[i])
   end
   return out
 elseif op == 'reset' then
-  redis.call('DEL', K_THR, K_STATE, K_HOLD, K_PTLEAD, K_YIELD, K_QMT, K_QPT, K_WAIT, K_PROCS, K_INFO)
+  redis.call('DEL', K_STATE, K_HOLD, K_YIELD, K_QMT, K_QPT, K_PROCS, K_INFO)
   return 1
 end
 return redis.error_reply('ppios: unknown coordinator operation ' .. tostring(op))

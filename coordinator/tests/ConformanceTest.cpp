@@ -244,10 +244,70 @@ TEST_P(Conformance, SetThresholdChangesTheCapLive) {
   c->release(bt);
 }
 
+// The redis backend grants and releases on O(1) fast paths while nobody waits and keeps
+// its counters (holders, queue lengths, pending yield requests) incrementally. Going from
+// the fast paths into contention (queued PTs, an MT asking for a yield, hand-overs) and back
+// must leave every count exact, and the fast paths must work again afterwards.
+TEST_P(Conformance, FastPathThenContentionKeepsCountsExact) {
+  auto c = make(2), other = make(2);
+  SlotTicket a = c->acquire(IoClass::PT, 3), b = other->acquire(IoClass::PT, 8);  // fast paths
+  CoordinatorStatus s = status();
+  EXPECT_EQ(s.pt_inflight, 2u);
+  EXPECT_EQ(s.queued_mt + s.queued_pt, 0u);
+  auto pt = acquire_async(*c, IoClass::PT, 1);
+  ASSERT_TRUE(blocked(pt));
+  EXPECT_EQ(status().queued_pt, 1u);
+  auto mt = acquire_async(*c, IoClass::MT);
+  // The MT at the cap asks this process's own PT (a) to yield, not b which leads further.
+  auto deadline = Clock::now() + 3s;
+  while (!c->yield_requested(a) && Clock::now() < deadline) std::this_thread::sleep_for(1ms);
+  ASSERT_TRUE(c->yield_requested(a));
+  EXPECT_FALSE(other->yield_requested(b));
+  s = status();
+  EXPECT_EQ(s.queued_mt, 1u);
+  EXPECT_EQ(s.queued_pt, 1u);
+  c->release(a);  // hand-over to the MT, not to the PT that queued first
+  SlotTicket m = mt.get();
+  EXPECT_TRUE(blocked(pt, 100ms)) << "a PT got the slot while the cap was reached";
+  s = status();
+  EXPECT_EQ(s.mt_inflight, 1u);
+  EXPECT_EQ(s.pt_inflight, 1u);
+  EXPECT_EQ(s.queued_mt, 0u);
+  EXPECT_EQ(s.queued_pt, 1u);
+  for (const auto &h : s.holders) EXPECT_FALSE(h.yield_requested) << "a yield request outlived its holder";
+  other->release(b);  // hand-over to the queued PT
+  SlotTicket p = pt.get();
+  s = status();
+  EXPECT_EQ(s.mt_inflight, 1u);
+  EXPECT_EQ(s.pt_inflight, 1u);
+  EXPECT_EQ(s.queued_mt + s.queued_pt, 0u);
+  c->release(m);
+  c->release(p);
+  c->release(p);  // idempotent on the fast path too
+  s = status();
+  EXPECT_EQ(s.mt_inflight + s.pt_inflight + s.queued_mt + s.queued_pt, 0u);
+  EXPECT_EQ(s.holders.size(), 0u);
+  // Back on the fast paths: the cap is free again and still binds.
+  SlotTicket x = other->acquire(IoClass::PT, 1), y = c->acquire(IoClass::MT, 0);
+  auto z = acquire_async(*c, IoClass::PT, 1);
+  EXPECT_TRUE(blocked(z));
+  other->release(x);
+  SlotTicket zt = z.get();
+  c->release(y);
+  c->release(zt);
+  s = status();
+  EXPECT_EQ(s.mt_inflight + s.pt_inflight + s.queued_mt + s.queued_pt, 0u);
+  EXPECT_LE(s.max_inflight_seen, 2u);
+}
+
 // Shared test-owned counters: incremented after a grant, decremented before a release, so
 // they never exceed what the coordinator really granted; a violation here is a real one.
+// MTs and PTs in flight share one word (MT count << 32 | PT count) so that every check
+// sees one consistent (m, p) pair: two separate loads could pair a PT count from before
+// another PT left with an MT count from after an MT took its slot, a violation that never was.
 struct SharedCounters {
-  std::atomic<int> mt, pt, violations, grants;
+  std::atomic<uint64_t> inflight;
+  std::atomic<int> violations, grants;
 };
 
 void hammer(Coordinator &c, SharedCounters *sc, int64_t n, bool strict, Clock::time_point until, int seed) {
@@ -255,13 +315,14 @@ void hammer(Coordinator &c, SharedCounters *sc, int64_t n, bool strict, Clock::t
   while (Clock::now() < until) {
     IoClass cls = rng() % 3 == 0 ? IoClass::MT : IoClass::PT;
     SlotTicket t = c.acquire(cls, rng() % 16);
-    int m = (cls == IoClass::MT ? sc->mt.fetch_add(1) + 1 : sc->mt.load());
-    int p = (cls == IoClass::PT ? sc->pt.fetch_add(1) + 1 : sc->pt.load());
+    const uint64_t one = cls == IoClass::MT ? (uint64_t{1} << 32) : 1;
+    uint64_t now = sc->inflight.fetch_add(one) + one;
+    int64_t m = static_cast<int64_t>(now >> 32), p = static_cast<int64_t>(now & 0xffffffffu);
     bool ok = strict ? m + p <= n : (p == 0 || m + p <= n);
     if (!ok) sc->violations.fetch_add(1);
     sc->grants.fetch_add(1);
     for (int i = 0; i < 4 && !(cls == IoClass::PT && c.yield_requested(t)); ++i) std::this_thread::sleep_for(20us);
-    (cls == IoClass::MT ? sc->mt : sc->pt).fetch_sub(1);
+    sc->inflight.fetch_sub(one);
     c.release(t);
   }
 }

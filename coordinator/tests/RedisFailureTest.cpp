@@ -4,6 +4,7 @@
 #include "ppios/CoordinatorAdmin.h"
 
 #include <gtest/gtest.h>
+#include <hiredis/hiredis.h>
 
 #include <atomic>
 #include <chrono>
@@ -216,6 +217,47 @@ TEST(RedisFailure, StalledProcessLosesItsLeaseAndRegistersAgain) {
   close(ready[0]);
   close(ready[1]);
   c.reset();
+  forget(o);
+}
+
+// A release is sent without waiting for its reply. If the server has lost the script
+// (SCRIPT FLUSH on a live server), the release is refused with NOSCRIPT; it must still be
+// carried out, even when this process never uses that connection again.
+TEST(RedisFailure, OneWayReleaseIsRunAgainAfterScriptFlush) {
+  test::RedisServer server(false);
+  ASSERT_TRUE(server.start());
+  auto o = opts(server.address(), unique_target("flush"), 1, 600);
+  std::string err;
+  auto holder = make_coordinator(o, &err);
+  ASSERT_TRUE(holder) << err;
+  auto other = make_coordinator(o, &err);
+  ASSERT_TRUE(other) << err;
+  SlotTicket t = holder->acquire(IoClass::PT, 1);
+  ASSERT_TRUE(t.valid());
+  auto waiter = std::async(std::launch::async, [&] { return other->acquire(IoClass::PT, 1); });
+  EXPECT_EQ(waiter.wait_for(200ms), std::future_status::timeout);
+  redisContext *ctx = redisConnectUnix(server.socket_path().c_str());
+  ASSERT_TRUE(ctx && !ctx->err);
+  auto *r = static_cast<redisReply *>(redisCommand(ctx, "SCRIPT FLUSH"));
+  ASSERT_TRUE(r);
+  freeReplyObject(r);
+  redisFree(ctx);
+  // Refused with NOSCRIPT (unless a renew or check of either process reloaded the script in
+  // the microseconds between); `holder` makes no further call.
+  holder->release(t);
+  // The helper settles idle connections once per renew period (lease / 3 = 200 ms).
+  bool ran = waiter.wait_for(2000ms) == std::future_status::ready;
+  if (!ran) holder.reset();  // unregisters, so the waiter (and this test) can finish
+  ASSERT_TRUE(ran) << "the refused release was never run again";
+  SlotTicket w = waiter.get();
+  CoordinatorStatus s;
+  auto admin = make_coordinator_admin(o, &err);
+  ASSERT_TRUE(admin && admin->status(&s, &err)) << err;
+  EXPECT_EQ(s.pt_inflight, 1u);
+  EXPECT_LE(s.max_inflight_seen, 1u);
+  other->release(w);
+  holder.reset();
+  other.reset();
   forget(o);
 }
 
