@@ -28,8 +28,7 @@ class Binaries:
         self.simfs = os.path.join(build, "bench", "simfs", "ppios-simfs")
         self.calibrate = os.path.join(build, "bench", "simfs", "ppios-simfs-calibrate")
         self.coord = os.path.join(build, "coordinator", "tools", "ppios-coord", "ppios-coord")
-        self.default_ppios_cc = os.path.join(build, "transformer", "tools", "ppios-cc",
-                                             "ppios-cc")
+        self.default_ppios_cc = os.path.join(build, "bin", "ppios-cc")
         self.prefetching = {}   # kernel -> path
         self.unavailable = {}   # kernel -> why pp/intra/ppios cannot run
 

@@ -45,7 +45,7 @@ def main():
         if rows[0] != COLUMNS:
             fail(f"results.csv header is {rows[0]}, expected {COLUMNS}")
         rows = [dict(zip(COLUMNS, r)) for r in rows[1:]]
-        ppios_cc = os.path.join(build, "transformer", "tools", "ppios-cc", "ppios-cc")
+        ppios_cc = os.path.join(build, "bin", "ppios-cc")
         modes = ["normal", "optimal"]
         if os.access(ppios_cc, os.X_OK):
             # ppios-cc may still fail on sum.c: then bench/run says so and skips them
