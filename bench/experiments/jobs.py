@@ -5,7 +5,9 @@ killed with its ranks), its own stdout/stderr files (no pipes to drain while
 waiting for the others) and a cleanup entry while it runs."""
 import os
 import re
+import shutil
 import subprocess
+import tempfile
 import time
 from dataclasses import dataclass, field
 
@@ -79,8 +81,14 @@ def run_concurrently(specs, resources, timeout_s):
     try:
         start = time.monotonic()
         for spec in specs:
+            # mpiruns started at the same moment race to create one session directory
+            # (/tmp/ompi.<host>.<uid>) and one of them fails: give each its own.
+            session = tempfile.mkdtemp(prefix="ppios-ompi-")
+            resources.add(f"session dir of {spec.label}",
+                          lambda d=session: shutil.rmtree(d, ignore_errors=True))
+            env = dict(spec.env, OMPI_MCA_orte_tmpdir_base=session)
             with open(spec.stdout_path, "wb") as out, open(spec.stderr_path, "wb") as err:
-                proc = subprocess.Popen(spec.argv, env=spec.env, cwd=spec.cwd,
+                proc = subprocess.Popen(spec.argv, env=env, cwd=spec.cwd,
                                         stdin=subprocess.DEVNULL, stdout=out, stderr=err,
                                         start_new_session=True)
             token = resources.add(f"job {spec.label}", lambda p=proc: res.kill_group(p))

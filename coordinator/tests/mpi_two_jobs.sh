@@ -34,9 +34,12 @@ fi
 # Counters shared by every rank of both jobs (zero-filled: inflight, max, grants).
 head -c 4096 /dev/zero >"$dir/counters"
 
+# Two mpiruns started at once race to create one session directory and one fails:
+# each job gets its own.
 run_job() {
-  timeout 60 "$mpirun" "${mpirun_flags[@]}" -np 2 "$program" "$coordinator" "$target" "$threshold" \
-    "$dir/counters" 2 >"$dir/job$1.out" 2>&1
+  mkdir -p "$dir/ompi-$1"
+  OMPI_MCA_orte_tmpdir_base="$dir/ompi-$1" timeout 60 "$mpirun" "${mpirun_flags[@]}" -np 2 \
+    "$program" "$coordinator" "$target" "$threshold" "$dir/counters" 2 >"$dir/job$1.out" 2>&1
 }
 run_job a & a=$!
 run_job b & b=$!

@@ -175,6 +175,10 @@ void Runtime::mt_done(uint64_t seq) {
   }
 }
 
+bool Runtime::mt_has_started(uint64_t seq) const {
+  return mt_started_.load(std::memory_order_acquire) >= seq;
+}
+
 uint64_t Runtime::lead_of(uint64_t seq) const {
   uint64_t done = mt_completed_.load(std::memory_order_acquire);
   return seq > done ? seq - done : 0;
@@ -281,6 +285,11 @@ void Runtime::wait_for_mt(uint64_t seq) {
 
 size_t Runtime::fetch(int fd, const FileKey &key, const FileStamp &stamp, off_t offset,
                       size_t length, uint64_t seq, int trace_tid, char *copy_to) {
+  // Too late: the MT has started this transfer itself (it reads what it does not find).
+  if (mt_has_started(seq)) {
+    stats_.pt_late++;
+    return 0;
+  }
   CacheEntry *entry = nullptr;
   uint64_t wait_begin = now_ns();
   ReserveResult reserved = cache_.reserve(key, stamp, offset, length, seq, &entry);
@@ -339,7 +348,9 @@ size_t Runtime::fetch(int fd, const FileKey &key, const FileStamp &stamp, off_t 
     }
     size_t remaining = 0;
     char *dest = cache_.fill_pointer(entry, &remaining);
-    if (dest == nullptr || remaining == 0) {
+    // Once the MT has started this transfer, fetching more only delays it: it takes what
+    // is here and reads the rest itself.
+    if (dest == nullptr || remaining == 0 || mt_has_started(seq)) {
       scheduler_.release(&token);
       break;
     }
@@ -399,8 +410,7 @@ void Runtime::run_waiting_job(const WaitingJob &job, int trace_tid) {
   wait_for_mt(job.seq);
   trace_.event("wt_wait", trace_tid, begin, now_ns(), nullptr, job.offset,
                static_cast<int64_t>(job.requested), static_cast<int64_t>(job.seq));
-  // Too late if the MT already did this transfer.
-  if (stopping() || mt_completed_.load(std::memory_order_acquire) >= job.seq) return;
+  if (stopping()) return;
   stats_.wt_started++;
   struct stat st;
   if (fstat(job.fd, &st) != 0 || !S_ISREG(st.st_mode) || job.offset >= st.st_size) return;
@@ -485,6 +495,7 @@ void Runtime::write_outputs() {
         ",\"pt_subreads\":" + u(stats_.pt_subreads) +
         ",\"pt_yields\":" + u(stats_.pt_yields) +
         ",\"pt_skipped\":" + u(stats_.pt_skipped) +
+        ",\"pt_late\":" + u(stats_.pt_late) +
         ",\"pt_room_wait_s\":" + format_double(stats_.pt_room_wait_ns * s) +
         ",\"slot_wait_s\":" + format_double((stats_.mt_slot_wait_ns + stats_.pt_slot_wait_ns) * s) +
         ",\"mt_slot_wait_s\":" + format_double(stats_.mt_slot_wait_ns * s) +

@@ -44,7 +44,7 @@ struct Stats {
   std::atomic<uint64_t> mt_write_calls{0}, mt_write_bytes{0}, mt_write_wait_ns{0};
   std::atomic<uint64_t> mt_token_wait_ns{0}, mt_slot_wait_ns{0}, pt_slot_wait_ns{0};
   std::atomic<uint64_t> pt_prefetch_calls{0}, pt_read_bytes{0}, pt_subreads{0}, pt_yields{0};
-  std::atomic<uint64_t> pt_skipped{0}, pt_room_wait_ns{0};
+  std::atomic<uint64_t> pt_skipped{0}, pt_late{0}, pt_room_wait_ns{0};
   std::atomic<uint64_t> wt_started{0}, wt_dropped{0};
 };
 
@@ -133,6 +133,8 @@ class Runtime {
   int rank() const;
   void write_outputs();
   uint64_t lead_of(uint64_t seq) const;
+  // True once the MT has started its transfer number `seq`: prefetching it is too late.
+  bool mt_has_started(uint64_t seq) const;
 
   const Config config_;
   const uint64_t start_ns_;

@@ -29,6 +29,10 @@ ReserveResult prefetch(PrefetchCache &cache, off_t offset, size_t length, uint64
   if (r != ReserveResult::Reserved) return r;
   size_t remaining;
   char *p = cache.fill_pointer(e, &remaining);
+  if (p == nullptr) {  // no longer wanted (stopped, claimed or invalidated)
+    cache.finish(e, false);
+    return r;
+  }
   size_t n = std::min(remaining, stop_after);
   for (size_t i = 0; i < n; ++i) p[i] = byte_at(offset + static_cast<off_t>(i));
   cache.filled(e, n);
