@@ -118,6 +118,24 @@ void PrefetchPlanner::collectHandles() {
     }
     BufferVars.insert(U.BufferVars.begin(), U.BufferVars.end());
   });
+  // A clone reads through the descriptors its parameters bring (the caller passes its PT's).
+  if (AsClone) {
+    auto AddParam = [&](const VarDecl *VD, IoInterface Iface) {
+      if (VD && isa<ParmVarDecl>(VD) && !HandleInterface.count(VD))
+        HandleInterface[VD] = Iface;
+    };
+    Units.forEach([&](const Unit &U) {
+      for (const IoCallSite &Site : U.IoCalls)
+        if (Site.Info->Kind != IoKind::Open)
+          AddParam(Site.Handle, Site.Info->Interface);
+      for (const CallExpr *Call : U.Calls)
+        if (const CloneSummary *S = summaryOf(Call->getDirectCallee()))
+          for (unsigned I = 0; I < Call->getNumArgs() && I < S->Params.size(); ++I)
+            if (S->Params[I] == ParamRole::Handle)
+              if (const auto *DRE = dyn_cast<DeclRefExpr>(Call->getArg(I)->IgnoreParenImpCasts()))
+                AddParam(dyn_cast<VarDecl>(DRE->getDecl()), S->HandleInterfaces[I]);
+    });
+  }
   // `int fd = open(...)`: the open's handle is the variable it initialises or is assigned to.
   Units.forEach([&](const Unit &U) {
     for (const IoCallSite &Site : U.IoCalls)
@@ -134,6 +152,75 @@ bool PrefetchPlanner::hasPrefetchedRead(const Unit &U) const {
       if (D->Prefetched)
         return true;
   return false;
+}
+
+bool PrefetchPlanner::hasActiveCall(const Unit &U) const {
+  if (hasPrefetchedRead(U))
+    return true;
+  for (const CloneCallDecision &C : CloneCalls)
+    if (C.Owner == &U && C.Active)
+      return true;
+  return false;
+}
+
+const CloneCallDecision *PrefetchPlanner::cloneCallFor(const CallExpr *Call) const {
+  for (const CloneCallDecision &C : CloneCalls)
+    if (C.Call == Call)
+      return &C;
+  return nullptr;
+}
+
+const CloneSummary *PrefetchPlanner::summaryOf(const FunctionDecl *Callee) const {
+  if (!Facts || !Callee)
+    return nullptr;
+  auto It = Facts->Clones.find(Callee->getCanonicalDecl());
+  return It == Facts->Clones.end() ? nullptr : &It->second;
+}
+
+namespace {
+void varsIn(const Stmt *E, VarSet &Out) {
+  llvm::SmallVector<const Stmt *, 8> Work{E};
+  while (!Work.empty()) {
+    const Stmt *S = Work.pop_back_val();
+    if (const auto *DRE = dyn_cast<DeclRefExpr>(S))
+      if (const auto *VD = dyn_cast<VarDecl>(DRE->getDecl()))
+        Out.insert(VD);
+    for (const Stmt *Child : S->children())
+      if (Child)
+        Work.push_back(Child);
+  }
+}
+} // namespace
+
+// The variables the PT needs for the calls it keeps from a bad statement: operands of its
+// prefetched reads (all of the statement's uses, as before clones existed) and the
+// arguments of its active clone calls that the clone uses.
+void PrefetchPlanner::activeOperands(const Unit &U, VarSet &Out) const {
+  bool HasClone = false;
+  for (const CloneCallDecision &C : CloneCalls)
+    if (C.Owner == &U)
+      HasClone = true;
+  if (!HasClone) {
+    Out.insert(U.Uses.begin(), U.Uses.end());
+    Out.insert(U.TypeUses.begin(), U.TypeUses.end());
+    return;
+  }
+  for (const IoCallSite &Site : U.IoCalls) {
+    const ReadDecision *D = decisionFor(Site.Call);
+    if (!D || !D->Prefetched)
+      continue;
+    for (unsigned I = 0; I < Site.Call->getNumArgs(); ++I)
+      if (static_cast<int>(I) != Site.Info->BufferArg || D->Copy)
+        varsIn(Site.Call->getArg(I), Out);
+  }
+  for (const CloneCallDecision &C : CloneCalls) {
+    if (C.Owner != &U || !C.Active)
+      continue;
+    const CloneSummary *S = summaryOf(C.Callee);
+    for (unsigned I = 0; I < C.Call->getNumArgs() && I < S->Params.size(); ++I)
+      if (S->Params[I] != ParamRole::Unused)
+        varsIn(C.Call->getArg(I), Out);
+  }
 }
 
 bool PrefetchPlanner::ancestorsGood(const Unit &U) const {
@@ -156,8 +243,9 @@ void PrefetchPlanner::closeSlice(bool UseBad, int RegionStart) {
       return false;
     if (!UseBad)
       return true;
-    // A bad statement holding a prefetched read is emitted as the prefetch alone.
-    return ancestorsGood(U) && (!U.Bad || hasPrefetchedRead(U));
+    // A bad statement holding a prefetched read is emitted as the prefetch alone (clone
+    // calls likewise); a return always stays, so that the PT leaves where the MT does.
+    return ancestorsGood(U) && (!U.Bad || hasActiveCall(U) || U.UnitKind == Unit::Jump);
   };
   for (const auto &Owned : Units.all())
     Owned->InSlice = false;
@@ -179,6 +267,9 @@ void PrefetchPlanner::closeSlice(bool UseBad, int RegionStart) {
         include(U);
     }
   }
+  for (const CloneCallDecision &C : CloneCalls)
+    if ((!UseBad || C.Active) && Eligible(*C.Owner))
+      include(C.Owner);
   bool Changed = true;
   while (Changed) {
     Changed = false;
@@ -192,8 +283,12 @@ void PrefetchPlanner::closeSlice(bool UseBad, int RegionStart) {
       for (const IoCallSite &Site : U->IoCalls)
         OnlyWrites &= Site.Info->Kind == IoKind::Write;
       if (!OnlyWrites) {
-        Relevant.insert(U->Uses.begin(), U->Uses.end());
-        Relevant.insert(U->TypeUses.begin(), U->TypeUses.end());
+        if (UseBad && U->Bad)
+          activeOperands(*U, Relevant);
+        else {
+          Relevant.insert(U->Uses.begin(), U->Uses.end());
+          Relevant.insert(U->TypeUses.begin(), U->TypeUses.end());
+        }
       }
       // A copy read needs its buffer declared and allocated in the PT.
       for (const IoCallSite &Site : U->IoCalls)
@@ -289,6 +384,26 @@ bool PrefetchPlanner::canExecuteInPt(const Unit &U) const {
   return !U.Bad && ancestorsGood(U);
 }
 
+// A clone reads globals in place: only those of this file that only main() changes
+// (checked against the start point by the caller); it never stores to one.
+std::string PrefetchPlanner::cloneGlobalProblem(const VarDecl *VD, bool Store) const {
+  const SourceManager &SM = Units.function()->getASTContext().getSourceManager();
+  if (!VD->hasGlobalStorage() || VD->isStaticLocal() ||
+      !SM.isWrittenInMainFile(SM.getExpansionLoc(VD->getLocation())))
+    return "";
+  if (Store)
+    return "stores to global " + quoted(VD);
+  if (VD->getType().isVolatileQualified())
+    return "reads volatile global " + quoted(VD);
+  if (VD->getType().isConstQualified())
+    return "";
+  if (VD->hasExternalFormalLinkage())
+    return "reads global " + quoted(VD) + ", which other files may change";
+  if (Facts && Facts->GlobalsWrittenOutsideMain.count(VD))
+    return "reads global " + quoted(VD) + ", which functions other than main() change";
+  return "";
+}
+
 void PrefetchPlanner::markBad() {
   auto MarkBad = [&](Unit &U, const std::string &Why) {
     if (U.Bad)
@@ -310,8 +425,16 @@ void PrefetchPlanner::markBad() {
       if (!heapOwned(VD))
         MarkBad(U, "stores through pointer " + quoted(VD) + " into memory of the main thread");
     for (const VarDecl *VD : U.DereferencedPointers)
-      if (!declaredInRegion(VD) && !isStringPointer(VD->getType()) && !HandleInterface.count(VD))
+      if (!declaredInRegion(VD) && !isStringPointer(VD->getType()) && !HandleInterface.count(VD) &&
+          !(AsClone && isa<ParmVarDecl>(VD) && plainPointee(VD)))
         MarkBad(U, "reads memory of the main thread through " + quoted(VD));
+    if (AsClone)
+      for (const VarSet *Set : {&U.Uses, &U.Defs, &U.PointerStores})
+        for (const VarDecl *VD : *Set) {
+          std::string Why = cloneGlobalProblem(VD, Set != &U.Uses);
+          if (!Why.empty())
+            MarkBad(U, Why);
+        }
     bool HasWrite = false, HasRead = false;
     for (const IoCallSite &Site : U.IoCalls) {
       HasWrite |= Site.Info->Kind == IoKind::Write;
@@ -366,6 +489,208 @@ void PrefetchPlanner::markBad() {
         }
       }
     }
+  }
+}
+
+// A struct the PT may read through a pointer: no pointers inside but descriptors and
+// strings (a pointer field would lead back into the main thread's memory).
+bool PrefetchPlanner::plainPointee(const VarDecl *VD) const {
+  QualType T = VD->getType();
+  if (!T->isPointerType())
+    return false;
+  T = T->getPointeeType();
+  llvm::SmallVector<QualType, 4> Work{T};
+  while (!Work.empty()) {
+    QualType Q = Work.pop_back_val();
+    while (Q->isArrayType())
+      Q = QualType(Q->getPointeeOrArrayElementType(), 0);
+    if (Q->isVoidType() || Q->isIncompleteType() || Q->isUnionType())
+      return false;
+    if (Q->isPointerType() && !isStringPointer(Q))
+      return false;
+    if (const RecordDecl *RD = Q->getAsRecordDecl()) {
+      const RecordDecl *Def = RD->getDefinition();
+      if (!Def)
+        return false;
+      for (const FieldDecl *F : Def->fields()) {
+        if (Facts && Facts->HandleFields.count(F))
+          continue;
+        Work.push_back(F->getType());
+      }
+    }
+  }
+  return true;
+}
+
+// Memory the PT may read through VD: its own heap blocks, strings, and in a clone the
+// structs its caller passed (which the caller made sure the PT owns).
+bool PrefetchPlanner::ptOwnedPointer(const VarDecl *VD) const {
+  if (isStringPointer(VD->getType()) || heapOwned(VD))
+    return true;
+  return AsClone && isa<ParmVarDecl>(VD) && plainPointee(VD);
+}
+
+std::string PrefetchPlanner::checkCloneArgument(const Expr *Arg, ParamRole Role,
+                                                IoInterface Iface) {
+  const Expr *E = Arg->IgnoreParenImpCasts();
+  auto IsBad = [&](const VarDecl *VD) -> std::string {
+    auto It = BadVars.find(VD);
+    if (It != BadVars.end() && !HandleInterface.count(VD))
+      return "depends on " + quoted(VD) + ", which " + It->second;
+    if (BufferVars.count(VD) && !CopyBuffers.count(VD))
+      return "depends on data read into " + quoted(VD);
+    return "";
+  };
+  // A variable of the PT's own: declared in its region, or copied when it starts.
+  auto PtVariable = [&](const VarDecl *VD) {
+    if (VD->hasGlobalStorage())
+      return false;
+    if (AsClone)
+      return !isa<ParmVarDecl>(VD);
+    return true; // main: declared in the region, or captured by value at the start
+  };
+  switch (Role) {
+  case ParamRole::Unused:
+    return "";
+  case ParamRole::Handle: {
+    if (const auto *DRE = dyn_cast<DeclRefExpr>(E))
+      if (const auto *VD = dyn_cast<VarDecl>(DRE->getDecl())) {
+        auto It = HandleInterface.find(VD);
+        if (It != HandleInterface.end() && It->second == Iface)
+          return "";
+      }
+    if (const auto *ME = dyn_cast<MemberExpr>(E)) {
+      const auto *F = dyn_cast<FieldDecl>(ME->getMemberDecl());
+      bool HandleField = false;
+      if (F && Facts) {
+        auto It = Facts->HandleFields.find(F);
+        HandleField = It != Facts->HandleFields.end() && It->second == Iface;
+      }
+      if (HandleField && Iface != IoInterface::MpiIo)
+        if (const auto *DRE = dyn_cast<DeclRefExpr>(ME->getBase()->IgnoreParenImpCasts()))
+          if (const auto *VD = dyn_cast<VarDecl>(DRE->getDecl())) {
+            if (!ME->isArrow() && PtVariable(VD))
+              return IsBad(VD);
+            if (ME->isArrow() && ptOwnedPointer(VD)) {
+              if (isa<ParmVarDecl>(VD))
+                DerefParams.insert(VD);
+              return IsBad(VD);
+            }
+          }
+    }
+    return "its descriptor is not one the prefetch thread has";
+  }
+  case ParamRole::Deref: {
+    const VarDecl *VD = nullptr;
+    bool Addressed = false;
+    if (const auto *UO = dyn_cast<UnaryOperator>(E))
+      if (UO->getOpcode() == UO_AddrOf)
+        if (const auto *DRE = dyn_cast<DeclRefExpr>(UO->getSubExpr()->IgnoreParens())) {
+          VD = dyn_cast<VarDecl>(DRE->getDecl());
+          Addressed = true;
+        }
+    if (const auto *DRE = dyn_cast<DeclRefExpr>(E))
+      VD = dyn_cast<VarDecl>(DRE->getDecl());
+    if (!VD)
+      return "it passes memory the prefetch thread does not own";
+    if (Addressed || VD->getType()->isArrayType()) {
+      if (!PtVariable(VD))
+        return "it passes memory the prefetch thread does not own";
+      return IsBad(VD);
+    }
+    if (!ptOwnedPointer(VD))
+      return "it passes " + quoted(VD) + ", memory the prefetch thread does not own";
+    if (isa<ParmVarDecl>(VD) && !isStringPointer(VD->getType()))
+      DerefParams.insert(VD);
+    return IsBad(VD);
+  }
+  case ParamRole::Value:
+    break;
+  }
+  llvm::SmallVector<const Stmt *, 8> Work{E};
+  while (!Work.empty()) {
+    const Stmt *S = Work.pop_back_val();
+    if (isa<CallExpr>(S))
+      return "an argument calls a function";
+    if (const auto *DRE = dyn_cast<DeclRefExpr>(S))
+      if (const auto *VD = dyn_cast<VarDecl>(DRE->getDecl())) {
+        std::string Why = IsBad(VD);
+        if (!Why.empty())
+          return Why;
+        if (AsClone) {
+          std::string Why = cloneGlobalProblem(VD, /*Store=*/false);
+          if (!Why.empty())
+            return "an argument " + Why;
+        }
+      }
+    const Expr *Pointer = nullptr;
+    if (const auto *ME = dyn_cast<MemberExpr>(S)) {
+      if (ME->isArrow())
+        Pointer = ME->getBase();
+    } else if (const auto *UO = dyn_cast<UnaryOperator>(S)) {
+      if (UO->getOpcode() == UO_Deref)
+        Pointer = UO->getSubExpr();
+    } else if (const auto *ASE = dyn_cast<ArraySubscriptExpr>(S)) {
+      if (ASE->getBase()->IgnoreParenImpCasts()->getType()->isPointerType() &&
+          !isa<ImplicitCastExpr>(ASE->getBase()->IgnoreParens()))
+        Pointer = ASE->getBase();
+      else if (const auto *ICE = dyn_cast<ImplicitCastExpr>(ASE->getBase()->IgnoreParens()))
+        if (ICE->getCastKind() != CK_ArrayToPointerDecay)
+          Pointer = ASE->getBase();
+    }
+    if (Pointer) {
+      const auto *DRE = dyn_cast<DeclRefExpr>(Pointer->IgnoreParenImpCasts());
+      const auto *VD = DRE ? dyn_cast<VarDecl>(DRE->getDecl()) : nullptr;
+      if (!VD || !ptOwnedPointer(VD))
+        return "an argument reads memory of the main thread";
+      if (isa<ParmVarDecl>(VD) && !isStringPointer(VD->getType()))
+        DerefParams.insert(VD);
+    }
+    if (isa<UnaryExprOrTypeTraitExpr>(S))
+      continue;
+    for (const Stmt *Child : S->children())
+      if (Child)
+        Work.push_back(Child);
+  }
+  return "";
+}
+
+void PrefetchPlanner::decideCloneCalls() {
+  for (CloneCallDecision &C : CloneCalls) {
+    const Unit &U = *C.Owner;
+    C.Active = false;
+    const CloneSummary *S = summaryOf(C.Callee);
+    std::string Why;
+    if (C.Call->getBeginLoc().isMacroID())
+      Why = "the call is inside a macro expansion";
+    else if (U.TopIndex < Start)
+      Why = "the call runs before the prefetch thread can start";
+    else if (U.isControl())
+      Why = "the call is in a loop or condition header";
+    else if (C.Call->getNumArgs() != S->Params.size())
+      Why = "the call has a variable number of arguments";
+    for (const Unit *P = U.Parent; P && Why.empty(); P = P->Parent)
+      if (P->Bad)
+        Why = "the call runs under a condition that " + P->BadWhy;
+    for (unsigned I = 0; I < C.Call->getNumArgs() && Why.empty(); ++I) {
+      ParamRole Role = S->Params[I];
+      const ParmVarDecl *PVD = C.Callee->getParamDecl(I);
+      if (Role == ParamRole::Unused && !PVD->getType()->isScalarType())
+        Role = ParamRole::Value;
+      std::string ArgWhy = checkCloneArgument(C.Call->getArg(I), Role, S->HandleInterfaces[I]);
+      if (!ArgWhy.empty())
+        Why = "argument " + std::to_string(I + 1) + " of '" + C.Callee->getNameAsString() +
+              "': " + ArgWhy;
+    }
+    // Globals the clone reads in place must keep their value once the PT started.
+    if (!AsClone)
+      for (const VarDecl *G : S->Globals)
+        for (const auto &Owned : Units.all())
+          if (Why.empty() && Owned->TopIndex >= Start &&
+              (Owned->Defs.count(G) || Owned->PointerStores.count(G)))
+            Why = "main() changes global " + quoted(G) + " after the prefetch thread starts";
+    C.Reason = Why;
+    C.Active = Why.empty();
   }
 }
 
@@ -480,10 +805,22 @@ void PrefetchPlanner::collectCaptures() {
       if (!AnyPrefetched)
         continue;
     }
-    for (const VarDecl *VD : U.Uses)
-      Capture(VD);
-    for (const VarDecl *VD : U.TypeUses)
-      Capture(VD);
+    if (U.Bad) {
+      VarSet Operands;
+      activeOperands(U, Operands);
+      for (const VarDecl *VD : Operands)
+        Capture(VD);
+      bool HasClone = false;
+      for (const CloneCallDecision &C : CloneCalls)
+        HasClone |= C.Owner == &U;
+      if (HasClone || U.UnitKind == Unit::Jump)
+        continue;
+    } else {
+      for (const VarDecl *VD : U.Uses)
+        Capture(VD);
+      for (const VarDecl *VD : U.TypeUses)
+        Capture(VD);
+    }
     for (const VarDecl *VD : U.Defs)
       Capture(VD);
   }
@@ -499,6 +836,18 @@ void PrefetchPlanner::collectCaptures() {
       for (const IoCallSite &Site : Owned->IoCalls)
         if (Site.Handle)
           Used.insert(Site.Handle);
+  for (const CloneCallDecision &C : CloneCalls) {
+    if (!C.Active)
+      continue;
+    const CloneSummary *S = summaryOf(C.Callee);
+    for (unsigned I = 0; I < C.Call->getNumArgs(); ++I)
+      if (S->Params[I] == ParamRole::Handle)
+        if (const auto *DRE = dyn_cast<DeclRefExpr>(C.Call->getArg(I)->IgnoreParenImpCasts()))
+          if (const auto *VD = dyn_cast<VarDecl>(DRE->getDecl()))
+            Used.insert(VD);
+  }
+  if (AsClone)
+    return;
   for (const VarDecl *H : Used) {
     if (!DeclaredBeforeStart(H))
       continue;
@@ -552,6 +901,7 @@ void PrefetchPlanner::analyze(int StartIndex) {
   CopyBuffers.clear();
   markBad();
   decideReads();
+  decideCloneCalls();
   // Buffers whose bytes the unprefetched reads wait for.
   llvm::DenseSet<const VarDecl *> Wanted;
   for (const ReadDecision &D : Decisions)
@@ -574,6 +924,7 @@ void PrefetchPlanner::analyze(int StartIndex) {
   while (true) {
     markBad();
     decideReads();
+    decideCloneCalls();
     bool Changed = false;
     for (const ReadDecision &D : Decisions) {
       const VarDecl *B = bufferOf(D.Site);
@@ -598,6 +949,11 @@ void PrefetchPlanner::resetAnalysis() {
   TaintOf.clear();
   for (const auto &Owned : Units.all())
     Owned->TaintSource = nullptr;
+  for (CloneCallDecision &C : CloneCalls) {
+    C.Active = false;
+    C.Reason.clear();
+  }
+  DerefParams.clear();
   for (ReadDecision &D : Decisions) {
     D.Prefetched = false;
     D.Copy = false;
@@ -618,8 +974,16 @@ bool PrefetchPlanner::plan() {
         Decisions.push_back(D);
       }
   });
-  if (Decisions.empty())
+  Units.forEach([&](const Unit &U) {
+    for (const CallExpr *Call : U.Calls)
+      if (summaryOf(Call->getDirectCallee()))
+        CloneCalls.push_back({Call, const_cast<Unit *>(&U),
+                              Call->getDirectCallee()->getCanonicalDecl(), false, ""});
+  });
+  if (Decisions.empty() && CloneCalls.empty())
     return false;
+  if (AsClone)
+    return planClone();
   // Any start point is safe (what the PT cannot compute from there is left out), so every
   // top-level statement after MPI_Init is tried and the one that prefetches the most wins
   // (reads in loops count more). Ties go to the start the dependences suggest (after the
@@ -637,14 +1001,7 @@ bool PrefetchPlanner::plan() {
   int Last = static_cast<int>(Units.topLevel().size()) - 1;
   for (int Candidate = AfterInit; Candidate <= Last; ++Candidate) {
     analyze(Candidate);
-    int Score = 0;
-    for (const ReadDecision &D : Decisions)
-      if (D.Prefetched) {
-        bool InLoop = false;
-        for (const Unit *P = D.Owner; P; P = P->Parent)
-          InLoop |= P->UnitKind == Unit::Loop;
-        Score += InLoop ? 10 : 1;
-      }
+    int Score = score();
     if (Score > BestScore || (Score == BestScore && Candidate == Suggested)) {
       BestScore = Score;
       Best = Candidate;
@@ -653,11 +1010,91 @@ bool PrefetchPlanner::plan() {
   if (Best < 0)
     Best = AfterInit;
   analyze(Best);
-  bool Any = false;
-  for (const ReadDecision &D : Decisions)
-    Any |= D.Prefetched;
-  if (!Any)
+  if (score() == 0)
     return false;
+  return finishPlan();
+}
+
+// A clone starts at the first statement of its function, with its parameters.
+bool PrefetchPlanner::planClone() {
+  analyze(0);
+  if (score() == 0)
+    return false;
+  return finishPlan();
+}
+
+int PrefetchPlanner::score() const {
+  int Score = 0;
+  auto InLoop = [](const Unit *U) {
+    for (const Unit *P = U; P; P = P->Parent)
+      if (P->UnitKind == Unit::Loop)
+        return true;
+    return false;
+  };
+  for (const ReadDecision &D : Decisions)
+    if (D.Prefetched)
+      Score += InLoop(D.Owner) ? 10 : 1;
+  for (const CloneCallDecision &C : CloneCalls)
+    if (C.Active)
+      Score += summaryOf(C.Callee)->Score * (InLoop(C.Owner) ? 10 : 1);
+  return Score;
+}
+
+CloneSummary PrefetchPlanner::summarize() const {
+  CloneSummary S;
+  const FunctionDecl *FD = Units.function();
+  S.Name = "ppios_pt_" + FD->getNameAsString();
+  S.Score = score();
+  llvm::DenseSet<const VarDecl *> Captures(Captured.begin(), Captured.end());
+  llvm::DenseSet<const VarDecl *> HandlesUsed, Dereferenced(DerefParams.begin(), DerefParams.end());
+  for (const auto &Owned : Units.all()) {
+    if (!Owned->InSlice || Owned->UnitKind == Unit::Block)
+      continue;
+    for (const IoCallSite &Site : Owned->IoCalls)
+      if (Site.Handle)
+        HandlesUsed.insert(Site.Handle);
+    if (!Owned->Bad)
+      Dereferenced.insert(Owned->DereferencedPointers.begin(), Owned->DereferencedPointers.end());
+  }
+  for (const CloneCallDecision &C : CloneCalls) {
+    if (!C.Active)
+      continue;
+    const CloneSummary *Callee = summaryOf(C.Callee);
+    for (unsigned I = 0; I < C.Call->getNumArgs(); ++I)
+      if (Callee->Params[I] == ParamRole::Handle)
+        if (const auto *DRE = dyn_cast<DeclRefExpr>(C.Call->getArg(I)->IgnoreParenImpCasts()))
+          if (const auto *VD = dyn_cast<VarDecl>(DRE->getDecl()))
+            HandlesUsed.insert(VD);
+    for (const VarDecl *G : Callee->Globals)
+      if (std::find(S.Globals.begin(), S.Globals.end(), G) == S.Globals.end())
+        S.Globals.push_back(G);
+  }
+  for (const ParmVarDecl *P : FD->parameters()) {
+    ParamRole Role = ParamRole::Unused;
+    IoInterface Iface = IoInterface::Posix;
+    auto H = HandleInterface.find(P);
+    if (H != HandleInterface.end() && HandlesUsed.count(P)) {
+      Role = ParamRole::Handle;
+      Iface = H->second;
+    } else if (Captures.count(P) || HandlesUsed.count(P)) {
+      // A pointer the clone keeps is read through somewhere: the caller must pass memory
+      // the PT owns (strings excepted, as everywhere in the PT).
+      Role = P->getType()->isPointerType() && !isStringPointer(P->getType())
+                 ? ParamRole::Deref
+                 : ParamRole::Value;
+      (void)Dereferenced;
+    }
+    S.Params.push_back(Role);
+    S.HandleInterfaces.push_back(Iface);
+  }
+  for (const VarDecl *VD : Captured)
+    if (VD->hasGlobalStorage() && !VD->getType().isConstQualified() &&
+        std::find(S.Globals.begin(), S.Globals.end(), VD) == S.Globals.end())
+      S.Globals.push_back(VD);
+  return S;
+}
+
+bool PrefetchPlanner::finishPlan() {
 
   closeSlice(/*UseBad=*/true, Start);
   // Transfers the PT cannot follow exactly (under a bad condition) are counted where the
@@ -693,7 +1130,45 @@ bool PrefetchPlanner::plan() {
       Approximate.push_back(U);
   }
   collectCaptures();
+  if (!AsClone)
+    collectFieldReopens();
   return true;
+}
+
+// Captured structs with descriptor fields (`g.fd = open(...)` before the start point):
+// the PT's copy gets a descriptor of its own, reopened like a variable's, or none.
+void PrefetchPlanner::collectFieldReopens() {
+  if (!Facts)
+    return;
+  for (const VarDecl *VD : Captured) {
+    const RecordDecl *RD = VD->getType()->getAsRecordDecl();
+    if (!RD || !RD->getDefinition() || VD->getType()->isPointerType())
+      continue;
+    for (const FieldDecl *F : RD->getDefinition()->fields()) {
+      auto It = Facts->HandleFields.find(F);
+      if (It == Facts->HandleFields.end())
+        continue;
+      ReopenedHandle H{VD, IoCallSite{nullptr, nullptr, nullptr}, false, F};
+      for (const auto &Owned : Units.all()) {
+        if (Owned->TopIndex >= Start || Owned->UnitKind != Unit::Simple)
+          continue;
+        const auto *BO = dyn_cast<BinaryOperator>(Owned->S);
+        if (!BO || BO->getOpcode() != BO_Assign)
+          continue;
+        const auto *ME = dyn_cast<MemberExpr>(BO->getLHS()->IgnoreParenImpCasts());
+        const auto *Base = ME ? dyn_cast<DeclRefExpr>(ME->getBase()->IgnoreParenImpCasts()) : nullptr;
+        if (!ME || ME->isArrow() || !Base || Base->getDecl() != VD || ME->getMemberDecl() != F)
+          continue;
+        for (const IoCallSite &Site : Owned->IoCalls)
+          if (Site.Info->Kind == IoKind::Open && !Site.Info->HandleIsOut &&
+              Site.Call == BO->getRHS()->IgnoreParenCasts() &&
+              Site.Info->Interface != IoInterface::MpiIo)
+            H.Open = Site;
+      }
+      H.NeedsPosition = H.Open.Call != nullptr;
+      Reopened.push_back(H);
+    }
+  }
 }
 
 } // namespace ppios

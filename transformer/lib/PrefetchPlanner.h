@@ -16,7 +16,10 @@
 
 #include "StatementUnits.h"
 
+#include "clang/AST/Decl.h"
+
 #include "clang/Basic/SourceLocation.h"
+#include "llvm/ADT/SmallVector.h"
 #include "llvm/ADT/DenseMap.h"
 #include "llvm/ADT/DenseSet.h"
 #include <string>
@@ -34,16 +37,62 @@ struct ReadDecision {
   std::string Reason;
 };
 
-// A descriptor the MT opened before the PT starts: the PT reopens it.
+// A descriptor the MT opened before the PT starts: the PT reopens it. With Field set, the
+// descriptor is that field of the captured struct Var (`g.fd = open(...)`); a handle field
+// of a captured struct that the PT cannot reopen is cleared (Open.Call null), so the PT
+// never touches the MT's descriptors.
 struct ReopenedHandle {
   const clang::VarDecl *Var;
   IoCallSite Open;        // the MT's open call
   bool NeedsPosition;     // the PT restores the MT's file position at the start point
+  const clang::FieldDecl *Field = nullptr;
+};
+
+// What a prefetch-thread clone of a function (ppios_pt_<name>) does with each parameter,
+// so that its callers know what to pass (see Transformer.cpp).
+enum class ParamRole {
+  Unused, // not needed by the clone: the caller passes 0
+  Value,  // a value the clone computes with: must be computable in the caller's PT
+  Handle, // a descriptor/stream the clone reads through: the caller passes its PT handle
+  Deref,  // a pointer the clone reads through: must point to memory the PT owns
+};
+
+struct CloneSummary {
+  std::string Name; // ppios_pt_<name>
+  std::vector<ParamRole> Params;
+  std::vector<IoInterface> HandleInterfaces; // per parameter, for Handle
+  // Globals the clone (and the clones it calls) read in place: the MT must not change them
+  // once the PT started.
+  llvm::SmallVector<const clang::VarDecl *, 4> Globals;
+  int Score = 0; // how much it prefetches (reads in loops count more)
+};
+
+using CloneTable = llvm::DenseMap<const clang::FunctionDecl *, CloneSummary>;
+
+// Facts about the whole translation unit the planner needs for clones.
+struct TranslationUnitFacts {
+  CloneTable Clones;                                  // callees cloned so far
+  llvm::DenseMap<const clang::FieldDecl *, IoInterface> HandleFields;
+  llvm::DenseSet<const clang::VarDecl *> GlobalsWrittenOutsideMain;
+};
+
+// A call in the slice to a function with a clone.
+struct CloneCallDecision {
+  const clang::CallExpr *Call;
+  Unit *Owner;
+  const clang::FunctionDecl *Callee;
+  bool Active = false;
+  std::string Reason;
 };
 
 class PrefetchPlanner {
 public:
   explicit PrefetchPlanner(FunctionUnits &Units) : Units(Units) {}
+  // With Facts, calls to cloned functions are pre-executed through their clones. With
+  // AsClone, the function is planned as a clone: the PT enters it at its first statement
+  // with its parameters, and the caller's sequence counter.
+  PrefetchPlanner(FunctionUnits &Units, const TranslationUnitFacts *Facts, bool AsClone)
+      : Facts(Facts), AsClone(AsClone), Units(Units) {}
 
   // Computes everything; returns false when the function gets no prefetch thread (then
   // every read has a decision with a reason).
@@ -77,8 +126,31 @@ private:
   bool ancestorsGood(const Unit &U) const;
 public:
   bool hasPrefetchedRead(const Unit &U) const;
+  // A prefetched read or an active clone call: a bad statement holding one is emitted as
+  // those calls alone.
+  bool hasActiveCall(const Unit &U) const;
+  const std::vector<CloneCallDecision> &cloneCalls() const { return CloneCalls; }
+  const CloneCallDecision *cloneCallFor(const clang::CallExpr *Call) const;
+  const CloneSummary *summaryOf(const clang::FunctionDecl *Callee) const;
+  bool isClone() const { return AsClone; }
+  // The clone's summary (AsClone, after plan() returned true).
+  CloneSummary summarize() const;
+  int score() const;
 private:
   void include(Unit *U);
+  void decideCloneCalls();
+  bool planClone();
+  bool finishPlan();
+  std::string checkCloneArgument(const clang::Expr *Arg, ParamRole Role, IoInterface Iface);
+  bool ptOwnedPointer(const clang::VarDecl *VD) const;
+  bool plainPointee(const clang::VarDecl *VD) const;
+  std::string cloneGlobalProblem(const clang::VarDecl *VD, bool Store) const;
+  void activeOperands(const Unit &U, VarSet &Out) const;
+  void collectFieldReopens();
+  const TranslationUnitFacts *Facts = nullptr;
+  bool AsClone = false;
+  std::vector<CloneCallDecision> CloneCalls;
+  llvm::DenseSet<const clang::VarDecl *> DerefParams; // clone: parameters read through
 
   FunctionUnits &Units;
   int Start = 0;

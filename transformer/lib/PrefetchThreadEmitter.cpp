@@ -8,6 +8,7 @@
 #include "clang/AST/TypeLoc.h"
 #include "llvm/Support/raw_ostream.h"
 
+#include <algorithm>
 #include <set>
 
 using namespace clang;
@@ -27,8 +28,10 @@ unsigned transfersIn(const Unit &U) {
   return N;
 }
 
-std::string countStatement(unsigned N, const std::string &Note) {
-  std::string S = N == 1 ? "++ppios_seq;" : "ppios_seq += " + std::to_string(N) + ";";
+// The PT's sequence counter: a local of the thread function, or in a clone the caller's,
+// reached through the pointer parameter ppios_seq.
+std::string countStatement(const std::string &Seq, unsigned N, const std::string &Note) {
+  std::string S = N == 1 ? "++" + Seq + ";" : Seq + " += " + std::to_string(N) + ";";
   return S + " /* " + Note + " */";
 }
 
@@ -56,6 +59,8 @@ bool nameableAtFileScope(QualType T) {
 }
 
 // The PT's streams can be NULL where the MT's are not (ppios_pt_fopen never creates a file).
+} // namespace
+
 const char *const StdioHelpers =
     "/* ppios-cc: the prefetch thread's stdio calls, safe on a stream it could not open. */\n"
     "#define PPIOS_CC_HELPER static __attribute__((unused))\n"
@@ -74,12 +79,55 @@ const char *const StdioHelpers =
     "  return f ? ppios_prefetch_fread_copy(b, s, n, f, q, fl) : 0;\n"
     "}\n\n";
 
-} // namespace
-
 PrefetchThreadEmitter::PrefetchThreadEmitter(const SourceText &Text, FunctionUnits &Units,
                                              const PrefetchPlanner &Plan)
     : Text(Text), Units(Units), Plan(Plan) {
   Fn = Units.function()->getNameAsString();
+  if (Plan.isClone()) {
+    Seq = "*ppios_seq";
+    SeqPointer = "ppios_seq";
+  }
+}
+
+// A call to a function with a clone: ppios_pt_<name>(same arguments, 0 for those the clone
+// does not use, the sequence counter).
+void PrefetchThreadEmitter::editCloneCall(const CloneCallDecision &C) {
+  const CallExpr *Call = C.Call;
+  const CloneSummary *S = Plan.summaryOf(C.Callee);
+  Edits.replace(Text.offset(Call->getCallee()->getBeginLoc()),
+                Text.tokenEnd(Call->getCallee()->getEndLoc()), S->Name);
+  for (unsigned I = 0; I < Call->getNumArgs(); ++I)
+    if (S->Params[I] == ParamRole::Unused &&
+        C.Callee->getParamDecl(I)->getType()->isScalarType()) {
+      const Expr *Arg = Call->getArg(I);
+      Edits.replace(Text.offset(Arg->getBeginLoc()), Text.tokenEnd(Arg->getEndLoc()), "0");
+    }
+  Edits.insert(Text.offset(Call->getRParenLoc()),
+               (Call->getNumArgs() ? ", " : "") + SeqPointer);
+}
+
+// The calls the PT keeps from a statement it cannot run: its prefetched reads and active
+// clone calls, in source order, then a count of its other transfers.
+std::string PrefetchThreadEmitter::keptCalls(const Unit &U) {
+  std::vector<std::pair<unsigned, std::string>> Kept;
+  for (const IoCallSite &Site : U.IoCalls) {
+    const ReadDecision *D = Plan.decisionFor(Site.Call);
+    if (D && D->Prefetched)
+      Kept.push_back({Text.offset(Site.Call->getBeginLoc()), renderCall(Site) + ";"});
+  }
+  for (const CloneCallDecision &C : Plan.cloneCalls())
+    if (C.Owner == &U && C.Active) {
+      editCloneCall(C);
+      Kept.push_back({Text.offset(C.Call->getBeginLoc()),
+                      Edits.render(Text.buffer(), Text.offset(C.Call->getBeginLoc()),
+                                   Text.tokenEnd(C.Call->getEndLoc())) +
+                          ";"});
+    }
+  std::sort(Kept.begin(), Kept.end());
+  std::string Out;
+  for (const auto &K : Kept)
+    Out += (Out.empty() ? "" : " ") + K.second;
+  return Out;
 }
 
 std::string PrefetchThreadEmitter::declare(const VarDecl *VD) {
@@ -121,6 +169,8 @@ bool PrefetchThreadEmitter::capturedOnly(const Expr *E) const {
 
 // The PT gets file names as copies taken when it starts, never pointers into MT memory.
 std::string PrefetchThreadEmitter::pathArgument(const IoCallSite &Site) {
+  if (Plan.isClone())
+    return ""; // a clone has no context: it opens the path its caller passed
   const Expr *Path = Site.Call->getArg(Site.Info->PathArg);
   if (!capturedOnly(Path))
     return "";
@@ -149,7 +199,7 @@ void PrefetchThreadEmitter::editCall(const IoCallSite &Site) {
   if (Info.Kind == IoKind::Read) {
     if (!D || !D->Prefetched) {
       Edits.replace(Text.offset(Call->getBeginLoc()), Text.tokenEnd(Call->getEndLoc()),
-                    "(++ppios_seq, -1) /* " + std::string(Info.Name) + ": not prefetched */");
+                    "(++" + Seq + ", -1) /* " + std::string(Info.Name) + ": not prefetched */");
       return;
     }
     Edits.replace(CalleeBegin, CalleeEnd,
@@ -161,13 +211,13 @@ void PrefetchThreadEmitter::editCall(const IoCallSite &Site) {
       DropArg(Info.BufferArg);
     DropArg(Info.StatusArg);
     Edits.insert(Text.offset(Call->getRParenLoc()),
-                 std::string(", ++ppios_seq, ") +
+                 ", ++" + Seq + ", " +
                      (D->Flags ? "PPIOS_PF_AFTER_WRITE" : "0"));
     return;
   }
   if (Info.Kind == IoKind::Write) {
     Edits.replace(Text.offset(Call->getBeginLoc()), Text.tokenEnd(Call->getEndLoc()),
-                  "(++ppios_seq, -1)");
+                  "(++" + Seq + ", -1)");
     return;
   }
   // The PT's streams may be NULL where the MT's are not (the PT never creates files), so
@@ -238,7 +288,7 @@ void PrefetchThreadEmitter::emitUnit(const Unit &U) {
   if (!U.InSlice) {
     unsigned N = transfersIn(U);
     if (Plan.isCountBlock(U) && N) {
-      removeUnit(U, countStatement(N, "line " + std::to_string(Text.line(U.S->getBeginLoc())) +
+      removeUnit(U, countStatement(Seq, N, "line " + std::to_string(Text.line(U.S->getBeginLoc())) +
                                           ": I/O the prefetch thread cannot follow, "
                                           "assumed to run once"));
     } else {
@@ -258,16 +308,29 @@ void PrefetchThreadEmitter::emitUnit(const Unit &U) {
     for (const Unit *Child : U.Children)
       emitUnit(*Child);
     return;
-  case Unit::Jump:
-    if (isa<ReturnStmt>(U.S) && Units.function()->getReturnType()->isVoidType() == false) {
-      auto [Begin, End] = Text.statementRange(U.S);
-      Edits.replace(Begin, End, "return;");
-    }
+  case Unit::Jump: {
+    const auto *RS = dyn_cast<ReturnStmt>(U.S);
+    if (!RS || !RS->getRetValue())
+      return;
+    // The PT returns nothing; what a returned expression pre-executes runs first.
+    std::string Replacement = Plan.hasActiveCall(U) ? keptCalls(U) : "";
+    unsigned Others = 0;
+    for (const IoCallSite &Site : U.IoCalls)
+      if (IoCallTable::isTransfer(*Site.Info)) {
+        const ReadDecision *D = Plan.decisionFor(Site.Call);
+        Others += !D || !D->Prefetched;
+      }
+    if (Others)
+      Replacement += (Replacement.empty() ? "" : " ") +
+                     countStatement(Seq, Others, "not run by the prefetch thread");
+    auto [Begin, End] = Text.statementRange(U.S);
+    Edits.replace(Begin, End, Replacement.empty() ? "return;" : "{ " + Replacement + " return; }");
     return;
+  }
   case Unit::Simple:
     break;
   }
-  bool AnyPrefetched = Plan.hasPrefetchedRead(U);
+  bool AnyPrefetched = Plan.hasActiveCall(U);
   unsigned Others = 0;
   std::string Names;
   for (const IoCallSite &Site : U.IoCalls)
@@ -279,24 +342,22 @@ void PrefetchThreadEmitter::emitUnit(const Unit &U) {
       }
     }
   if (!AnyPrefetched && Others) {
-    removeUnit(U, countStatement(Others, Names + ": not run by the prefetch thread"));
+    removeUnit(U, countStatement(Seq, Others, Names + ": not run by the prefetch thread"));
     return;
   }
   if (U.Bad) {
     // Only the prefetches of this statement can run in the PT.
-    std::string Replacement;
-    for (const IoCallSite &Site : U.IoCalls) {
-      const ReadDecision *D = Plan.decisionFor(Site.Call);
-      if (D && D->Prefetched)
-        Replacement += (Replacement.empty() ? "" : " ") + renderCall(Site) + ";";
-    }
+    std::string Replacement = keptCalls(U);
     if (Others)
-      Replacement += " " + countStatement(Others, Names + ": not run by the prefetch thread");
+      Replacement += " " + countStatement(Seq, Others, Names + ": not run by the prefetch thread");
     removeUnit(U, Replacement);
     return;
   }
   for (const IoCallSite &Site : U.IoCalls)
     editCall(Site);
+  for (const CloneCallDecision &C : Plan.cloneCalls())
+    if (C.Owner == &U && C.Active)
+      editCloneCall(C);
   const auto *DS = dyn_cast<DeclStmt>(U.S);
   if (!DS)
     return;
@@ -314,6 +375,28 @@ void PrefetchThreadEmitter::emitUnit(const Unit &U) {
     }
   if (!Unused.empty())
     Edits.insert(Text.statementRange(U.S).second, Unused);
+}
+
+// A clone: the whole function, entered with its own parameters and the caller's counter.
+bool PrefetchThreadEmitter::emitClone() {
+  const FunctionDecl *FD = Units.function();
+  std::string Params;
+  for (const ParmVarDecl *P : FD->parameters()) {
+    if (!nameableAtFileScope(P->getType())) {
+      Why = "the type of parameter '" + P->getNameAsString() + "' cannot be named";
+      return false;
+    }
+    Params += declare(P) + ", ";
+  }
+  const auto *Body = cast<CompoundStmt>(FD->getBody());
+  std::string Text_ = Edits.render(Text.buffer(), Text.offset(Body->getLBracLoc()) + 1,
+                                   Text.offset(Body->getRBracLoc()));
+  Definition = "/* ppios-cc: the prefetch-thread clone of " + Fn + "(): its statements that "
+               "decide which reads\n * happen, with reads pre-executed as ppios_prefetch_* "
+               "calls numbered on the caller's\n * counter *ppios_seq, and nothing else. */\n"
+               "static __attribute__((unused)) void ppios_pt_" + Fn + "(" + Params +
+               "ppios_seq_t *ppios_seq) {" + Text_ + "}\n";
+  return true;
 }
 
 bool PrefetchThreadEmitter::usedElsewhere(const VarDecl *VD, const Unit &Self) const {
@@ -348,6 +431,8 @@ bool PrefetchThreadEmitter::emit() {
   for (int I = S; I < static_cast<int>(Top.size()); ++I)
     emitUnit(*Top[I]);
   std::string Body;
+  if (Plan.isClone())
+    return emitClone();
   if (S < static_cast<int>(Top.size())) {
     unsigned Begin = Text.lineStart(Text.offset(Top[S]->S->getBeginLoc()));
     unsigned End = Text.offset(cast<CompoundStmt>(Units.function()->getBody())->getRBracLoc());
@@ -365,8 +450,20 @@ bool PrefetchThreadEmitter::emit() {
   std::vector<std::string> Positions;
   for (const ReopenedHandle &H : Plan.reopened()) {
     const CallExpr *Call = H.Open.Call;
-    const IoCallInfo &Info = *H.Open.Info;
     std::string Name = H.Var->getNameAsString();
+    if (H.Field) {
+      Name += "." + H.Field->getNameAsString();
+      if (!Call) {
+        // A descriptor field of the copied struct the PT cannot reopen: it must never use
+        // the main thread's.
+        QualType T = H.Field->getType();
+        Prologue += Indent + Name + " = " +
+                    (isMpiFileType(T) ? "MPI_FILE_NULL" : T->isPointerType() ? "NULL" : "-1") +
+                    "; /* the main thread's descriptor: not the prefetch thread's */\n";
+        continue;
+      }
+    }
+    const IoCallInfo &Info = *H.Open.Info;
     std::string Path = pathArgument(H.Open);
     if (Path.empty()) {
       Path = "ppios_ctx->ppios_path" + std::to_string(Paths.size());
@@ -383,7 +480,9 @@ bool PrefetchThreadEmitter::emit() {
     }
     std::string Line = " /* reopened: the main thread opened it at line " +
                        std::to_string(Text.line(Call->getBeginLoc())) + " */\n";
-    if (Info.Interface == IoInterface::MpiIo) {
+    if (H.Field) {
+      Prologue += Indent + Name + " = ppios_pt_" + Info.Name + "(" + Path + Rest + ");" + Line;
+    } else if (Info.Interface == IoInterface::MpiIo) {
       Prologue += Indent + "ppios_pt_mpi_file " + Name + ";" + Line + Indent +
                   "ppios_pt_MPI_File_open(" + Path + Rest + ", &" + Name + ");\n";
     } else {
@@ -392,6 +491,7 @@ bool PrefetchThreadEmitter::emit() {
     }
     if (H.NeedsPosition) {
       std::string Field = "ppios_pos_" + Name;
+      std::replace(Field.begin(), Field.end(), '.', '_');
       std::string Restore, Capture;
       switch (Info.Interface) {
       case IoInterface::Posix:
@@ -445,7 +545,7 @@ bool PrefetchThreadEmitter::emit() {
                                    "      to[n] = from[n];\n"
                                    "  to[n] = '\\0';\n"
                                    "}\n\n")) +
-      (UsesStdio ? StdioHelpers : std::string()) +
+      (UsesStdio && !HelpersProvided ? StdioHelpers : std::string()) +
       "static void ppios_pt_" + Fn + "(void *ppios_arg) {\n"
       "  const struct ppios_pt_ctx_" + Fn + " *ppios_ctx = ppios_arg;\n"
       "  ppios_seq_t ppios_seq = " + std::to_string(Plan.initialSequence()) + ";\n" +

@@ -12,6 +12,9 @@
 
 namespace ppios {
 
+// NULL-safe stdio calls for the PT (its streams may be NULL where the MT's are not).
+extern const char *const StdioHelpers;
+
 class PrefetchThreadEmitter {
 public:
   PrefetchThreadEmitter(const SourceText &Text, FunctionUnits &Units,
@@ -25,7 +28,15 @@ public:
   unsigned startOffset() const { return StartAt; }
   const std::string &why() const { return Why; }
 
+  // True if the thread uses the NULL-safe stdio helpers (StdioHelpers).
+  bool usesStdio() const { return UsesStdio; }
+  // The helpers are defined once per file, by the caller (clones and main() share them).
+  void setStdioHelpersProvided() { HelpersProvided = true; }
+
 private:
+  void editCloneCall(const CloneCallDecision &C);
+  bool emitClone();
+  std::string keptCalls(const Unit &U);
   void emitUnit(const Unit &U);
   void removeUnit(const Unit &U, const std::string &Replacement);
   void editCall(const IoCallSite &Site);
@@ -42,6 +53,8 @@ private:
   std::string Definition, Start, Why;
   unsigned StartAt = 0;
   bool UsesStdio = false;
+  bool HelpersProvided = false;
+  std::string Seq = "ppios_seq", SeqPointer = "&ppios_seq";
   std::string Fn; // name of the function, for generated names
   struct PathCapture {
     std::string Field, Expression;

@@ -274,8 +274,17 @@ Unit *FunctionUnits::build(const Stmt *S, Unit *Parent, int TopIndex) {
     analyze(*U, DS->getCond());
     U->Children.push_back(build(DS->getBody(), U, TopIndex));
   } else if (isa<ReturnStmt>(S) || isa<BreakStmt>(S) || isa<ContinueStmt>(S)) {
-    // The PT returns nothing: a return's value is never evaluated there.
+    // The PT returns nothing: a return's value is never evaluated there, unless it holds
+    // I/O or a call with side effects (`return pread(...)`, `return helper(...)`), whose
+    // calls the PT may pre-execute before returning.
     U->UnitKind = Unit::Jump;
+    if (const auto *RS = dyn_cast<ReturnStmt>(S))
+      if (RS->getRetValue()) {
+        Unit Probe;
+        analyze(Probe, RS->getRetValue());
+        if (!Probe.IoCalls.empty() || Probe.Unsafe)
+          analyze(*U, RS->getRetValue());
+      }
   } else {
     // Expression and declaration statements; switch, labels and goto are analysed as one
     // opaque statement (the slicer refuses reads inside them).

@@ -1,3 +1,29 @@
+// The transformation of one C file: MT calls renamed to the runtime's, the prefetch thread
+// of main(), and the prefetch-thread clones of the functions main() reaches reads through.
+//
+// Clones (same file). Every function of the file that leads to reads, directly or through
+// calls, is planned callees first (a call cycle gets no clone) as if the PT entered it at
+// its first statement: the same slicer as for main() (PrefetchPlanner with AsClone); reads
+// become ppios_prefetch_* calls, writes, output and MPI go but are counted, and the clone
+// ppios_pt_<name>(original parameters, ppios_seq_t *ppios_seq) numbers its reads on the
+// caller's counter. Its CloneSummary says what each parameter is to it: unused (the caller
+// passes 0), a value, a descriptor (the caller passes its PT's own), or a pointer it reads
+// through (the caller must pass memory the PT owns: a struct it copied at the start or
+// declared itself; pointers inside such structs must be descriptors or strings). A call in
+// the PT's slice is pre-executed through the clone only if every argument qualifies;
+// otherwise the reads below it get a remark saying why. A clone never stores outside its
+// locals, and reads globals in place only if they are static, not volatile, changed by no
+// function but main() and not after the PT starts. A struct field is a descriptor when this
+// file only ever assigns it from an open; a copied struct gets the field reopened for the
+// PT (`g.fd = open(...)` before the start) or cleared. Clones are written after their
+// functions (prototypes after earlier declarations) and only when main()'s PT reaches them.
+//
+// Other translation units are not handled yet: a read in b.c reached from a.c's main()
+// gets a remark. Intended design: a -c compile records next to its object (<obj>.ppios)
+// the summaries of its extern functions and emits their clones with external linkage; a
+// caller's TU uses a clone only when that record exists, is newer than the callee's source
+// and matches its signature, and otherwise (e.g. compile order puts the caller first) does
+// not prefetch, so linking never breaks.
 #include "Transformer.h"
 
 #include "IoCallTable.h"
@@ -12,11 +38,14 @@
 #include "clang/AST/RecursiveASTVisitor.h"
 #include "clang/Frontend/CompilerInstance.h"
 #include "clang/Frontend/FrontendAction.h"
+#include "clang/Lex/Lexer.h"
 #include "clang/Lex/PPCallbacks.h"
 #include "clang/Lex/Preprocessor.h"
 #include "clang/Rewrite/Core/Rewriter.h"
 #include "clang/Tooling/Tooling.h"
 #include "llvm/Support/MemoryBuffer.h"
+
+#include <functional>
 
 using namespace clang;
 
@@ -76,6 +105,130 @@ private:
   const FunctionDecl *Current = nullptr;
 };
 
+// Facts about the file for clones: descriptor fields (assigned only from opens), globals
+// that functions other than main() change (or whose address is taken), and the call graph.
+class FileFacts : public RecursiveASTVisitor<FileFacts> {
+public:
+  FileFacts(const SourceManager &SM, TranslationUnitFacts &Facts) : SM(SM), Facts(Facts) {}
+  llvm::DenseMap<const FunctionDecl *, std::vector<const FunctionDecl *>> Callees;
+  std::vector<const FunctionDecl *> Defined; // source order
+
+  bool TraverseFunctionDecl(FunctionDecl *FD) {
+    if (!FD->hasBody() || !FD->isThisDeclarationADefinition() ||
+        !SM.isWrittenInMainFile(SM.getExpansionLoc(FD->getBeginLoc())))
+      return true;
+    Defined.push_back(FD);
+    Current = FD;
+    RecursiveASTVisitor::TraverseFunctionDecl(FD);
+    Current = nullptr;
+    return true;
+  }
+  bool TraverseUnaryExprOrTypeTraitExpr(UnaryExprOrTypeTraitExpr *) { return true; }
+  bool VisitCallExpr(CallExpr *Call) {
+    const FunctionDecl *Callee = Call->getDirectCallee();
+    if (Current && Callee) {
+      const FunctionDecl *Def = nullptr;
+      if (Callee->hasBody(Def) && SM.isWrittenInMainFile(SM.getExpansionLoc(Def->getBeginLoc())))
+        Callees[Current].push_back(Def);
+    }
+    const IoCallInfo *Info = IoCallTable::lookup(Call);
+    if (Info && Info->Kind == IoKind::Open && Info->HandleIsOut &&
+        Info->HandleArg < static_cast<int>(Call->getNumArgs()))
+      if (const auto *UO = dyn_cast<UnaryOperator>(Call->getArg(Info->HandleArg)->IgnoreParenImpCasts()))
+        if (const auto *ME = dyn_cast<MemberExpr>(UO->getSubExpr()->IgnoreParenImpCasts())) {
+          OpenOut.insert(ME);
+          candidate(ME, Info->Interface);
+        }
+    return true;
+  }
+  bool VisitBinaryOperator(BinaryOperator *BO) {
+    if (!BO->isAssignmentOp())
+      return true;
+    const Expr *LHS = BO->getLHS()->IgnoreParenImpCasts();
+    if (const auto *ME = dyn_cast<MemberExpr>(LHS)) {
+      const auto *Call = dyn_cast<CallExpr>(BO->getRHS()->IgnoreParenCasts());
+      const IoCallInfo *Info = Call ? IoCallTable::lookup(Call) : nullptr;
+      if (BO->getOpcode() == BO_Assign && Info && Info->Kind == IoKind::Open && !Info->HandleIsOut)
+        candidate(ME, Info->Interface);
+      else
+        disqualify(ME);
+    }
+    globalStore(BO->getLHS());
+    return true;
+  }
+  bool VisitUnaryOperator(UnaryOperator *UO) {
+    const Expr *Sub = UO->getSubExpr()->IgnoreParenImpCasts();
+    if (UO->isIncrementDecrementOp()) {
+      if (const auto *ME = dyn_cast<MemberExpr>(Sub))
+        disqualify(ME);
+      globalStore(Sub);
+    }
+    if (UO->getOpcode() == UO_AddrOf) {
+      if (const auto *ME = dyn_cast<MemberExpr>(Sub))
+        AddressTaken.push_back(ME);
+      // A global whose address is taken may change anywhere.
+      StoreTarget T = classifyStore(Sub);
+      if (T.Target == StoreTarget::Variable && T.Var->hasGlobalStorage())
+        Facts.GlobalsWrittenOutsideMain.insert(T.Var);
+    }
+    return true;
+  }
+  bool VisitInitListExpr(InitListExpr *ILE) {
+    if (const RecordDecl *RD = ILE->getType()->getAsRecordDecl())
+      for (const FieldDecl *F : RD->fields())
+        Disqualified.insert(F);
+    return true;
+  }
+  void finish() {
+    for (const MemberExpr *ME : AddressTaken)
+      if (!OpenOut.count(ME))
+        disqualify(ME);
+    for (const auto &[F, Iface] : Candidates)
+      if (!Disqualified.count(F) && !Mixed.count(F))
+        Facts.HandleFields[F] = Iface;
+  }
+
+private:
+  void candidate(const MemberExpr *ME, IoInterface Iface) {
+    const auto *F = dyn_cast<FieldDecl>(ME->getMemberDecl());
+    if (!F)
+      return;
+    auto It = Candidates.find(F);
+    if (It != Candidates.end() && It->second != Iface)
+      Mixed.insert(F);
+    Candidates[F] = Iface;
+  }
+  void disqualify(const MemberExpr *ME) {
+    if (const auto *F = dyn_cast<FieldDecl>(ME->getMemberDecl()))
+      Disqualified.insert(F);
+  }
+  void globalStore(const Expr *LValue) {
+    StoreTarget T = classifyStore(LValue);
+    if (Current && !Current->isMain() && T.Target == StoreTarget::Variable &&
+        T.Var->hasGlobalStorage())
+      Facts.GlobalsWrittenOutsideMain.insert(T.Var);
+  }
+
+  const SourceManager &SM;
+  TranslationUnitFacts &Facts;
+  const FunctionDecl *Current = nullptr;
+  llvm::DenseMap<const FieldDecl *, IoInterface> Candidates;
+  llvm::DenseSet<const FieldDecl *> Disqualified, Mixed;
+  llvm::DenseSet<const MemberExpr *> OpenOut;
+  std::vector<const MemberExpr *> AddressTaken;
+};
+
+// The prefetch-thread clone of one function (see the top of this file).
+struct ClonePlan {
+  const FunctionDecl *Function;
+  std::unique_ptr<FunctionUnits> Units;
+  std::unique_ptr<PrefetchPlanner> Planner;
+  std::unique_ptr<PrefetchThreadEmitter> Emitter;
+  bool Emitted = false;
+  bool Reached = false;
+  std::string Why;
+};
+
 class TransformConsumer : public ASTConsumer {
 public:
   TransformConsumer(CompilerInstance &CI, const TransformOptions &Options,
@@ -122,11 +275,22 @@ public:
     std::vector<const CallExpr *> Prefetched;
     SideEffectOracle Oracle;
     std::string Failure;
+    TranslationUnitFacts Facts;
+    std::vector<std::unique_ptr<ClonePlan>> Clones;
+    llvm::DenseMap<const FunctionDecl *, ClonePlan *> CloneOf;
+    if (Collector.Main)
+      planClones(Ctx, Oracle, Text, Facts, Clones, CloneOf);
+    bool CloneStdio = false;
+    for (const auto &C : Clones)
+      CloneStdio |= C->Emitted && C->Emitter->usesStdio();
+    StdioAtInclude = CloneStdio;
     if (Collector.Main) {
       FunctionUnits Units(Ctx, Collector.Main, Oracle);
-      PrefetchPlanner Plan(Units);
+      PrefetchPlanner Plan(Units, &Facts, /*AsClone=*/false);
       bool Planned = Plan.plan();
       PrefetchThreadEmitter Emitter(Text, Units, Plan);
+      if (CloneStdio)
+        Emitter.setStdioHelpersProvided();
       if (Planned && !Emitter.emit()) {
         Planned = false;
         Failure = Emitter.why();
@@ -152,13 +316,60 @@ public:
           report(Diags, DiagnosticsEngine::Remark, U->S->getBeginLoc(),
                  "prefetch sequence numbers after this statement are estimates: it performs "
                  "I/O a number of times the prefetch thread cannot compute");
+        // The clones main()'s PT reaches through active calls, transitively.
+        std::vector<const PrefetchPlanner *> Work{&Plan};
+        while (!Work.empty()) {
+          const PrefetchPlanner *P = Work.back();
+          Work.pop_back();
+          for (const CloneCallDecision &C : P->cloneCalls()) {
+            auto It = CloneOf.find(C.Callee);
+            if (It == CloneOf.end())
+              continue;
+            if (!C.Active) {
+              if (It->second->Why.empty())
+                It->second->Why = "the call at line " +
+                                  std::to_string(SM.getPresumedLineNumber(C.Call->getBeginLoc())) +
+                                  ": " + C.Reason;
+              continue;
+            }
+            if (!It->second->Reached) {
+              It->second->Reached = true;
+              Work.push_back(It->second->Planner.get());
+            }
+          }
+        }
+        insertClones(Ctx, R, Clones, CloneStdio);
+      } else {
+        for (const CloneCallDecision &C : Plan.cloneCalls()) {
+          auto It = CloneOf.find(C.Callee);
+          if (It != CloneOf.end() && It->second->Why.empty())
+            It->second->Why = "main() gets no prefetch thread";
+        }
       }
     }
     for (const FoundCall &F : Collector.Calls) {
       if (F.Info->Kind != IoKind::Read || F.Function == Collector.Main)
         continue;
-      Missed.push_back({F.Call, "it is in '" + F.Function->getNameAsString() +
-                                    "'; only the reads of main() are pre-executed"});
+      auto It = CloneOf.find(F.Function);
+      const ReadDecision *D =
+          It != CloneOf.end() ? It->second->Planner->decisionFor(F.Call) : nullptr;
+      std::string In = "it is in '" + F.Function->getNameAsString() + "'";
+      if (!D) {
+        Missed.push_back({F.Call, In + ", which the prefetch thread cannot pre-execute" +
+                                      (Collector.Main ? std::string(" (recursion or no call "
+                                                                    "from main())")
+                                                      : std::string())});
+      } else if (!D->Prefetched) {
+        Missed.push_back({F.Call, D->Reason});
+      } else if (!It->second->Emitted) {
+        Missed.push_back({F.Call, In + ", whose clone cannot be built: " + It->second->Why});
+      } else if (!It->second->Reached) {
+        Missed.push_back({F.Call, In + ", which no call of the prefetch thread reaches" +
+                                      (It->second->Why.empty() ? std::string()
+                                                               : " (" + It->second->Why + ")")});
+      } else {
+        Prefetched.push_back(F.Call);
+      }
     }
     if (!Collector.Main)
       for (auto &M : Missed)
@@ -171,6 +382,8 @@ public:
                "read prefetched by the prefetch thread");
 
     std::string Include = "\n#include <ppios/ppios.h> /* added by ppios-cc */\n";
+    if (StdioAtInclude)
+      Include += StdioHelpers;
     if (LastInclude.isValid()) {
       unsigned Offset = SM.getFileOffset(SM.getExpansionLoc(LastInclude));
       StringRef Buf = SM.getBufferData(SM.getMainFileID());
@@ -187,6 +400,90 @@ public:
   }
 
 private:
+  // Plans a clone for every function of the file that leads to reads, callees first (a
+  // caller needs its callees' summaries); functions on a call cycle get none.
+  void planClones(ASTContext &Ctx, SideEffectOracle &Oracle, const SourceText &Text,
+                  TranslationUnitFacts &Facts, std::vector<std::unique_ptr<ClonePlan>> &Clones,
+                  llvm::DenseMap<const FunctionDecl *, ClonePlan *> &CloneOf) {
+    FileFacts Scan(Ctx.getSourceManager(), Facts);
+    Scan.TraverseDecl(Ctx.getTranslationUnitDecl());
+    Scan.finish();
+    std::vector<const FunctionDecl *> Order;
+    llvm::DenseMap<const FunctionDecl *, int> State; // 1: on the stack, 2: done
+    llvm::DenseSet<const FunctionDecl *> OnCycle;
+    std::function<void(const FunctionDecl *)> Visit = [&](const FunctionDecl *FD) {
+      State[FD] = 1;
+      for (const FunctionDecl *Callee : Scan.Callees[FD]) {
+        if (State[Callee] == 1) {
+          OnCycle.insert(Callee);
+          OnCycle.insert(FD);
+        } else if (State[Callee] == 0) {
+          Visit(Callee);
+        }
+      }
+      State[FD] = 2;
+      Order.push_back(FD);
+    };
+    for (const FunctionDecl *FD : Scan.Defined)
+      if (State[FD] == 0)
+        Visit(FD);
+    for (const FunctionDecl *FD : Order) {
+      if (FD->isMain() || OnCycle.count(FD) || FD->isVariadic() ||
+          IoCallTable::lookup(FD->getName()) || FD->getName().startswith("ppios_"))
+        continue;
+      auto C = std::make_unique<ClonePlan>();
+      C->Function = FD;
+      C->Units = std::make_unique<FunctionUnits>(Ctx, FD, Oracle);
+      C->Planner = std::make_unique<PrefetchPlanner>(*C->Units, &Facts, /*AsClone=*/true);
+      bool Planned = C->Planner->plan();
+      bool HasReads = !C->Planner->decisions().empty() || !C->Planner->cloneCalls().empty();
+      if (!HasReads)
+        continue;
+      C->Emitter = std::make_unique<PrefetchThreadEmitter>(Text, *C->Units, *C->Planner);
+      if (Planned) {
+        C->Emitted = C->Emitter->emit();
+        if (C->Emitted)
+          Facts.Clones[FD->getCanonicalDecl()] = C->Planner->summarize();
+        else
+          C->Why = C->Emitter->why();
+      }
+      CloneOf[FD->getCanonicalDecl()] = C.get();
+      CloneOf[FD] = C.get();
+      Clones.push_back(std::move(C));
+    }
+  }
+
+  // Each reached clone goes right after the definition of its function (whose types and
+  // globals it uses), with a prototype after the function's first declaration when that
+  // comes earlier (callers may precede the definition).
+  void insertClones(ASTContext &Ctx, Rewriter &R, std::vector<std::unique_ptr<ClonePlan>> &Clones,
+                    bool Stdio) {
+    SourceManager &SM = Ctx.getSourceManager();
+    const LangOptions &LO = Ctx.getLangOpts();
+    bool Any = false;
+    for (const auto &C : Clones) {
+      if (!C->Emitted || !C->Reached)
+        continue;
+      Any = true;
+      const FunctionDecl *FD = C->Function;
+      std::string Def = C->Emitter->threadDefinition();
+      const auto *Body = cast<CompoundStmt>(FD->getBody());
+      R.InsertTextAfter(SM.getExpansionLoc(Body->getRBracLoc()).getLocWithOffset(1),
+                        "\n\n" + Def.substr(0, Def.size() - 1));
+      const FunctionDecl *First = FD->getFirstDecl();
+      if (First != FD && !First->doesThisDeclarationHaveABody()) {
+        std::string Proto = Def.substr(Def.find("static __attribute__"));
+        Proto = Proto.substr(0, Proto.find(") {")) + ");";
+        if (std::optional<Token> Semi =
+                Lexer::findNextToken(SM.getExpansionLoc(First->getEndLoc()), SM, LO))
+          if (Semi->is(tok::semi))
+            R.InsertTextAfter(Semi->getEndLoc(), "\n" + Proto);
+      }
+    }
+    (void)Any;
+    (void)Stdio;
+  }
+
   void report(DiagnosticsEngine &Diags, DiagnosticsEngine::Level Level, SourceLocation Loc,
               const std::string &Message) {
     unsigned ID = Diags.getCustomDiagID(Level, "%0");
@@ -213,6 +510,7 @@ private:
   CompilerInstance &CI;
   const TransformOptions &Options;
   TransformResult &Result;
+  bool StdioAtInclude = false;
   SourceLocation &LastInclude;
 };
 
