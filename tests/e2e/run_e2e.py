@@ -9,6 +9,7 @@ import glob
 import json
 import os
 import random
+import re
 import shlex
 import subprocess
 import sys
@@ -73,7 +74,11 @@ def main():
     ap.add_argument("--plain", required=True)
     ap.add_argument("--ppios", required=True)
     ap.add_argument("--modes", default=",".join(MODES))
-    ap.add_argument("--input", action="append", default=[], help="NAME:BYTES")
+    ap.add_argument("--input", action="append", default=[], help="NAME:BYTES of random bytes")
+    ap.add_argument("--text-input", action="append", default=[],
+                    help="NAME:MIB of the kernels' text input, made with --gen-input")
+    ap.add_argument("--gen-input", help="examples/gen-input, for --text-input")
+    ap.add_argument("--ignore", help="regex of stdout lines not compared (e.g. timings)")
     ap.add_argument("--outputs", action="append", default=[], help="glob of files the program writes")
     ap.add_argument("--env", action="append", default=[], help="K=V for the prefetching runs")
     ap.add_argument("--min-hit-ratio", type=float, default=None)
@@ -108,6 +113,13 @@ def check(a, args, base_env, failures):
             name, size = spec.split(":")
             inputs[name] = os.path.join(top, name)
             make_input(inputs[name], int(size), seed=1000 + i)
+        for spec in a.text_input:
+            name, mib = spec.split(":")
+            inputs[name] = os.path.join(top, name)
+            # A size that is not a multiple of the chunk size, so the last chunk is short.
+            subprocess.run([a.gen_input, "--bytes", str(int(float(mib) * (1 << 20)) + 4093),
+                            "--seed", "7", "-o", inputs[name]], check=True,
+                           stdout=subprocess.DEVNULL)
         argv = []
         for arg in args:
             for name, path in inputs.items():
@@ -115,10 +127,14 @@ def check(a, args, base_env, failures):
             argv.append(arg)
         mpirun = [a.mpirun, "-np", str(a.np)] + shlex.split(a.mpirun_flags)
 
+        ignore = re.compile(a.ignore) if a.ignore else None
+
         def one(label, binary, env):
             workdir = os.path.join(top, label)
             os.mkdir(workdir)
             code, out, err = run(mpirun + [binary] + argv, workdir, env, a.timeout)
+            if ignore:
+                out = "".join(l for l in out.splitlines(True) if not ignore.search(l))
             return workdir, code, out, err
 
         wd, code, out, err = one("plain", a.plain, base_env)
