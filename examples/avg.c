@@ -76,24 +76,8 @@ int main(int argc, char **argv) {
       MPI_Abort(MPI_COMM_WORLD, 1);
     }
 
-    uint64_t chunk_sum = 0;
-    int64_t chunk_items = 0;
-    for (int repeat = 0; repeat < options.compute_factor; repeat++) {
-      chunk_sum = 0;
-      chunk_items = 0;
-      struct line_cursor cursor;
-      struct line_item item;
-      int more;
-      line_cursor_init(&cursor, buffer, &window, file_size);
-      while ((more = line_cursor_next(&cursor, &item)) > 0) {
-        chunk_sum += (uint64_t)item.value;
-        chunk_items++;
-      }
-      if (more < 0)
-        kernel_abort_bad_input("avg", options.input_path, cursor.error, cursor.error_offset);
-    }
-    sum += chunk_sum;
-    items += chunk_items;
+    sum_chunk("avg", options.input_path, buffer, &window, file_size, options.compute_factor,
+              &sum, &items);
   }
   free(buffer);
   MPI_File_close(&file);

@@ -284,6 +284,28 @@ int line_cursor_next(struct line_cursor *cursor, struct line_item *item) {
   return 1;
 }
 
+void sum_chunk(const char *program, const char *path, const char *buffer,
+               const struct chunk_window *window, int64_t file_size, int compute_factor,
+               uint64_t *sum, int64_t *items) {
+  uint64_t chunk_sum = 0; /* unsigned: wrapping is defined and order-independent */
+  int64_t chunk_items = 0;
+  for (int repeat = 0; repeat < compute_factor; repeat++) {
+    chunk_sum = 0;
+    chunk_items = 0;
+    struct line_cursor cursor;
+    struct line_item item;
+    int more;
+    line_cursor_init(&cursor, buffer, window, file_size);
+    while ((more = line_cursor_next(&cursor, &item)) > 0) {
+      chunk_sum += (uint64_t)item.value;
+      chunk_items++;
+    }
+    if (more < 0) kernel_abort_bad_input(program, path, cursor.error, cursor.error_offset);
+  }
+  *sum += chunk_sum;
+  *items += chunk_items;
+}
+
 int64_t count_pattern_starts(const char *buffer, const struct chunk_window *window,
                              const char *pattern, size_t pattern_length) {
   const int64_t owned = window->own_end - window->own_begin;

@@ -155,6 +155,13 @@ void line_cursor_init(struct line_cursor *cursor, const char *buffer,
  * (cursor->error and cursor->error_offset say what and where). */
 int line_cursor_next(struct line_cursor *cursor, struct line_item *item);
 
+/* SUM's and AVG's computation on one chunk: adds the owned lines' values to *sum and
+ * their number to *items, repeating the parse `compute_factor` times (only the last pass
+ * counts). Aborts with a message on malformed input. */
+void sum_chunk(const char *program, const char *path, const char *buffer,
+               const struct chunk_window *window, int64_t file_size, int compute_factor,
+               uint64_t *sum, int64_t *items);
+
 /* Counts starts of `pattern` in the chunk's buffer that lie in the owned
  * range (the buffer starts at the window's own_begin). */
 int64_t count_pattern_starts(const char *buffer, const struct chunk_window *window,

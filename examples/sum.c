@@ -69,24 +69,8 @@ int main(int argc, char **argv) {
       kernel_abort_io("sum", got < 0 ? "cannot read" : "short read from", options.input_path,
                       got < 0 ? errno : EIO);
 
-    uint64_t chunk_sum = 0;
-    int64_t chunk_items = 0;
-    for (int repeat = 0; repeat < options.compute_factor; repeat++) {
-      chunk_sum = 0;
-      chunk_items = 0;
-      struct line_cursor cursor;
-      struct line_item item;
-      int more;
-      line_cursor_init(&cursor, buffer, &window, file_size);
-      while ((more = line_cursor_next(&cursor, &item)) > 0) {
-        chunk_sum += (uint64_t)item.value;
-        chunk_items++;
-      }
-      if (more < 0)
-        kernel_abort_bad_input("sum", options.input_path, cursor.error, cursor.error_offset);
-    }
-    sum += chunk_sum;
-    items += chunk_items;
+    sum_chunk("sum", options.input_path, buffer, &window, file_size, options.compute_factor,
+              &sum, &items);
   }
   free(buffer);
   close(fd);
