@@ -43,8 +43,11 @@
 #include "clang/Lex/Preprocessor.h"
 #include "clang/Rewrite/Core/Rewriter.h"
 #include "clang/Tooling/Tooling.h"
+#include "llvm/Support/FileSystem.h"
 #include "llvm/Support/MemoryBuffer.h"
+#include "llvm/Support/Path.h"
 
+#include <algorithm>
 #include <functional>
 
 using namespace clang;
@@ -54,20 +57,37 @@ namespace ppios {
 namespace {
 
 // Where the last #include of the main file ends: the runtime header goes after it, so the
-// user's feature-test macros and headers come first.
+// user's feature-test macros and headers come first. Also lists the user headers entered.
 class IncludeTracker : public PPCallbacks {
 public:
-  IncludeTracker(const SourceManager &SM, SourceLocation &Last) : SM(SM), Last(Last) {}
+  IncludeTracker(const SourceManager &SM, SourceLocation &Last, std::vector<std::string> &Files)
+      : SM(SM), Last(Last), Files(Files) {}
   void InclusionDirective(SourceLocation HashLoc, const Token &, StringRef, bool,
                           CharSourceRange FilenameRange, OptionalFileEntryRef, StringRef,
                           StringRef, const Module *, SrcMgr::CharacteristicKind) override {
     if (SM.isWrittenInMainFile(HashLoc))
       Last = FilenameRange.getEnd();
   }
+  void FileChanged(SourceLocation Loc, FileChangeReason Reason, SrcMgr::CharacteristicKind Kind,
+                   FileID) override {
+    if (Reason != EnterFile || Kind != SrcMgr::C_User)
+      return;
+    FileID ID = SM.getFileID(Loc);
+    if (ID == SM.getMainFileID())
+      return;
+    if (OptionalFileEntryRef File = SM.getFileEntryRefForID(ID)) {
+      llvm::SmallString<256> Path(File->getName());
+      llvm::sys::fs::make_absolute(Path);
+      llvm::sys::path::remove_dots(Path, true);
+      if (std::find(Files.begin(), Files.end(), Path.str()) == Files.end())
+        Files.push_back(std::string(Path));
+    }
+  }
 
 private:
   const SourceManager &SM;
   SourceLocation &Last;
+  std::vector<std::string> &Files;
 };
 
 struct FoundCall {
@@ -521,7 +541,7 @@ public:
 
   std::unique_ptr<ASTConsumer> CreateASTConsumer(CompilerInstance &CI, StringRef) override {
     CI.getPreprocessor().addPPCallbacks(
-        std::make_unique<IncludeTracker>(CI.getSourceManager(), LastInclude));
+        std::make_unique<IncludeTracker>(CI.getSourceManager(), LastInclude, Result.Files));
     return std::make_unique<TransformConsumer>(CI, Options, Result, LastInclude);
   }
 
@@ -542,10 +562,33 @@ TransformResult transformFile(const std::string &Path, const std::vector<std::st
                  << "\n";
     return Result;
   }
+  llvm::SmallString<256> Main(Path);
+  llvm::sys::fs::make_absolute(Main);
+  llvm::sys::path::remove_dots(Main, true);
+  Result.Files.push_back(std::string(Main));
   bool Ok = tooling::runToolOnCodeWithArgs(std::make_unique<TransformAction>(Options, Result),
                                            (*Code)->getBuffer(), Args, Path, "clang");
   Result.Success = Ok;
   return Result;
+}
+
+std::vector<TransformResult> transformProgram(const std::vector<ProgramUnit> &Units,
+                                              const TransformOptions &Options) {
+  std::vector<TransformResult> Results;
+  for (const ProgramUnit &U : Units) {
+    llvm::SmallString<256> Saved;
+    llvm::sys::fs::current_path(Saved);
+    if (!U.Directory.empty())
+      llvm::sys::fs::set_current_path(U.Directory);
+    Results.push_back(transformFile(U.Path, U.Args, Options));
+    llvm::sys::fs::set_current_path(Saved);
+  }
+  bool AllParsed = std::all_of(Results.begin(), Results.end(),
+                               [](const TransformResult &R) { return R.Success; });
+  if (!AllParsed)
+    for (TransformResult &R : Results)
+      R.Success = false;
+  return Results;
 }
 
 } // namespace ppios

@@ -19,11 +19,28 @@ struct TransformResult {
   bool Success = false; // false: clang reported errors (already printed)
   bool Changed = false; // false: no read calls, the file is used as it is
   std::string Source;   // the transformed file
+  // The files the parse read that are not system headers, as absolute paths, the C file
+  // first: an object built from them is stale once one of them changes.
+  std::vector<std::string> Files;
+};
+
+// One translation unit of a program, as the driver compiled it.
+struct ProgramUnit {
+  std::string Path;              // the C file
+  std::vector<std::string> Args; // parser arguments, as for transformFile
+  std::string Directory;         // where Path and Args are relative to; empty: the current one
 };
 
 // Parses Path with the given compiler arguments (include paths, macros, -std...).
 TransformResult transformFile(const std::string &Path, const std::vector<std::string> &Args,
                               const TransformOptions &Options);
+
+// Transforms the translation units of one program together (ppios-cc's link step): a
+// prefetch thread follows calls from one unit into another through clones the callee's
+// unit exports. Results come in the order of Units; Success is false for all when a unit
+// does not parse.
+std::vector<TransformResult> transformProgram(const std::vector<ProgramUnit> &Units,
+                                              const TransformOptions &Options);
 
 } // namespace ppios
 
