@@ -12,6 +12,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <cstdint>
 #include <map>
 #include <mutex>
 #include <string>
@@ -257,29 +258,61 @@ int ppios_MPI_File_seek(MPI_File fh, MPI_Offset offset, int whence) {
 
 // ------------------------------------------------------------------ PT side
 
+namespace {
+// A PT handle is a token of type MPI_File that encodes the PT's descriptor (fd + 1, so
+// that a failed open is the null token); it never reaches MPI.
+int pt_fd(ppios_pt_mpi_file fh) {
+  return static_cast<int>(reinterpret_cast<uintptr_t>(fh)) - 1;
+}
+ppios_pt_mpi_file pt_token(int fd) {
+  return fd < 0 ? nullptr : reinterpret_cast<ppios_pt_mpi_file>(static_cast<uintptr_t>(fd) + 1);
+}
+}  // namespace
+
 int ppios_pt_MPI_File_open(const char *filename, int /*amode*/, ppios_pt_mpi_file *fh) {
   int fd = open(strip_driver_prefix(filename).c_str(), O_RDONLY | O_CLOEXEC);
-  *fh = fd;
+  *fh = pt_token(fd);
   if (fd >= 0) return MPI_SUCCESS;
   return errno == ENOENT ? MPI_ERR_NO_SUCH_FILE : MPI_ERR_FILE;
 }
 
+ppios_pt_mpi_file ppios_pt_reopen_MPI_File(MPI_File mt_fh) {
+  std::string path;
+  {
+    std::lock_guard<std::mutex> lock(g_files_mu);
+    auto it = g_files.find(mt_fh);
+    if (it == g_files.end()) return nullptr;
+    path = it->second.path;
+  }
+  MPI_Offset position = 0;
+  if (MPI_File_get_position(mt_fh, &position) != MPI_SUCCESS) return nullptr;
+  int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  struct stat st;
+  if (fd >= 0 && (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) ||
+                  lseek(fd, static_cast<off_t>(position), SEEK_SET) < 0)) {
+    close(fd);
+    fd = -1;
+  }
+  return pt_token(fd);
+}
+
 int ppios_pt_MPI_File_close(ppios_pt_mpi_file *fh) {
-  if (*fh >= 0) close(*fh);
-  *fh = -1;
+  int fd = pt_fd(*fh);
+  if (fd >= 0) close(fd);
+  *fh = nullptr;
   return MPI_SUCCESS;
 }
 
 int ppios_pt_MPI_File_seek(ppios_pt_mpi_file fh, MPI_Offset offset, int whence) {
   int w = whence == MPI_SEEK_SET ? SEEK_SET : whence == MPI_SEEK_CUR ? SEEK_CUR
         : whence == MPI_SEEK_END ? SEEK_END : -1;
-  if (w < 0) return MPI_ERR_ARG;
-  return lseek(fh, static_cast<off_t>(offset), w) < 0 ? MPI_ERR_ARG : MPI_SUCCESS;
+  if (w < 0 || pt_fd(fh) < 0) return MPI_ERR_ARG;
+  return lseek(pt_fd(fh), static_cast<off_t>(offset), w) < 0 ? MPI_ERR_ARG : MPI_SUCCESS;
 }
 
 int ppios_pt_MPI_File_get_size(ppios_pt_mpi_file fh, MPI_Offset *size) {
   struct stat st;
-  if (fstat(fh, &st) != 0) return MPI_ERR_FILE;
+  if (pt_fd(fh) < 0 || fstat(pt_fd(fh), &st) != 0) return MPI_ERR_FILE;
   *size = static_cast<MPI_Offset>(st.st_size);
   return MPI_SUCCESS;
 }
@@ -287,8 +320,9 @@ int ppios_pt_MPI_File_get_size(ppios_pt_mpi_file fh, MPI_Offset *size) {
 int ppios_prefetch_MPI_File_read_at(ppios_pt_mpi_file fh, MPI_Offset offset, int count,
                                     MPI_Datatype datatype, ppios_seq_t seq, unsigned flags) {
   int64_t type_size = ppios::mpi_type_size(datatype);
-  if (type_size <= 0 || count < 0) return -1;
-  ssize_t bytes = ppios_prefetch_pread(fh, static_cast<size_t>(count) * static_cast<size_t>(type_size),
+  if (type_size <= 0 || count < 0 || pt_fd(fh) < 0) return -1;
+  ssize_t bytes = ppios_prefetch_pread(pt_fd(fh),
+                                       static_cast<size_t>(count) * static_cast<size_t>(type_size),
                                        static_cast<off_t>(offset), seq, flags);
   return bytes < 0 ? -1 : static_cast<int>(bytes / type_size);
 }
@@ -296,12 +330,13 @@ int ppios_prefetch_MPI_File_read_at(ppios_pt_mpi_file fh, MPI_Offset offset, int
 int ppios_prefetch_MPI_File_read(ppios_pt_mpi_file fh, int count, MPI_Datatype datatype,
                                  ppios_seq_t seq, unsigned flags) {
   int64_t type_size = ppios::mpi_type_size(datatype);
-  off_t offset = lseek(fh, 0, SEEK_CUR);
+  int fd = pt_fd(fh);
+  off_t offset = fd < 0 ? -1 : lseek(fd, 0, SEEK_CUR);
   if (type_size <= 0 || count < 0 || offset < 0) return -1;
-  ssize_t bytes = ppios_prefetch_pread(fh, static_cast<size_t>(count) * static_cast<size_t>(type_size),
+  ssize_t bytes = ppios_prefetch_pread(fd, static_cast<size_t>(count) * static_cast<size_t>(type_size),
                                        offset, seq, flags);
   if (bytes < 0) return -1;
-  lseek(fh, offset + bytes, SEEK_SET);
+  lseek(fd, offset + bytes, SEEK_SET);
   return static_cast<int>(bytes / type_size);
 }
 
@@ -309,9 +344,9 @@ int ppios_prefetch_MPI_File_read_at_copy(ppios_pt_mpi_file fh, MPI_Offset offset
                                          int count, MPI_Datatype datatype, ppios_seq_t seq,
                                          unsigned flags) {
   int64_t type_size = ppios::mpi_type_size(datatype);
-  if (type_size <= 0 || count < 0 || offset < 0) return -1;
+  if (type_size <= 0 || count < 0 || offset < 0 || pt_fd(fh) < 0) return -1;
   ssize_t bytes = ppios_prefetch_pread_copy(
-      fh, buf, static_cast<size_t>(count) * static_cast<size_t>(type_size),
+      pt_fd(fh), buf, static_cast<size_t>(count) * static_cast<size_t>(type_size),
       static_cast<off_t>(offset), seq, flags);
   return bytes < 0 ? -1 : static_cast<int>(bytes / type_size);
 }

@@ -1,4 +1,5 @@
 // MT-side POSIX calls (ppios_read, ...) and the PT-side POSIX prefetch calls.
+#include <cstdio>
 #include <fcntl.h>
 #include <unistd.h>
 
@@ -131,6 +132,26 @@ int ppios_pt_open(const char *path, int /*flags*/, ...) {
 }
 
 int ppios_pt_close(int fd) { return close(fd); }
+
+// A new open file description of the same file (its own offset), through /proc, so that
+// it works whatever path or helper opened the MT's descriptor. Only regular files: a
+// second reader of a pipe or socket would take the MT's data.
+int ppios_pt_reopen_fd(int mt_fd) {
+  struct stat st;
+  if (mt_fd < 0 || fstat(mt_fd, &st) != 0 || !S_ISREG(st.st_mode)) return -1;
+  off_t position = lseek(mt_fd, 0, SEEK_CUR);
+  char path[64];
+  std::snprintf(path, sizeof path, "/proc/self/fd/%d", mt_fd);
+  int fd = open(path, O_RDONLY | O_CLOEXEC);
+  struct stat reopened;
+  if (fd >= 0 && (fstat(fd, &reopened) != 0 || reopened.st_dev != st.st_dev ||
+                  reopened.st_ino != st.st_ino ||
+                  (position > 0 && lseek(fd, position, SEEK_SET) < 0))) {
+    close(fd);
+    fd = -1;
+  }
+  return fd;
+}
 
 ssize_t ppios_prefetch_pread(int fd, size_t count, off_t offset, ppios_seq_t seq, unsigned flags) {
   struct stat st;

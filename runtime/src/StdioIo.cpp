@@ -146,6 +146,27 @@ FILE *ppios_pt_fopen(const char *path, const char * /*mode*/) { return fopen(pat
 // stream do nothing.
 int ppios_pt_fclose(FILE *stream) { return stream ? fclose(stream) : EOF; }
 
+// The MT's logical position counts bytes its buffer holds but the program has not
+// consumed yet; ftello gives exactly that.
+FILE *ppios_pt_reopen_stream(FILE *mt_stream) {
+  if (mt_stream == nullptr) return nullptr;
+  int mt_fd = fileno(mt_stream);
+  off_t position = ftello(mt_stream);
+  if (mt_fd < 0 || position < 0) return nullptr;
+  int fd = ppios_pt_reopen_fd(mt_fd);
+  if (fd < 0) return nullptr;
+  FILE *stream = fdopen(fd, "r");
+  if (stream == nullptr) {
+    close(fd);
+    return nullptr;
+  }
+  if (fseeko(stream, position, SEEK_SET) != 0) {
+    fclose(stream);
+    return nullptr;
+  }
+  return stream;
+}
+
 size_t ppios_prefetch_fread(size_t size, size_t nmemb, FILE *stream, ppios_seq_t seq,
                             unsigned flags) {
   if (stream == nullptr || size == 0 || nmemb == 0 || nmemb > SIZE_MAX / size) return 0;

@@ -11,36 +11,36 @@ using I = IoInterface;
 using A = PtAction;
 
 // Columns: name, kind, interface, PT action, handle, handle-is-out, buffer, status, path,
-// dropped args, uses position, write-mode arg.
+// dropped args, uses position, write-mode arg, out arg.
 const IoCallInfo Table[] = {
-    {"open", K::Open, I::Posix, A::RenamePt, -1, 0, -1, -1, 0, {-1, -1}, false, true},
-    {"close", K::Close, I::Posix, A::RenamePt, 0, 0, -1, -1, -1, {-1, -1}, false, false},
-    {"read", K::Read, I::Posix, A::Prefetch, 0, 0, 1, -1, -1, {-1, -1}, true, false},
-    {"pread", K::Read, I::Posix, A::Prefetch, 0, 0, 1, -1, -1, {-1, -1}, false, false},
-    {"write", K::Write, I::Posix, A::CountOnly, 0, 0, 1, -1, -1, {-1, -1}, true, false},
-    {"pwrite", K::Write, I::Posix, A::CountOnly, 0, 0, 1, -1, -1, {-1, -1}, false, false},
-    {"lseek", K::Seek, I::Posix, A::Keep, 0, 0, -1, -1, -1, {-1, -1}, false, false},
+    {"open", K::Open, I::Posix, A::RenamePt, -1, 0, -1, -1, 0, {-1, -1}, false, true, -1},
+    {"close", K::Close, I::Posix, A::RenamePt, 0, 0, -1, -1, -1, {-1, -1}, false, false, -1},
+    {"read", K::Read, I::Posix, A::Prefetch, 0, 0, 1, -1, -1, {-1, -1}, true, false, -1},
+    {"pread", K::Read, I::Posix, A::Prefetch, 0, 0, 1, -1, -1, {-1, -1}, false, false, -1},
+    {"write", K::Write, I::Posix, A::CountOnly, 0, 0, 1, -1, -1, {-1, -1}, true, false, -1},
+    {"pwrite", K::Write, I::Posix, A::CountOnly, 0, 0, 1, -1, -1, {-1, -1}, false, false, -1},
+    {"lseek", K::Seek, I::Posix, A::Keep, 0, 0, -1, -1, -1, {-1, -1}, false, false, -1},
 
-    {"fopen", K::Open, I::Stdio, A::RenamePt, -1, 0, -1, -1, 0, {-1, -1}, false, true},
-    {"fclose", K::Close, I::Stdio, A::RenamePt, 0, 0, -1, -1, -1, {-1, -1}, false, false},
-    {"fread", K::Read, I::Stdio, A::Prefetch, 3, 0, 0, -1, -1, {-1, -1}, true, false},
-    {"fwrite", K::Write, I::Stdio, A::CountOnly, 3, 0, 0, -1, -1, {-1, -1}, true, false},
-    {"fseek", K::Seek, I::Stdio, A::Keep, 0, 0, -1, -1, -1, {-1, -1}, false, false},
-    {"fseeko", K::Seek, I::Stdio, A::Keep, 0, 0, -1, -1, -1, {-1, -1}, false, false},
-    {"ftell", K::Query, I::Stdio, A::Keep, 0, 0, -1, -1, -1, {-1, -1}, false, false},
-    {"ftello", K::Query, I::Stdio, A::Keep, 0, 0, -1, -1, -1, {-1, -1}, false, false},
-    {"rewind", K::Seek, I::Stdio, A::Keep, 0, 0, -1, -1, -1, {-1, -1}, false, false},
+    {"fopen", K::Open, I::Stdio, A::RenamePt, -1, 0, -1, -1, 0, {-1, -1}, false, true, -1},
+    {"fclose", K::Close, I::Stdio, A::RenamePt, 0, 0, -1, -1, -1, {-1, -1}, false, false, -1},
+    {"fread", K::Read, I::Stdio, A::Prefetch, 3, 0, 0, -1, -1, {-1, -1}, true, false, -1},
+    {"fwrite", K::Write, I::Stdio, A::CountOnly, 3, 0, 0, -1, -1, {-1, -1}, true, false, -1},
+    {"fseek", K::Seek, I::Stdio, A::Keep, 0, 0, -1, -1, -1, {-1, -1}, false, false, -1},
+    {"fseeko", K::Seek, I::Stdio, A::Keep, 0, 0, -1, -1, -1, {-1, -1}, false, false, -1},
+    {"ftell", K::Query, I::Stdio, A::Keep, 0, 0, -1, -1, -1, {-1, -1}, false, false, -1},
+    {"ftello", K::Query, I::Stdio, A::Keep, 0, 0, -1, -1, -1, {-1, -1}, false, false, -1},
+    {"rewind", K::Seek, I::Stdio, A::Keep, 0, 0, -1, -1, -1, {-1, -1}, false, false, -1},
 
-    {"MPI_File_open", K::Open, I::MpiIo, A::RenamePt, 4, 1, -1, -1, 1, {0, 3}, false, true},
-    {"MPI_File_close", K::Close, I::MpiIo, A::RenamePt, 0, 1, -1, -1, -1, {-1, -1}, false, false},
-    {"MPI_File_read", K::Read, I::MpiIo, A::Prefetch, 0, 0, 1, 4, -1, {-1, -1}, true, false},
-    {"MPI_File_read_at", K::Read, I::MpiIo, A::Prefetch, 0, 0, 2, 5, -1, {-1, -1}, false, false},
-    {"MPI_File_write", K::Write, I::MpiIo, A::CountOnly, 0, 0, 1, 4, -1, {-1, -1}, true, false},
-    {"MPI_File_write_at", K::Write, I::MpiIo, A::CountOnly, 0, 0, 2, 5, -1, {-1, -1}, false, false},
-    {"MPI_File_seek", K::Seek, I::MpiIo, A::RenamePt, 0, 0, -1, -1, -1, {-1, -1}, false, false},
-    {"MPI_File_get_size", K::Query, I::MpiIo, A::RenamePt, 0, 0, -1, -1, -1, {-1, -1}, false, false},
+    {"MPI_File_open", K::Open, I::MpiIo, A::RenamePt, 4, 1, -1, -1, 1, {0, 3}, false, true, -1},
+    {"MPI_File_close", K::Close, I::MpiIo, A::RenamePt, 0, 1, -1, -1, -1, {-1, -1}, false, false, -1},
+    {"MPI_File_read", K::Read, I::MpiIo, A::Prefetch, 0, 0, 1, 4, -1, {-1, -1}, true, false, -1},
+    {"MPI_File_read_at", K::Read, I::MpiIo, A::Prefetch, 0, 0, 2, 5, -1, {-1, -1}, false, false, -1},
+    {"MPI_File_write", K::Write, I::MpiIo, A::CountOnly, 0, 0, 1, 4, -1, {-1, -1}, true, false, -1},
+    {"MPI_File_write_at", K::Write, I::MpiIo, A::CountOnly, 0, 0, 2, 5, -1, {-1, -1}, false, false, -1},
+    {"MPI_File_seek", K::Seek, I::MpiIo, A::RenamePt, 0, 0, -1, -1, -1, {-1, -1}, false, false, -1},
+    {"MPI_File_get_size", K::Query, I::MpiIo, A::RenamePt, 0, 0, -1, -1, -1, {-1, -1}, false, false, 1},
 
-    {"MPI_Finalize", K::Finalize, I::Mpi, A::None, -1, 0, -1, -1, -1, {-1, -1}, false, false},
+    {"MPI_Finalize", K::Finalize, I::Mpi, A::None, -1, 0, -1, -1, -1, {-1, -1}, false, false, -1},
 };
 } // namespace
 

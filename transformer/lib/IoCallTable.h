@@ -37,6 +37,7 @@ struct IoCallInfo {
   int DropArgs[2];    // further arguments the PT version drops (communicator, info), -1 if none
   bool UsesPosition;  // depends on the handle's file position (read, fread, MPI_File_read)
   bool WriteModeArg;  // open: argument 1 (flags/mode/amode) tells whether it may write
+  int OutArg;         // a result stored through a pointer (MPI_File_get_size's size), -1 if none
 };
 
 class IoCallTable {

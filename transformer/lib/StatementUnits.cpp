@@ -84,6 +84,13 @@ public:
           U.BufferVars.insert(VD);
         continue;
       }
+      if (static_cast<int>(I) == Info->OutArg) {
+        if (const VarDecl *VD = addressedVariable(Arg))
+          U.Defs.insert(VD);
+        else
+          TraverseStmt(const_cast<Expr *>(Arg));
+        continue;
+      }
       if (static_cast<int>(I) == Info->HandleArg && Info->HandleIsOut) {
         if (const VarDecl *VD = handleVariable(Call, *Info))
           U.Defs.insert(VD);

@@ -134,14 +134,30 @@ ssize_t ppios_prefetch_read_copy(int fd, void *buf, size_t count, ppios_seq_t se
 size_t ppios_prefetch_fread_copy(void *buf, size_t size, size_t nmemb, FILE *stream,
                                  ppios_seq_t seq, unsigned flags);
 
+/* ---------------------------------------------------------------- PT: reopening
+ * Called by the MT where the PT starts, for a descriptor, stream or MPI file the MT opened
+ * earlier (anywhere: in main, in a helper, in another file) and the PT will read through:
+ * the PT gets a read-only handle of its own to the same file, at the MT's current position
+ * (kernel offset, stream position, MPI individual file pointer), so the MT's handle is
+ * never touched by the PT. Only regular files are reopened; otherwise (or if the MT's
+ * handle is invalid) the result is -1 / NULL / the null token, on which the PT's calls do
+ * nothing. */
+int ppios_pt_reopen_fd(int mt_fd);
+FILE *ppios_pt_reopen_stream(FILE *mt_stream);
+
 /* ---------------------------------------------------------------- PT: MPI-IO
  * The PT may not call MPI, so it sees an MPI file as a read-only POSIX descriptor of its
  * own (ROMIO prefixes such as "ufs:" are stripped). Offsets are bytes: only the default
- * file view is prefetched. Datatypes must be predefined and contiguous. */
-typedef int ppios_pt_mpi_file;
+ * file view is prefetched. Datatypes must be predefined and contiguous.
+ * A PT handle has the type MPI_File, so that it fits where the program keeps its files
+ * (struct fields, parameters), but it is a token of the runtime's: it must never reach an
+ * MPI call. An invalid PT handle is the null token (a failed open). */
+typedef MPI_File ppios_pt_mpi_file;
 
 /* Returns MPI_SUCCESS and sets *fh, or an MPI error class. */
 int ppios_pt_MPI_File_open(const char *filename, int amode, ppios_pt_mpi_file *fh);
+/* See "PT: reopening": an MPI file the MT opened through ppios_MPI_File_open. */
+ppios_pt_mpi_file ppios_pt_reopen_MPI_File(MPI_File mt_fh);
 int ppios_pt_MPI_File_close(ppios_pt_mpi_file *fh);
 int ppios_pt_MPI_File_seek(ppios_pt_mpi_file fh, MPI_Offset offset, int whence);
 int ppios_pt_MPI_File_get_size(ppios_pt_mpi_file fh, MPI_Offset *size);
