@@ -7,6 +7,8 @@
 #include "clang/Basic/SourceManager.h"
 
 #include <algorithm>
+#include <cstdlib>
+#include "llvm/Support/raw_ostream.h"
 
 using namespace clang;
 
@@ -106,7 +108,7 @@ void PrefetchPlanner::collectHandles() {
   const ASTContext &Ctx = Units.function()->getASTContext();
   Units.forEach([&](const Unit &U) {
     for (const IoCallSite &Site : U.IoCalls) {
-      if (!Site.Handle)
+      if (!Site.Handle || Site.HandleField)
         continue;
       if (Site.Info->Kind == IoKind::Open) {
         HandleInterface[Site.Handle] = Site.Info->Interface;
@@ -126,7 +128,7 @@ void PrefetchPlanner::collectHandles() {
     };
     Units.forEach([&](const Unit &U) {
       for (const IoCallSite &Site : U.IoCalls)
-        if (Site.Info->Kind != IoKind::Open)
+        if (Site.Info->Kind != IoKind::Open && !Site.HandleField)
           AddParam(Site.Handle, Site.Info->Interface);
       for (const CallExpr *Call : U.Calls)
         if (const CloneSummary *S = summaryOf(Call->getDirectCallee()))
@@ -144,6 +146,63 @@ void PrefetchPlanner::collectHandles() {
           if (VD->getType()->isIntegerType() || VD->getType()->isPointerType())
             HandleInterface[VD] = Site.Info->Interface;
   });
+  // main(): a variable the program reads, seeks or closes through is a handle too, however
+  // it got its value (a helper's open, another file's): the PT reopens what the MT holds.
+  if (!AsClone)
+    Units.forEach([&](const Unit &U) {
+      for (const IoCallSite &Site : U.IoCalls)
+        if (Site.Handle && !Site.HandleField && Site.Info->Kind != IoKind::Open &&
+            Site.Info->Interface != IoInterface::Mpi && !Site.Handle->hasGlobalStorage() &&
+            !isa<ParmVarDecl>(Site.Handle) && !HandleInterface.count(Site.Handle))
+          HandleInterface[Site.Handle] = Site.Info->Interface;
+    });
+}
+
+// Handles the PT cannot follow: set in its region by a statement it does not run (a
+// helper's open, a copy from memory it cannot read), so its copy would be stale.
+void PrefetchPlanner::collectUnsafeHandles() {
+  UnsafeHandles.clear();
+  for (const auto &Owned : Units.all()) {
+    const Unit &U = *Owned;
+    if (U.TopIndex < Start || U.UnitKind == Unit::Block)
+      continue;
+    for (const VarDecl *VD : U.Defs) {
+      if (!HandleInterface.count(VD) || UnsafeHandles.count(VD))
+        continue;
+      if (Units.declaringUnit(VD) == &U && !VD->getInit())
+        continue; // `int fd;` declares, sets nothing
+      if (!canExecuteInPt(U)) {
+        const SourceManager &SM = VD->getASTContext().getSourceManager();
+        UnsafeHandles[VD] = "its descriptor " + quoted(VD) + " is set at line " +
+                            std::to_string(SM.getPresumedLineNumber(U.S->getBeginLoc())) +
+                            " by a statement the prefetch thread does not run" +
+                            (U.Bad ? " (it " + U.BadWhy + ")" : std::string());
+      }
+    }
+  }
+}
+
+// A read through a struct field (`g.fd`, `r->fp`): the field must hold nothing but
+// descriptors of its interface, and the struct must be the PT's own.
+std::string PrefetchPlanner::fieldHandleProblem(const IoCallSite &Site, const Unit *At) {
+  const FieldDecl *F = Site.HandleField;
+  const VarDecl *B = Site.Handle;
+  auto It = Facts ? Facts->HandleFields.find(F) : TranslationUnitFacts().HandleFields.end();
+  if (!Facts || It == Facts->HandleFields.end() || It->second != Site.Info->Interface)
+    return "its descriptor is field '" + F->getNameAsString() +
+           "', which the program does not only set from opens";
+  if (const std::string *Bad = badReason(B, At))
+    return "its descriptor is a field of " + quoted(B) + ", which " + *Bad;
+  if (B->getType()->isPointerType()) {
+    if (!ptOwnedPointer(B))
+      return "its descriptor is a field of a struct the prefetch thread does not own";
+    if (isa<ParmVarDecl>(B))
+      DerefParams.insert(B);
+    return "";
+  }
+  if (B->hasGlobalStorage() || (AsClone && isa<ParmVarDecl>(B)))
+    return "its descriptor is a field of " + quoted(B) + ", which the prefetch thread does not copy";
+  return "";
 }
 
 bool PrefetchPlanner::hasPrefetchedRead(const Unit &U) const {
@@ -250,10 +309,10 @@ void PrefetchPlanner::closeSlice(bool UseBad, int RegionStart) {
   for (const auto &Owned : Units.all())
     Owned->InSlice = false;
   // Seeds: reads, writes (counted), and the opens, seeks and closes of read descriptors.
-  llvm::DenseSet<const VarDecl *> ReadHandles;
+  llvm::DenseSet<std::pair<const VarDecl *, const FieldDecl *>> ReadHandles;
   for (const ReadDecision &D : Decisions)
     if ((!UseBad || D.Prefetched) && D.Site.Handle)
-      ReadHandles.insert(D.Site.Handle);
+      ReadHandles.insert({D.Site.Handle, D.Site.HandleField});
   for (const auto &Owned : Units.all()) {
     Unit *U = Owned.get();
     if (!Eligible(*U))
@@ -261,7 +320,7 @@ void PrefetchPlanner::closeSlice(bool UseBad, int RegionStart) {
     for (const IoCallSite &Site : U->IoCalls) {
       bool Seed = IoCallTable::isTransfer(*Site.Info);
       if (!Seed && Site.Info->Kind != IoKind::Finalize && Site.Handle &&
-          ReadHandles.count(Site.Handle))
+          ReadHandles.count({Site.Handle, Site.HandleField}))
         Seed = true;
       if (Seed)
         include(U);
@@ -467,19 +526,21 @@ void PrefetchPlanner::markBad() {
         for (const Unit *P = U.Parent; P && !Taint; P = P->Parent)
           Taint = P->TaintSource;
         for (const VarSet *Set : {&U.Defs, &U.PointerStores})
-          for (const VarDecl *VD : *Set)
-            if (!BadVars.count(VD)) {
-              BadVars[VD] = Why;
-              if (Taint)
+          for (const VarDecl *VD : *Set) {
+            std::vector<BadDef> &Defs = BadVars[VD];
+            if (std::none_of(Defs.begin(), Defs.end(), [&](const BadDef &D) { return D.At == &U; })) {
+              Defs.push_back({&U, Why});
+              if (Taint && !TaintOf.count(VD))
                 TaintOf[VD] = Taint;
               Changed = true;
             }
+          }
         continue;
       }
       for (const VarDecl *VD : U.Uses) {
-        auto It = BadVars.find(VD);
-        if (It != BadVars.end() && !HandleInterface.count(VD)) {
-          if (MarkBad(U, "depends on " + quoted(VD) + ", which " + It->second)) {
+        const std::string *Bad = badReason(VD, &U);
+        if (Bad && !HandleInterface.count(VD)) {
+          if (MarkBad(U, "depends on " + quoted(VD) + ", which " + *Bad)) {
             Changed = true;
             auto T = TaintOf.find(VD);
             if (T != TaintOf.end())
@@ -530,13 +591,35 @@ bool PrefetchPlanner::ptOwnedPointer(const VarDecl *VD) const {
   return AsClone && isa<ParmVarDecl>(VD) && plainPointee(VD);
 }
 
+bool PrefetchPlanner::reaches(const Unit *Def, const Unit *Use) const {
+  if (HasGoto || !Use)
+    return true;
+  for (const Unit *P = Def; P; P = P->Parent)
+    if (P->UnitKind == Unit::Loop && Use->isWithin(P))
+      return true;
+  if (Def == Use)
+    return false;
+  const SourceManager &SM = Units.function()->getASTContext().getSourceManager();
+  return SM.isBeforeInTranslationUnit(Def->S->getBeginLoc(), Use->S->getBeginLoc());
+}
+
+const std::string *PrefetchPlanner::badReason(const VarDecl *VD, const Unit *Use) const {
+  auto It = BadVars.find(VD);
+  if (It == BadVars.end())
+    return nullptr;
+  for (const BadDef &D : It->second)
+    if (reaches(D.At, Use))
+      return &D.Why;
+  return nullptr;
+}
+
 std::string PrefetchPlanner::checkCloneArgument(const Expr *Arg, ParamRole Role,
-                                                IoInterface Iface) {
+                                                IoInterface Iface, const Unit *At) {
   const Expr *E = Arg->IgnoreParenImpCasts();
   auto IsBad = [&](const VarDecl *VD) -> std::string {
-    auto It = BadVars.find(VD);
-    if (It != BadVars.end() && !HandleInterface.count(VD))
-      return "depends on " + quoted(VD) + ", which " + It->second;
+    const std::string *Bad = badReason(VD, At);
+    if (Bad && !HandleInterface.count(VD))
+      return "depends on " + quoted(VD) + ", which " + *Bad;
     if (BufferVars.count(VD) && !CopyBuffers.count(VD))
       return "depends on data read into " + quoted(VD);
     return "";
@@ -556,8 +639,10 @@ std::string PrefetchPlanner::checkCloneArgument(const Expr *Arg, ParamRole Role,
     if (const auto *DRE = dyn_cast<DeclRefExpr>(E))
       if (const auto *VD = dyn_cast<VarDecl>(DRE->getDecl())) {
         auto It = HandleInterface.find(VD);
-        if (It != HandleInterface.end() && It->second == Iface)
-          return "";
+        if (It != HandleInterface.end() && It->second == Iface) {
+          auto Unsafe = UnsafeHandles.find(VD);
+          return Unsafe == UnsafeHandles.end() ? "" : Unsafe->second;
+        }
       }
     if (const auto *ME = dyn_cast<MemberExpr>(E)) {
       const auto *F = dyn_cast<FieldDecl>(ME->getMemberDecl());
@@ -566,7 +651,7 @@ std::string PrefetchPlanner::checkCloneArgument(const Expr *Arg, ParamRole Role,
         auto It = Facts->HandleFields.find(F);
         HandleField = It != Facts->HandleFields.end() && It->second == Iface;
       }
-      if (HandleField && Iface != IoInterface::MpiIo)
+      if (HandleField)
         if (const auto *DRE = dyn_cast<DeclRefExpr>(ME->getBase()->IgnoreParenImpCasts()))
           if (const auto *VD = dyn_cast<VarDecl>(DRE->getDecl())) {
             if (!ME->isArrow() && PtVariable(VD))
@@ -677,7 +762,8 @@ void PrefetchPlanner::decideCloneCalls() {
       const ParmVarDecl *PVD = C.Callee->getParamDecl(I);
       if (Role == ParamRole::Unused && !PVD->getType()->isScalarType())
         Role = ParamRole::Value;
-      std::string ArgWhy = checkCloneArgument(C.Call->getArg(I), Role, S->HandleInterfaces[I]);
+      std::string ArgWhy =
+          checkCloneArgument(C.Call->getArg(I), Role, S->HandleInterfaces[I], C.Owner);
       if (!ArgWhy.empty())
         Why = "argument " + std::to_string(I + 1) + " of '" + C.Callee->getNameAsString() +
               "': " + ArgWhy;
@@ -711,11 +797,14 @@ void PrefetchPlanner::decideReads() {
                  " computes values the reads need)";
       continue;
     }
-    if (!H || !HandleInterface.count(H)) {
-      D.Reason = "its descriptor is not a variable opened in this function";
-      continue;
-    }
     std::string Why;
+    if (D.Site.HandleField) {
+      Why = fieldHandleProblem(D.Site, &U);
+    } else if (!H || !HandleInterface.count(H)) {
+      Why = "its descriptor is not a variable the prefetch thread can have";
+    } else if (UnsafeHandles.count(H)) {
+      Why = UnsafeHandles.find(H)->second;
+    }
     for (const Unit *P = U.Parent; P && Why.empty(); P = P->Parent)
       if (P->Bad) {
         Why = "it runs under a condition that " + P->BadWhy;
@@ -736,11 +825,11 @@ void PrefetchPlanner::decideReads() {
           const Stmt *E = Work.pop_back_val();
           if (const auto *DRE = dyn_cast<DeclRefExpr>(E))
             if (const auto *VD = dyn_cast<VarDecl>(DRE->getDecl())) {
-              auto It = BadVars.find(VD);
-              if (It != BadVars.end() && !HandleInterface.count(VD)) {
+              const std::string *Bad = badReason(VD, &U);
+              if (Bad && !HandleInterface.count(VD) && !(VD == H && D.Site.HandleField)) {
                 Why = "its " + std::string(Index == D.Site.Info->HandleArg ? "descriptor"
                                                                             : "size or offset") +
-                      " depends on " + quoted(VD) + ", which " + It->second;
+                      " depends on " + quoted(VD) + ", which " + *Bad;
                 auto T = TaintOf.find(VD);
                 if (T != TaintOf.end())
                   D.TaintSource = T->second;
@@ -765,7 +854,7 @@ void PrefetchPlanner::decideReads() {
     }
     D.Prefetched = true;
     D.Copy = bufferOf(D.Site) && CopyBuffers.count(bufferOf(D.Site));
-    if (WrittenHandles.count(H) || WritableHandles.count(H))
+    if (WrittenHandles.count(H) || WritableHandles.count(H) || D.Site.HandleField)
       D.Flags |= PfAfterWrite;
   }
 }
@@ -829,12 +918,13 @@ void PrefetchPlanner::collectCaptures() {
     const SourceManager &SM = A->getASTContext().getSourceManager();
     return SM.isBeforeInTranslationUnit(A->getLocation(), B->getLocation());
   });
-  // Handles used by the PT but opened before the start point are reopened.
+  // Handles the PT reads through that the MT may have set before the start point: copied
+  // and reopened by the MT's start block (see ReopenedHandle).
   llvm::DenseSet<const VarDecl *> Used;
   for (const auto &Owned : Units.all())
     if (Owned->InSlice && Owned->TopIndex >= Start)
       for (const IoCallSite &Site : Owned->IoCalls)
-        if (Site.Handle)
+        if (Site.Handle && !Site.HandleField)
           Used.insert(Site.Handle);
   for (const CloneCallDecision &C : CloneCalls) {
     if (!C.Active)
@@ -849,47 +939,39 @@ void PrefetchPlanner::collectCaptures() {
   if (AsClone)
     return;
   for (const VarDecl *H : Used) {
-    if (!DeclaredBeforeStart(H))
+    auto Iface = HandleInterface.find(H);
+    if (Iface == HandleInterface.end() || !DeclaredBeforeStart(H))
       continue;
-    const IoCallSite *Open = nullptr;
-    const Unit *OpenUnit = nullptr;
+    bool SetBefore = isa<ParmVarDecl>(H) || H->hasGlobalStorage();
     for (const auto &Owned : Units.all())
-      if (Owned->TopIndex < Start)
-        for (const IoCallSite &Site : Owned->IoCalls)
-          if (Site.Info->Kind == IoKind::Open &&
-              (Site.Handle == H || (!Site.Info->HandleIsOut && Owned->Defs.count(H)))) {
-            Open = &Site;
-            OpenUnit = Owned.get();
-          }
-    if (!Open)
+      SetBefore |= Owned->TopIndex < Start && Owned->Defs.count(H) &&
+                   !(Units.declaringUnit(H) == Owned.get() && !H->getInit());
+    if (!SetBefore)
       continue;
-    (void)OpenUnit;
-    bool NeedsPosition = false;
-    for (const ReadDecision &D : Decisions)
-      NeedsPosition |= D.Prefetched && D.Site.Handle == H && D.Site.Info->UsesPosition;
-    Reopened.push_back({H, *Open, NeedsPosition});
-    std::sort(Reopened.begin(), Reopened.end(), [](const ReopenedHandle &A, const ReopenedHandle &B) {
-      const SourceManager &SM = A.Var->getASTContext().getSourceManager();
-      return SM.isBeforeInTranslationUnit(A.Var->getLocation(), B.Var->getLocation());
-    });
-    // The open's mode and flags are evaluated in the PT.
-    for (unsigned I = 0; I < Open->Call->getNumArgs(); ++I) {
-      int Index = static_cast<int>(I);
-      if (Index == Open->Info->PathArg || Index == Open->Info->HandleArg ||
-          Index == Open->Info->DropArgs[0] || Index == Open->Info->DropArgs[1])
-        continue;
-      llvm::SmallVector<const Stmt *, 8> Work{Open->Call->getArg(I)};
-      while (!Work.empty()) {
-        const Stmt *E = Work.pop_back_val();
-        if (const auto *DRE = dyn_cast<DeclRefExpr>(E))
-          if (const auto *VD = dyn_cast<VarDecl>(DRE->getDecl()))
-            Capture(VD);
-        for (const Stmt *Child : E->children())
-          if (Child)
-            Work.push_back(Child);
-      }
+    Reopened.push_back({H, nullptr, Iface->second});
+    Captured.push_back(H);
+  }
+  // Captured structs: each descriptor field is reopened.
+  for (const VarDecl *VD : Captured) {
+    const RecordDecl *RD = VD->getType()->getAsRecordDecl();
+    if (!Facts || !RD || !RD->getDefinition())
+      continue;
+    for (const FieldDecl *F : RD->getDefinition()->fields()) {
+      auto It = Facts->HandleFields.find(F);
+      if (It != Facts->HandleFields.end())
+        Reopened.push_back({VD, F, It->second});
     }
   }
+  // Declaration order, so that the output does not depend on pointer values.
+  auto Before = [](const VarDecl *A, const VarDecl *B) {
+    const SourceManager &SM = A->getASTContext().getSourceManager();
+    return SM.isBeforeInTranslationUnit(A->getLocation(), B->getLocation());
+  };
+  std::sort(Captured.begin(), Captured.end(), Before);
+  std::stable_sort(Reopened.begin(), Reopened.end(),
+                   [&](const ReopenedHandle &A, const ReopenedHandle &B) {
+                     return A.Var != B.Var && Before(A.Var, B.Var);
+                   });
 }
 
 // Bad statements and read decisions for one start point. Read buffers whose bytes the PT
@@ -900,6 +982,7 @@ void PrefetchPlanner::analyze(int StartIndex) {
   Start = StartIndex;
   CopyBuffers.clear();
   markBad();
+  collectUnsafeHandles();
   decideReads();
   decideCloneCalls();
   // Buffers whose bytes the unprefetched reads wait for.
@@ -923,6 +1006,7 @@ void PrefetchPlanner::analyze(int StartIndex) {
   resetAnalysis();
   while (true) {
     markBad();
+    collectUnsafeHandles();
     decideReads();
     decideCloneCalls();
     bool Changed = false;
@@ -964,6 +1048,9 @@ void PrefetchPlanner::resetAnalysis() {
 }
 
 bool PrefetchPlanner::plan() {
+  Units.forEach([&](const Unit &U) {
+    HasGoto |= isa<GotoStmt>(U.S) || isa<IndirectGotoStmt>(U.S) || isa<LabelStmt>(U.S);
+  });
   collectHandles();
   Units.forEach([&](const Unit &U) {
     for (const IoCallSite &Site : U.IoCalls)
@@ -1002,6 +1089,9 @@ bool PrefetchPlanner::plan() {
   for (int Candidate = AfterInit; Candidate <= Last; ++Candidate) {
     analyze(Candidate);
     int Score = score();
+    if (getenv("PPIOS_CC_DEBUG"))
+      for (const CloneCallDecision &C : CloneCalls)
+        llvm::errs() << "debug: start " << Candidate << " score " << Score << " " << C.Reason << "\n";
     if (Score > BestScore || (Score == BestScore && Candidate == Suggested)) {
       BestScore = Score;
       Best = Candidate;
@@ -1130,45 +1220,7 @@ bool PrefetchPlanner::finishPlan() {
       Approximate.push_back(U);
   }
   collectCaptures();
-  if (!AsClone)
-    collectFieldReopens();
   return true;
-}
-
-// Captured structs with descriptor fields (`g.fd = open(...)` before the start point):
-// the PT's copy gets a descriptor of its own, reopened like a variable's, or none.
-void PrefetchPlanner::collectFieldReopens() {
-  if (!Facts)
-    return;
-  for (const VarDecl *VD : Captured) {
-    const RecordDecl *RD = VD->getType()->getAsRecordDecl();
-    if (!RD || !RD->getDefinition() || VD->getType()->isPointerType())
-      continue;
-    for (const FieldDecl *F : RD->getDefinition()->fields()) {
-      auto It = Facts->HandleFields.find(F);
-      if (It == Facts->HandleFields.end())
-        continue;
-      ReopenedHandle H{VD, IoCallSite{nullptr, nullptr, nullptr}, false, F};
-      for (const auto &Owned : Units.all()) {
-        if (Owned->TopIndex >= Start || Owned->UnitKind != Unit::Simple)
-          continue;
-        const auto *BO = dyn_cast<BinaryOperator>(Owned->S);
-        if (!BO || BO->getOpcode() != BO_Assign)
-          continue;
-        const auto *ME = dyn_cast<MemberExpr>(BO->getLHS()->IgnoreParenImpCasts());
-        const auto *Base = ME ? dyn_cast<DeclRefExpr>(ME->getBase()->IgnoreParenImpCasts()) : nullptr;
-        if (!ME || ME->isArrow() || !Base || Base->getDecl() != VD || ME->getMemberDecl() != F)
-          continue;
-        for (const IoCallSite &Site : Owned->IoCalls)
-          if (Site.Info->Kind == IoKind::Open && !Site.Info->HandleIsOut &&
-              Site.Call == BO->getRHS()->IgnoreParenCasts() &&
-              Site.Info->Interface != IoInterface::MpiIo)
-            H.Open = Site;
-      }
-      H.NeedsPosition = H.Open.Call != nullptr;
-      Reopened.push_back(H);
-    }
-  }
 }
 
 } // namespace ppios

@@ -37,15 +37,14 @@ struct ReadDecision {
   std::string Reason;
 };
 
-// A descriptor the MT opened before the PT starts: the PT reopens it. With Field set, the
-// descriptor is that field of the captured struct Var (`g.fd = open(...)`); a handle field
-// of a captured struct that the PT cannot reopen is cleared (Open.Call null), so the PT
-// never touches the MT's descriptors.
+// A descriptor, stream or MPI file the MT holds when the PT starts (opened anywhere: in
+// main, in a helper, in another file) and the PT reads through: the MT's start block gives
+// the PT's copy a handle of its own to the same file at the same position
+// (ppios_pt_reopen_*). With Field set, it is that field of the captured struct Var.
 struct ReopenedHandle {
   const clang::VarDecl *Var;
-  IoCallSite Open;        // the MT's open call
-  bool NeedsPosition;     // the PT restores the MT's file position at the start point
-  const clang::FieldDecl *Field = nullptr;
+  const clang::FieldDecl *Field;
+  IoInterface Interface;
 };
 
 // What a prefetch-thread clone of a function (ppios_pt_<name>) does with each parameter,
@@ -141,12 +140,12 @@ private:
   void decideCloneCalls();
   bool planClone();
   bool finishPlan();
-  std::string checkCloneArgument(const clang::Expr *Arg, ParamRole Role, IoInterface Iface);
+  std::string checkCloneArgument(const clang::Expr *Arg, ParamRole Role, IoInterface Iface,
+                                 const Unit *At);
   bool ptOwnedPointer(const clang::VarDecl *VD) const;
   bool plainPointee(const clang::VarDecl *VD) const;
   std::string cloneGlobalProblem(const clang::VarDecl *VD, bool Store) const;
   void activeOperands(const Unit &U, VarSet &Out) const;
-  void collectFieldReopens();
   const TranslationUnitFacts *Facts = nullptr;
   bool AsClone = false;
   std::vector<CloneCallDecision> CloneCalls;
@@ -161,7 +160,21 @@ private:
   std::vector<ReopenedHandle> Reopened;
   llvm::DenseMap<const clang::VarDecl *, IoInterface> HandleInterface;
   llvm::DenseSet<const clang::VarDecl *> WrittenHandles, WritableHandles, BufferVars;
-  llvm::DenseMap<const clang::VarDecl *, std::string> BadVars; // variable -> why
+  // Handles set in the PT's region by a statement the PT does not run (-> why).
+  llvm::DenseMap<const clang::VarDecl *, std::string> UnsafeHandles;
+  std::string fieldHandleProblem(const IoCallSite &Site, const Unit *At);
+  void collectUnsafeHandles();
+  // Variables the PT cannot compute: each bad statement that sets one, and why. A use
+  // sees a bad definition only if that can run before it (earlier in the function, or in
+  // a loop around both), unless the function has goto.
+  struct BadDef {
+    const Unit *At;
+    std::string Why;
+  };
+  llvm::DenseMap<const clang::VarDecl *, std::vector<BadDef>> BadVars;
+  bool HasGoto = false;
+  bool reaches(const Unit *Def, const Unit *Use) const;
+  const std::string *badReason(const clang::VarDecl *VD, const Unit *Use) const;
   llvm::DenseMap<const clang::VarDecl *, const clang::VarDecl *> TaintOf; // bad var -> buffer
   llvm::DenseSet<const Unit *> CountBlocks;
   llvm::DenseSet<const clang::VarDecl *> CopyBuffers; // read buffers whose bytes the PT uses

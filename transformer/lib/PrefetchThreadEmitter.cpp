@@ -447,74 +447,16 @@ bool PrefetchThreadEmitter::emit() {
     Prologue += Indent + declare(VD) + ";\n" + Indent + "__builtin_memcpy(&" + Name +
                 ", &ppios_ctx->" + Name + ", sizeof " + Name + ");\n";
   }
-  std::vector<std::string> Positions;
+  // The MT's start block gives the PT's copies of its handles handles of their own.
+  std::vector<std::string> Reopens;
   for (const ReopenedHandle &H : Plan.reopened()) {
-    const CallExpr *Call = H.Open.Call;
     std::string Name = H.Var->getNameAsString();
-    if (H.Field) {
+    if (H.Field)
       Name += "." + H.Field->getNameAsString();
-      if (!Call) {
-        // A descriptor field of the copied struct the PT cannot reopen: it must never use
-        // the main thread's.
-        QualType T = H.Field->getType();
-        Prologue += Indent + Name + " = " +
-                    (isMpiFileType(T) ? "MPI_FILE_NULL" : T->isPointerType() ? "NULL" : "-1") +
-                    "; /* the main thread's descriptor: not the prefetch thread's */\n";
-        continue;
-      }
-    }
-    const IoCallInfo &Info = *H.Open.Info;
-    std::string Path = pathArgument(H.Open);
-    if (Path.empty()) {
-      Path = "ppios_ctx->ppios_path" + std::to_string(Paths.size());
-      Paths.push_back({"ppios_path" + std::to_string(Paths.size()),
-                       Text.text(Call->getArg(Info.PathArg)->getSourceRange())});
-    }
-    std::string Rest;
-    for (unsigned I = 0; I < Call->getNumArgs(); ++I) {
-      int Index = static_cast<int>(I);
-      if (Index == Info.PathArg || Index == Info.HandleArg || Index == Info.DropArgs[0] ||
-          Index == Info.DropArgs[1])
-        continue;
-      Rest += ", " + Text.text(Call->getArg(I)->getSourceRange());
-    }
-    std::string Line = " /* reopened: the main thread opened it at line " +
-                       std::to_string(Text.line(Call->getBeginLoc())) + " */\n";
-    if (H.Field) {
-      Prologue += Indent + Name + " = ppios_pt_" + Info.Name + "(" + Path + Rest + ");" + Line;
-    } else if (Info.Interface == IoInterface::MpiIo) {
-      Prologue += Indent + "ppios_pt_mpi_file " + Name + ";" + Line + Indent +
-                  "ppios_pt_MPI_File_open(" + Path + Rest + ", &" + Name + ");\n";
-    } else {
-      Prologue += Indent + declare(H.Var) + " = ppios_pt_" + Info.Name + "(" + Path + Rest +
-                  ");" + Line;
-    }
-    if (H.NeedsPosition) {
-      std::string Field = "ppios_pos_" + Name;
-      std::replace(Field.begin(), Field.end(), '.', '_');
-      std::string Restore, Capture;
-      switch (Info.Interface) {
-      case IoInterface::Posix:
-        Restore = "lseek(" + Name + ", (off_t)ppios_ctx->" + Field + ", SEEK_SET);";
-        Capture = "ppios_ctx." + Field + " = (long long)ppios_lseek(" + Name + ", 0, SEEK_CUR);";
-        break;
-      case IoInterface::Stdio:
-        Restore = "if (" + Name + " != NULL) fseek(" + Name + ", (long)ppios_ctx->" + Field +
-                  ", SEEK_SET);";
-        Capture = "ppios_ctx." + Field + " = " + Name + " != NULL ? (long long)ppios_ftell(" +
-                  Name + ") : 0;";
-        break;
-      default: {
-        Restore = "ppios_pt_MPI_File_seek(" + Name + ", (MPI_Offset)ppios_ctx->" + Field +
-                  ", MPI_SEEK_SET);";
-        Capture = "{ MPI_Offset ppios_p = 0; MPI_File_get_position(" + Name +
-                  ", &ppios_p); ppios_ctx." + Field + " = (long long)ppios_p; }";
-        break;
-      }
-      }
-      Prologue += Indent + Restore + "\n";
-      Positions.push_back(Field + ":" + Capture);
-    }
+    const char *Reopen = H.Interface == IoInterface::Posix   ? "ppios_pt_reopen_fd"
+                         : H.Interface == IoInterface::Stdio ? "ppios_pt_reopen_stream"
+                                                             : "ppios_pt_reopen_MPI_File";
+    Reopens.push_back("ppios_ctx." + Name + " = " + Reopen + "(" + Name + ");");
   }
 
   // The context the MT fills in.
@@ -523,9 +465,7 @@ bool PrefetchThreadEmitter::emit() {
     Struct += "  " + declare(VD) + ";\n";
   for (const PathCapture &P : Paths)
     Struct += "  char " + P.Field + "[4096];\n";
-  for (const std::string &P : Positions)
-    Struct += "  long long " + P.substr(0, P.find(':')) + ";\n";
-  if (Plan.captured().empty() && Paths.empty() && Positions.empty())
+  if (Plan.captured().empty() && Paths.empty())
     Struct += "  char ppios_unused;\n";
   Struct += "};\n";
 
@@ -566,14 +506,18 @@ bool PrefetchThreadEmitter::emit() {
   Start += In + "  __builtin_memset(&ppios_ctx, 0, sizeof ppios_ctx);\n";
   for (const VarDecl *VD : Plan.captured()) {
     std::string Name = VD->getNameAsString();
-    Start += In + "  __builtin_memcpy(&ppios_ctx." + Name + ", &" + Name + ", sizeof ppios_ctx." +
-             Name + ");\n";
+    bool Reopened = false;
+    for (const ReopenedHandle &H : Plan.reopened())
+      Reopened |= H.Var == VD && !H.Field;
+    if (!Reopened)
+      Start += In + "  __builtin_memcpy(&ppios_ctx." + Name + ", &" + Name +
+               ", sizeof ppios_ctx." + Name + ");\n";
   }
   for (const PathCapture &P : Paths)
     Start += In + "  ppios_cc_copy_string(ppios_ctx." + P.Field + ", sizeof ppios_ctx." +
              P.Field + ", " + P.Expression + ");\n";
-  for (const std::string &P : Positions)
-    Start += In + "  " + P.substr(P.find(':') + 1) + "\n";
+  for (const std::string &R : Reopens)
+    Start += In + "  " + R + "\n";
   Start += In + "  ppios_pt_start(ppios_pt_" + Fn + ", &ppios_ctx, sizeof ppios_ctx);\n";
   Start += In + "}";
   return true;

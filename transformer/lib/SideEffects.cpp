@@ -100,6 +100,7 @@ CalleeEffect SideEffectOracle::classify(const FunctionDecl *Callee) {
   CalleeEffect Result;
   if (!Callee) {
     Result.Why = "a call through a function pointer";
+    Result.StoresKnown = false;
     return Result;
   }
   Callee = Callee->getCanonicalDecl();
@@ -108,12 +109,21 @@ CalleeEffect SideEffectOracle::classify(const FunctionDecl *Callee) {
     return It->second;
   // Recursion is treated as unsafe: the entry is in place while the body is analyzed.
   Result.Why = "recursive call to '" + Callee->getNameAsString() + "'";
+  Result.StoresKnown = false;
   Cache[Callee] = Result;
 
   const FunctionDecl *Definition = nullptr;
   if (IoCallTable::lookup(Callee->getName().empty() ? "" : Callee->getName()) &&
       !(Callee->hasBody(Definition) && !Callee->isInlined())) {
     Result.Why = "I/O call '" + Callee->getNameAsString() + "'";
+    const IoCallInfo &Info = *IoCallTable::lookup(Callee->getName());
+    Result.StoresKnown = true;
+    for (int Arg : {Info.BufferArg, Info.StatusArg, Info.OutArg,
+                    Info.HandleIsOut ? Info.HandleArg : -1})
+      if (Arg >= 0 && Info.Kind != IoKind::Write)
+        Result.StoredArgs |= 1u << Arg;
+    if (Info.Kind == IoKind::Write && Info.StatusArg >= 0)
+      Result.StoredArgs |= 1u << Info.StatusArg;
   } else if (Callee->hasBody(Definition)) {
     Result = analyzeBody(Definition);
   } else if (int Mask = Callee->getIdentifier() ? libraryEffect(Callee->getName()) : 0) {
@@ -126,6 +136,7 @@ CalleeEffect SideEffectOracle::classify(const FunctionDecl *Callee) {
     Result.Why.clear();
   } else {
     Result.Why = "call to '" + Callee->getNameAsString() + "', whose side effects are unknown";
+    Result.StoresKnown = false;
   }
   Cache[Callee] = Result;
   return Result;
@@ -159,7 +170,8 @@ public:
     CalleeEffect E = Oracle.classify(Call->getDirectCallee());
     if (E.Effect == CalleeEffect::Unsafe) {
       fail(E.Why);
-      return true;
+      if (!E.StoresKnown)
+        Result.StoresKnown = false;
     }
     for (unsigned I = 0; I < Call->getNumArgs() && I < 32; ++I)
       if (E.StoredArgs & (1u << I))
@@ -188,6 +200,7 @@ private:
         }
       }
     fail("'" + FD->getNameAsString() + "' stores through a pointer of unknown origin");
+    Result.StoresKnown = false;
   }
   void noteStore(const Expr *LValue) {
     StoreTarget T = classifyStore(LValue);
@@ -199,6 +212,7 @@ private:
       notePointerStore(T.Pointer);
     } else {
       fail("'" + FD->getNameAsString() + "' stores to an unknown location");
+      Result.StoresKnown = false;
     }
   }
   void noteArgumentStore(const Expr *Arg) {

@@ -19,6 +19,9 @@ namespace ppios {
 struct CalleeEffect {
   enum Kind { Pure, StoresThroughArgs, Unsafe } Effect = Unsafe;
   unsigned StoredArgs = 0; // bit i: the callee may store through pointer argument i
+  // StoredArgs names every pointer argument the callee may store through, even when it is
+  // Unsafe for other reasons (a helper that reads through r->fp leaves *r alone).
+  bool StoresKnown = true;
   std::string Why;         // for Unsafe: what makes it so, for remarks
 };
 

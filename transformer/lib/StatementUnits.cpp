@@ -20,19 +20,37 @@ bool Unit::isWithin(const Unit *Ancestor) const {
 
 namespace {
 
-const VarDecl *handleVariable(const CallExpr *Call, const IoCallInfo &Info) {
+// The handle of an I/O call: a variable (`fd`, `&fh`), or a field of a struct variable or
+// of a struct a pointer variable points to (`g.fd`, `r->fp`, `&r->fh`).
+IoCallSite handleSite(const CallExpr *Call, const IoCallInfo &Info) {
+  IoCallSite Site{Call, &Info, nullptr};
   if (Info.HandleArg < 0 || Info.HandleArg >= static_cast<int>(Call->getNumArgs()))
-    return nullptr;
+    return Site;
   const Expr *Arg = Call->getArg(Info.HandleArg)->IgnoreParenImpCasts();
   if (Info.HandleIsOut) {
     const auto *UO = dyn_cast<UnaryOperator>(Arg);
     if (!UO || UO->getOpcode() != UO_AddrOf)
-      return nullptr;
+      return Site;
     Arg = UO->getSubExpr()->IgnoreParenImpCasts();
   }
+  if (const auto *ME = dyn_cast<MemberExpr>(Arg)) {
+    const auto *Field = dyn_cast<FieldDecl>(ME->getMemberDecl());
+    const auto *Base = dyn_cast<DeclRefExpr>(ME->getBase()->IgnoreParenImpCasts());
+    if (!Field || !Base)
+      return Site;
+    Site.HandleField = Field;
+    Arg = Base;
+  }
   if (const auto *DRE = dyn_cast<DeclRefExpr>(Arg))
-    return dyn_cast<VarDecl>(DRE->getDecl());
-  return nullptr;
+    Site.Handle = dyn_cast<VarDecl>(DRE->getDecl());
+  if (!Site.Handle)
+    Site.HandleField = nullptr;
+  return Site;
+}
+
+const VarDecl *handleVariable(const CallExpr *Call, const IoCallInfo &Info) {
+  IoCallSite Site = handleSite(Call, Info);
+  return Site.HandleField ? nullptr : Site.Handle;
 }
 
 // Globals of other files and headers (MPI_BYTE is &ompi_mpi_byte) are not the program's
@@ -71,7 +89,7 @@ public:
       noteCall(Call);
       return RecursiveASTVisitor::TraverseCallExpr(Call);
     }
-    U.IoCalls.push_back({Call, Info, handleVariable(Call, *Info)});
+    U.IoCalls.push_back(handleSite(Call, *Info));
     if (Info->Kind == IoKind::Write) {
       // The PT only counts a write; its arguments are never evaluated there.
       return true;
@@ -92,6 +110,10 @@ public:
         continue;
       }
       if (static_cast<int>(I) == Info->HandleArg && Info->HandleIsOut) {
+        // `&g.fh`, `&r->fh`: the open stores into the struct.
+        if (U.IoCalls.back().HandleField)
+          if (const auto *UO = dyn_cast<UnaryOperator>(Arg->IgnoreParenImpCasts()))
+            noteStore(UO->getSubExpr());
         if (const VarDecl *VD = handleVariable(Call, *Info))
           U.Defs.insert(VD);
         if (Info->Kind == IoKind::Close && handleVariable(Call, *Info))
@@ -216,6 +238,8 @@ private:
           if (T->isPointerType() && T->getPointeeType().isConstQualified())
             continue;
         }
+        if (E.StoresKnown && I < 32 && !(E.StoredArgs & (1u << I)))
+          continue;
         U.Defs.insert(VD);
       }
       return;

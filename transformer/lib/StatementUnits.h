@@ -16,6 +16,7 @@
 namespace clang {
 class ASTContext;
 class CallExpr;
+class FieldDecl;
 class FunctionDecl;
 class Stmt;
 class VarDecl;
@@ -29,6 +30,9 @@ struct IoCallSite {
   const clang::CallExpr *Call;
   const IoCallInfo *Info;
   const clang::VarDecl *Handle; // the descriptor/stream/file variable, or null
+  // For a handle that is a struct field (`g.fd`, `r->fp`): the field; Handle is then the
+  // struct or pointer variable it is reached through.
+  const clang::FieldDecl *HandleField = nullptr;
 };
 
 struct Unit {

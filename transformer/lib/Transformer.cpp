@@ -152,12 +152,15 @@ public:
         Callees[Current].push_back(Def);
     }
     const IoCallInfo *Info = IoCallTable::lookup(Call);
-    if (Info && Info->Kind == IoKind::Open && Info->HandleIsOut &&
+    // MPI_File_open(..., &g.fh) sets the field to a file, MPI_File_close(&g.fh) to
+    // MPI_FILE_NULL: both keep it a descriptor field.
+    if (Info && (Info->Kind == IoKind::Open || Info->Kind == IoKind::Close) && Info->HandleIsOut &&
         Info->HandleArg < static_cast<int>(Call->getNumArgs()))
       if (const auto *UO = dyn_cast<UnaryOperator>(Call->getArg(Info->HandleArg)->IgnoreParenImpCasts()))
         if (const auto *ME = dyn_cast<MemberExpr>(UO->getSubExpr()->IgnoreParenImpCasts())) {
           OpenOut.insert(ME);
-          candidate(ME, Info->Interface);
+          if (Info->Kind == IoKind::Open)
+            candidate(ME, Info->Interface);
         }
     return true;
   }
@@ -308,6 +311,9 @@ public:
       FunctionUnits Units(Ctx, Collector.Main, Oracle);
       PrefetchPlanner Plan(Units, &Facts, /*AsClone=*/false);
       bool Planned = Plan.plan();
+      if (getenv("PPIOS_CC_DEBUG"))
+        for (const CloneCallDecision &C : Plan.cloneCalls())
+          llvm::errs() << "debug: call " << C.Callee->getName() << " active=" << C.Active << " " << C.Reason << " start=" << Plan.startIndex() << " planned=" << Planned << "\n";
       PrefetchThreadEmitter Emitter(Text, Units, Plan);
       if (CloneStdio)
         Emitter.setStdioHelpersProvided();
