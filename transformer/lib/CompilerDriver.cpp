@@ -3,14 +3,20 @@
 #include "Transformer.h"
 
 #include "llvm/ADT/SmallString.h"
+#include "llvm/ADT/StringExtras.h"
 #include "llvm/ADT/StringRef.h"
+#include "llvm/Object/ObjectFile.h"
 #include "llvm/Support/FileSystem.h"
+#include "llvm/Support/JSON.h"
 #include "llvm/Support/MemoryBuffer.h"
 #include "llvm/Support/Path.h"
 #include "llvm/Support/Program.h"
 #include "llvm/Support/raw_ostream.h"
+#include "llvm/Support/xxhash.h"
 
+#include <algorithm>
 #include <cstdlib>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -19,6 +25,12 @@ namespace ppios {
 namespace {
 
 const char *const ClangResourceDir = "-resource-dir=/usr/lib/llvm-16/lib/clang/16";
+// The ELF section of an object compiled by ppios-cc -c that lets the link step transform
+// the object's C file again together with the rest of the program.
+const char *const RecordSection = ".ppios.unit";
+const int RecordVersion = 1;
+
+// ---- the command line
 
 enum class InputKind { CSource, Object, Rejected };
 
@@ -47,6 +59,124 @@ bool forParser(llvm::StringRef Arg) {
          Arg == "-pthread" || Arg.startswith("-f") || Arg.startswith("-m");
 }
 
+// Flags left out when the link step compiles a unit to a temporary object: linker inputs
+// mean nothing there, and dependency files would be rewritten to name the temporary copy.
+bool droppedFromUnitCompile(llvm::StringRef Arg) {
+  return Arg.startswith("-l") || Arg.startswith("-L") || Arg.startswith("-Wl,") ||
+         Arg == "-Xlinker" || Arg == "-MD" || Arg == "-MMD" || Arg == "-MP" ||
+         Arg.startswith("-MF") || Arg.startswith("-MT") || Arg.startswith("-MQ");
+}
+
+struct Input {
+  size_t Position; // in Invocation::Passed
+  InputKind Kind;
+};
+
+struct Invocation {
+  TransformOptions Options;
+  std::string Compiler; // the real mpicc
+  bool EmitSource = false, KeepTemps = false;
+  bool Compile = false;    // -c
+  bool Assemble = false;   // -S
+  bool Preprocess = false; // -E, -M, -MM
+  std::string Output;      // -o, if given
+  std::vector<std::string> Passed; // for mpicc, in order, inputs and -o included
+  std::vector<Input> Inputs;
+  // The user's compile flags: Passed without the inputs, -c and -o X. Records keep them.
+  std::vector<std::string> Flags;
+
+  bool links() const { return !Compile && !Assemble && !Preprocess && !EmitSource; }
+  const std::string &path(const Input &In) const { return Passed[In.Position]; }
+};
+
+void usage() {
+  llvm::outs() << "usage: ppios-cc [ppios options] [mpicc options] files...\n"
+                  "  --emit-source          write the transformed C source to -o (or stdout) and stop\n"
+                  "  -Rppios                remark for every read the prefetch thread pre-executes\n"
+                  "  -Rno-ppios-missed      no remark for reads left unprefetched\n"
+                  "  -Wppios-missed         report unprefetched reads as warnings\n"
+                  "  -Werror=ppios-missed   report unprefetched reads as errors\n"
+                  "  --ppios-keep-temps     keep the transformed files (prints their directory)\n"
+                  "  --ppios-help           this help\n"
+                  "Everything else goes to mpicc (override with PPIOS_CC).\n";
+}
+
+int run(const std::vector<std::string> &Command, const std::string &Directory = "");
+
+// Fills Inv from argv. Returns an exit status when the command is already handled (help,
+// pass-through to mpicc, a usage error), nothing when the driver goes on.
+std::optional<int> parseCommandLine(int argc, const char **argv, Invocation &Inv) {
+  const char *CompilerEnv = std::getenv("PPIOS_CC");
+  Inv.Compiler = CompilerEnv && *CompilerEnv ? CompilerEnv : "mpicc";
+  TransformOptions &Options = Inv.Options;
+  for (int I = 1; I < argc; ++I) {
+    llvm::StringRef Arg = argv[I];
+    if (Arg == "--emit-source") {
+      Inv.EmitSource = true;
+    } else if (Arg == "-Rppios") {
+      Options.ReportPrefetched = true;
+    } else if (Arg == "-Rno-ppios") {
+      Options.ReportPrefetched = false;
+    } else if (Arg == "-Rppios-missed") {
+      Options.Missed = TransformOptions::Severity::Remark;
+    } else if (Arg == "-Rno-ppios-missed") {
+      Options.Missed = TransformOptions::Severity::Ignore;
+    } else if (Arg == "-Wppios-missed") {
+      Options.Missed = TransformOptions::Severity::Warning;
+    } else if (Arg == "-Werror=ppios-missed") {
+      Options.Missed = TransformOptions::Severity::Error;
+    } else if (Arg == "--ppios-keep-temps") {
+      Inv.KeepTemps = true;
+    } else if (Arg == "--ppios-help") {
+      usage();
+      return 0;
+    } else if (Arg.startswith("--showme") || Arg.startswith("-showme") || Arg == "--version" ||
+               Arg == "-v" || Arg == "--help") {
+      std::vector<std::string> Command{Inv.Compiler};
+      for (int J = 1; J < argc; ++J)
+        Command.push_back(argv[J]);
+      return run(Command);
+    } else if (Arg == "-o" && I + 1 < argc) {
+      Inv.Output = argv[++I];
+      Inv.Passed.push_back("-o");
+      Inv.Passed.push_back(Inv.Output);
+    } else if (takesValue(Arg) && I + 1 < argc) {
+      if (Arg == "-x") {
+        llvm::errs() << "ppios-cc: error: -x is not supported; name C files *.c\n";
+        return 1;
+      }
+      for (const char *Word : {argv[I], argv[I + 1]}) {
+        Inv.Passed.push_back(Word);
+        Inv.Flags.push_back(Word);
+      }
+      ++I;
+    } else if (Arg.startswith("-")) {
+      Inv.Compile |= Arg == "-c";
+      Inv.Assemble |= Arg == "-S";
+      Inv.Preprocess |= Arg == "-E" || Arg == "-M" || Arg == "-MM";
+      Inv.Passed.push_back(Arg.str());
+      if (Arg != "-c")
+        Inv.Flags.push_back(Arg.str());
+    } else {
+      InputKind Kind = classifyInput(Arg);
+      if (Kind == InputKind::Rejected) {
+        llvm::errs() << "ppios-cc: error: " << Arg
+                     << ": not a C source (.c) or object file; ppios-cc compiles C only\n";
+        return 1;
+      }
+      Inv.Inputs.push_back({Inv.Passed.size(), Kind});
+      Inv.Passed.push_back(Arg.str());
+    }
+  }
+  if (Inv.Inputs.empty()) {
+    llvm::errs() << "ppios-cc: error: no input files\n";
+    return 1;
+  }
+  return std::nullopt;
+}
+
+// ---- processes and files
+
 std::vector<std::string> splitWords(llvm::StringRef Text) {
   std::vector<std::string> Words;
   llvm::SmallVector<llvm::StringRef, 16> Parts;
@@ -57,17 +187,45 @@ std::vector<std::string> splitWords(llvm::StringRef Text) {
   return Words;
 }
 
-int run(const std::vector<std::string> &Command) {
-  auto Program = llvm::sys::findProgramByName(Command[0]);
+std::string absolutePath(llvm::StringRef Path, llvm::StringRef Base = "") {
+  llvm::SmallString<256> Abs(Path);
+  if (!Base.empty() && !llvm::sys::path::is_absolute(Abs)) {
+    Abs = Base;
+    llvm::sys::path::append(Abs, Path);
+  }
+  llvm::sys::fs::make_absolute(Abs);
+  llvm::sys::path::remove_dots(Abs, true);
+  return std::string(Abs);
+}
+
+std::string currentDirectory() {
+  llvm::SmallString<256> Dir;
+  llvm::sys::fs::current_path(Dir);
+  return std::string(Dir);
+}
+
+// Runs Command in Directory (empty: the current one) and returns its exit status.
+int run(const std::vector<std::string> &Command, const std::string &Directory) {
+  // A program named by a relative path is found before changing directories.
+  auto Program = llvm::StringRef(Command[0]).contains('/')
+                     ? llvm::ErrorOr<std::string>(absolutePath(Command[0]))
+                     : llvm::sys::findProgramByName(Command[0]);
   if (!Program) {
     llvm::errs() << "ppios-cc: error: cannot find '" << Command[0] << "'\n";
     return 127;
+  }
+  std::string Saved = currentDirectory();
+  if (!Directory.empty() && llvm::sys::fs::set_current_path(Directory)) {
+    llvm::errs() << "ppios-cc: error: cannot enter " << Directory << "\n";
+    return 1;
   }
   std::vector<llvm::StringRef> Args(Command.begin(), Command.end());
   std::string Error;
   int Status = llvm::sys::ExecuteAndWait(*Program, Args, std::nullopt, {}, 0, 0, &Error);
   if (Status < 0)
     llvm::errs() << "ppios-cc: error: " << Command[0] << ": " << Error << "\n";
+  if (!Directory.empty())
+    llvm::sys::fs::set_current_path(Saved);
   return Status;
 }
 
@@ -133,185 +291,462 @@ bool writeAtomically(const std::string &Path, const std::string &Text) {
   return true;
 }
 
-void usage() {
-  llvm::outs() << "usage: ppios-cc [ppios options] [mpicc options] files...\n"
-                  "  --emit-source          write the transformed C source to -o (or stdout) and stop\n"
-                  "  -Rppios                remark for every read the prefetch thread pre-executes\n"
-                  "  -Rno-ppios-missed      no remark for reads left unprefetched\n"
-                  "  -Wppios-missed         report unprefetched reads as warnings\n"
-                  "  -Werror=ppios-missed   report unprefetched reads as errors\n"
-                  "  --ppios-keep-temps     keep the transformed files (prints their directory)\n"
-                  "  --ppios-help           this help\n"
-                  "Everything else goes to mpicc (override with PPIOS_CC).\n";
-}
-
-} // namespace
-
-int runCompilerDriver(int argc, const char **argv, void *MainAddress) {
-  TransformOptions Options;
-  bool EmitSource = false, KeepTemps = false, CompileOnly = false, Preprocess = false;
-  std::string Output;
-  std::vector<std::string> Passed;          // for mpicc, inputs included
-  std::vector<std::string> ParserArgs;      // for clang
-  std::vector<std::pair<size_t, InputKind>> Inputs; // positions in Passed
-  const char *CompilerEnv = std::getenv("PPIOS_CC");
-  std::string Compiler = CompilerEnv && *CompilerEnv ? CompilerEnv : "mpicc";
-
-  for (int I = 1; I < argc; ++I) {
-    llvm::StringRef Arg = argv[I];
-    if (Arg == "--emit-source") {
-      EmitSource = true;
-    } else if (Arg == "-Rppios") {
-      Options.ReportPrefetched = true;
-    } else if (Arg == "-Rno-ppios") {
-      Options.ReportPrefetched = false;
-    } else if (Arg == "-Rppios-missed") {
-      Options.Missed = TransformOptions::Severity::Remark;
-    } else if (Arg == "-Rno-ppios-missed") {
-      Options.Missed = TransformOptions::Severity::Ignore;
-    } else if (Arg == "-Wppios-missed") {
-      Options.Missed = TransformOptions::Severity::Warning;
-    } else if (Arg == "-Werror=ppios-missed") {
-      Options.Missed = TransformOptions::Severity::Error;
-    } else if (Arg == "--ppios-keep-temps") {
-      KeepTemps = true;
-    } else if (Arg == "--ppios-help") {
-      usage();
-      return 0;
-    } else if (Arg.startswith("--showme") || Arg.startswith("-showme") || Arg == "--version" ||
-               Arg == "-v" || Arg == "--help") {
-      std::vector<std::string> Command{Compiler};
-      for (int J = 1; J < argc; ++J)
-        Command.push_back(argv[J]);
-      return run(Command);
-    } else if (Arg == "-o" && I + 1 < argc) {
-      Output = argv[++I];
-      Passed.push_back("-o");
-      Passed.push_back(Output);
-    } else if (takesValue(Arg) && I + 1 < argc) {
-      Passed.push_back(Arg.str());
-      Passed.push_back(argv[++I]);
-      if (forParser(Arg)) {
-        ParserArgs.push_back(Arg.str());
-        ParserArgs.push_back(argv[I]);
-      }
-      if (Arg == "-x") {
-        llvm::errs() << "ppios-cc: error: -x is not supported; name C files *.c\n";
-        return 1;
-      }
-    } else if (Arg.startswith("-")) {
-      if (Arg == "-c" || Arg == "-S")
-        CompileOnly = true;
-      if (Arg == "-E" || Arg == "-M" || Arg == "-MM")
-        Preprocess = true;
-      Passed.push_back(Arg.str());
-      if (forParser(Arg))
-        ParserArgs.push_back(Arg.str());
-    } else {
-      InputKind Kind = classifyInput(Arg);
-      if (Kind == InputKind::Rejected) {
-        llvm::errs() << "ppios-cc: error: " << Arg
-                     << ": not a C source (.c) or object file; ppios-cc compiles C only\n";
-        return 1;
-      }
-      Inputs.push_back({Passed.size(), Kind});
-      Passed.push_back(Arg.str());
+// The transformed files and temporary objects of one run; removed at the end unless
+// --ppios-keep-temps.
+class TempDirectory {
+public:
+  explicit TempDirectory(bool Keep) : Keep(Keep) {}
+  ~TempDirectory() {
+    if (Path.empty())
+      return;
+    if (Keep)
+      llvm::errs() << "ppios-cc: transformed files kept in " << Path << "\n";
+    else
+      llvm::sys::fs::remove_directories(Path);
+  }
+  bool create() {
+    if (!Path.empty())
+      return true;
+    llvm::SmallString<256> Dir;
+    if (llvm::sys::fs::createUniqueDirectory("ppios-cc", Dir)) {
+      llvm::errs() << "ppios-cc: error: cannot create a temporary directory\n";
+      return false;
     }
+    Path = absolutePath(Dir);
+    return true;
   }
-  if (Inputs.empty()) {
-    llvm::errs() << "ppios-cc: error: no input files\n";
-    return 1;
-  }
-  if (Preprocess) {
-    std::vector<std::string> Command{Compiler};
-    Command.insert(Command.end(), Passed.begin(), Passed.end());
-    return run(Command);
+  // A subdirectory per input, so that inputs with the same file name do not collide.
+  std::string slot(size_t N) const {
+    llvm::SmallString<256> Dir(Path);
+    llvm::sys::path::append(Dir, std::to_string(N));
+    llvm::sys::fs::create_directories(Dir);
+    return std::string(Dir);
   }
 
-  RuntimePaths Runtime = findRuntime(argv[0], MainAddress);
-  std::vector<std::string> Parse = ParserArgs;
-  for (const std::string &W : splitWords(capture({Compiler, "--showme:compile"})))
-    Parse.push_back(W);
+private:
+  bool Keep;
+  std::string Path;
+};
+
+// ---- parsing and compiling units
+
+// The clang arguments for parsing a C file compiled with Flags (the user's compile flags).
+std::vector<std::string> parserArgs(const std::vector<std::string> &Flags,
+                                    const std::vector<std::string> &MpiCompileFlags) {
+  std::vector<std::string> Own;
+  for (size_t I = 0; I < Flags.size(); ++I) {
+    llvm::StringRef Arg = Flags[I];
+    bool HasValue = takesValue(Arg) && I + 1 < Flags.size();
+    if (forParser(Arg)) {
+      Own.push_back(Flags[I]);
+      if (HasValue)
+        Own.push_back(Flags[I + 1]);
+    }
+    if (HasValue)
+      ++I;
+  }
+  std::vector<std::string> Parse = Own;
+  Parse.insert(Parse.end(), MpiCompileFlags.begin(), MpiCompileFlags.end());
   Parse.push_back(ClangResourceDir);
   Parse.push_back("-std=gnu11");
   Parse.push_back("-Wno-unused-command-line-argument");
   // Keep clang's own warnings out: the real compiler reports those.
   Parse.push_back("-Wno-everything");
   // Later -std flags from the user win over the default above.
-  for (const std::string &A : ParserArgs)
+  for (const std::string &A : Own)
     if (llvm::StringRef(A).startswith("-std="))
       Parse.push_back(A);
+  return Parse;
+}
 
-  if (EmitSource) {
-    size_t Sources = 0;
-    for (auto &In : Inputs)
-      Sources += In.second == InputKind::CSource;
-    if (Sources != 1 || Inputs.size() != 1) {
-      llvm::errs() << "ppios-cc: error: --emit-source takes exactly one C file\n";
-      return 1;
+// Flags minus those that have no business in compiling one unit to an object.
+std::vector<std::string> unitCompileFlags(const std::vector<std::string> &Flags) {
+  std::vector<std::string> Kept;
+  for (size_t I = 0; I < Flags.size(); ++I) {
+    llvm::StringRef Arg = Flags[I];
+    bool HasValue = takesValue(Arg) && I + 1 < Flags.size();
+    if (!droppedFromUnitCompile(Arg)) {
+      Kept.push_back(Flags[I]);
+      if (HasValue)
+        Kept.push_back(Flags[I + 1]);
     }
-    TransformResult R = transformFile(Passed[Inputs[0].first], Parse, Options);
-    if (!R.Success)
-      return 1;
-    if (Output.empty() || Output == "-") {
-      llvm::outs() << R.Source;
-      return 0;
-    }
-    return writeAtomically(Output, R.Source) ? 0 : 1;
+    if (HasValue)
+      ++I;
   }
+  return Kept;
+}
 
-  llvm::SmallString<256> TempDir;
-  if (llvm::sys::fs::createUniqueDirectory("ppios-cc", TempDir)) {
-    llvm::errs() << "ppios-cc: error: cannot create a temporary directory\n";
+// Writes R's source as Slot/<file name of Source>; returns its path, or nothing on error.
+std::optional<std::string> writeTransformed(const TransformResult &R, const std::string &Source,
+                                            const std::string &Slot) {
+  llvm::SmallString<256> Temp(Slot);
+  llvm::sys::path::append(Temp, llvm::sys::path::filename(Source));
+  if (!writeAtomically(std::string(Temp), R.Source))
+    return std::nullopt;
+  return std::string(Temp);
+}
+
+// Quoted includes of the original file must still find their neighbours.
+std::string quoteDirOf(const std::string &Source, const std::string &Directory) {
+  return std::string(llvm::sys::path::parent_path(absolutePath(Source, Directory)));
+}
+
+// ---- unit records
+
+struct RecordedFile {
+  std::string Path, Hash;
+};
+
+struct UnitRecord {
+  std::string Directory, Source;
+  std::vector<std::string> Flags;
+  std::vector<RecordedFile> Files;
+};
+
+std::optional<std::string> hashFile(const std::string &Path) {
+  auto Buffer = llvm::MemoryBuffer::getFile(Path, /*IsText=*/false,
+                                            /*RequiresNullTerminator=*/false);
+  if (!Buffer)
+    return std::nullopt;
+  return llvm::utohexstr(llvm::xxHash64((*Buffer)->getBuffer()), /*LowerCase=*/true);
+}
+
+std::string recordText(const UnitRecord &R) {
+  llvm::json::Array Files;
+  for (const RecordedFile &F : R.Files)
+    Files.push_back(llvm::json::Object{{"path", F.Path}, {"hash", F.Hash}});
+  llvm::json::Object Root{{"version", RecordVersion},
+                          {"directory", R.Directory},
+                          {"source", R.Source},
+                          {"flags", llvm::json::Array(R.Flags)},
+                          {"files", std::move(Files)}};
+  std::string Text;
+  llvm::raw_string_ostream OS(Text);
+  OS << llvm::json::Value(std::move(Root));
+  return OS.str();
+}
+
+std::optional<UnitRecord> parseRecord(llvm::StringRef Text) {
+  llvm::Expected<llvm::json::Value> Value = llvm::json::parse(Text);
+  if (!Value) {
+    llvm::consumeError(Value.takeError());
+    return std::nullopt;
+  }
+  const llvm::json::Object *Root = Value->getAsObject();
+  if (!Root || Root->getInteger("version") != RecordVersion)
+    return std::nullopt;
+  auto Directory = Root->getString("directory");
+  auto Source = Root->getString("source");
+  const llvm::json::Array *Flags = Root->getArray("flags");
+  const llvm::json::Array *Files = Root->getArray("files");
+  if (!Directory || !Source || !Flags || !Files)
+    return std::nullopt;
+  UnitRecord R{Directory->str(), Source->str(), {}, {}};
+  for (const llvm::json::Value &F : *Flags) {
+    auto Flag = F.getAsString();
+    if (!Flag)
+      return std::nullopt;
+    R.Flags.push_back(Flag->str());
+  }
+  for (const llvm::json::Value &F : *Files) {
+    const llvm::json::Object *File = F.getAsObject();
+    auto Path = File ? File->getString("path") : std::nullopt;
+    auto Hash = File ? File->getString("hash") : std::nullopt;
+    if (!Path || !Hash)
+      return std::nullopt;
+    R.Files.push_back({Path->str(), Hash->str()});
+  }
+  return R;
+}
+
+// Adds the record of Source (parsed as R) to Object. A failure only costs the link step's
+// cross-file prefetching, so it is a warning, given once per run.
+void addRecord(const std::string &Object, const std::string &Source,
+               const std::vector<std::string> &Flags, const TransformResult &R,
+               const std::string &Slot, bool &Warned) {
+  UnitRecord Record{currentDirectory(), Source, Flags, {}};
+  for (const std::string &File : R.Files)
+    if (std::optional<std::string> Hash = hashFile(File))
+      Record.Files.push_back({File, *Hash});
+  llvm::SmallString<256> RecordFile(Slot);
+  llvm::sys::path::append(RecordFile, "unit.json");
+  auto Objcopy = llvm::sys::findProgramByName("objcopy");
+  int Status = 1;
+  if (Objcopy && writeAtomically(std::string(RecordFile), recordText(Record))) {
+    std::string AddSection = std::string(RecordSection) + "=" + std::string(RecordFile);
+    std::string SectionFlags = std::string(RecordSection) + "=readonly,contents";
+    std::vector<llvm::StringRef> Args{*Objcopy,    "--add-section", AddSection,
+                                      "--set-section-flags", SectionFlags, Object};
+    Status = llvm::sys::ExecuteAndWait(*Objcopy, Args);
+  }
+  if (Status != 0 && !Warned) {
+    llvm::errs() << "ppios-cc: warning: cannot add the " << RecordSection << " record to "
+                 << Object << (Objcopy ? " (objcopy failed)" : " (no objcopy)")
+                 << "; linking it gives no cross-file prefetching\n";
+    Warned = true;
+  }
+}
+
+// The record of Object, if it has one. Invalid is set when the section is there but does
+// not hold a record this driver understands.
+std::optional<UnitRecord> readRecord(const std::string &Object, bool &Invalid) {
+  Invalid = false;
+  auto Binary = llvm::object::ObjectFile::createObjectFile(Object);
+  if (!Binary) {
+    // Not an object LLVM knows: the linker decides what it is.
+    llvm::consumeError(Binary.takeError());
+    return std::nullopt;
+  }
+  for (const llvm::object::SectionRef &S : Binary->getBinary()->sections()) {
+    llvm::Expected<llvm::StringRef> Name = S.getName();
+    if (!Name) {
+      llvm::consumeError(Name.takeError());
+      continue;
+    }
+    if (*Name != RecordSection)
+      continue;
+    llvm::Expected<llvm::StringRef> Contents = S.getContents();
+    if (!Contents) {
+      llvm::consumeError(Contents.takeError());
+      Invalid = true;
+      return std::nullopt;
+    }
+    std::optional<UnitRecord> R = parseRecord(*Contents);
+    Invalid = !R;
+    return R;
+  }
+  return std::nullopt;
+}
+
+// The first file of R that is gone or differs from what was compiled, if any.
+std::optional<std::string> changedFile(const UnitRecord &R) {
+  for (const RecordedFile &F : R.Files)
+    if (hashFile(F.Path) != F.Hash)
+      return F.Path;
+  return std::nullopt;
+}
+
+// ---- the driver
+
+class Driver {
+public:
+  Driver(const Invocation &Inv, RuntimePaths Runtime)
+      : Inv(Inv), Runtime(std::move(Runtime)), Temps(Inv.KeepTemps),
+        MpiCompileFlags(splitWords(capture({Inv.Compiler, "--showme:compile"}))) {}
+
+  int emitSource();
+  int compileOrLinkEachAlone();
+  int link();
+
+private:
+  struct LinkUnit {
+    size_t InputIndex;  // in Inv.Inputs
+    bool FromRecord;    // an object's record, else a C source of this command
+    ProgramUnit Unit;
+    std::vector<std::string> Flags; // the unit's compile flags
+  };
+
+  std::vector<std::string> runtimeLinkFlags() const {
+    return {"-L" + Runtime.LibDir, "-Wl,-rpath," + Runtime.LibDir, "-lppios"};
+  }
+  std::optional<LinkUnit> unitOfInput(size_t InputIndex);
+  std::optional<std::string> compileUnit(const LinkUnit &U, const TransformResult &R);
+
+  const Invocation &Inv;
+  RuntimePaths Runtime;
+  TempDirectory Temps;
+  std::vector<std::string> MpiCompileFlags;
+};
+
+int Driver::emitSource() {
+  size_t Sources = 0;
+  for (const Input &In : Inv.Inputs)
+    Sources += In.Kind == InputKind::CSource;
+  if (Sources != 1 || Inv.Inputs.size() != 1) {
+    llvm::errs() << "ppios-cc: error: --emit-source takes exactly one C file\n";
     return 1;
   }
-  std::vector<std::string> Command{Compiler};
-  std::vector<std::string> Extra{"-I" + Runtime.IncludeDir};
-  int Status = 0;
-  std::vector<std::string> Temps;
-  for (size_t N = 0; N < Inputs.size() && Status == 0; ++N) {
-    if (Inputs[N].second != InputKind::CSource)
-      continue;
-    std::string &Source = Passed[Inputs[N].first];
-    TransformResult R = transformFile(Source, Parse, Options);
-    if (!R.Success) {
-      Status = 1;
-      break;
-    }
-    if (!R.Changed)
-      continue;
-    llvm::SmallString<256> Dir(TempDir);
-    llvm::sys::path::append(Dir, std::to_string(N));
-    llvm::sys::fs::create_directories(Dir);
-    llvm::SmallString<256> Temp(Dir);
-    llvm::sys::path::append(Temp, llvm::sys::path::filename(Source));
-    llvm::SmallString<256> SourceDir(Source);
-    llvm::sys::fs::make_absolute(SourceDir);
-    llvm::sys::path::remove_filename(SourceDir);
-    if (!writeAtomically(std::string(Temp), R.Source)) {
-      Status = 1;
-      break;
-    }
-    // Quoted includes of the original file must still find their neighbours.
-    Extra.push_back("-iquote");
-    Extra.push_back(std::string(SourceDir));
-    Source = std::string(Temp);
+  TransformResult R = transformFile(Inv.path(Inv.Inputs[0]),
+                                    parserArgs(Inv.Flags, MpiCompileFlags), Inv.Options);
+  if (!R.Success)
+    return 1;
+  if (Inv.Output.empty() || Inv.Output == "-") {
+    llvm::outs() << R.Source;
+    return 0;
   }
-  if (Status == 0) {
-    Command.insert(Command.end(), Extra.begin(), Extra.end());
-    Command.insert(Command.end(), Passed.begin(), Passed.end());
-    if (!CompileOnly) {
-      Command.push_back("-L" + Runtime.LibDir);
-      Command.push_back("-Wl,-rpath," + Runtime.LibDir);
-      Command.push_back("-lppios");
+  return writeAtomically(Inv.Output, R.Source) ? 0 : 1;
+}
+
+// Each C input transformed alone and the whole command run by mpicc with the transformed
+// copies in place of the inputs: -c, -S, and links of fewer than two units. Objects made
+// by -c get their record.
+int Driver::compileOrLinkEachAlone() {
+  if (!Temps.create())
+    return 1;
+  std::vector<std::string> Command{Inv.Compiler, "-I" + Runtime.IncludeDir};
+  std::vector<std::string> Passed = Inv.Passed;
+  std::vector<std::string> Parse = parserArgs(Inv.Flags, MpiCompileFlags);
+  std::vector<std::pair<size_t, TransformResult>> Results; // by input index
+  for (size_t N = 0; N < Inv.Inputs.size(); ++N) {
+    const Input &In = Inv.Inputs[N];
+    if (In.Kind != InputKind::CSource)
+      continue;
+    const std::string &Source = Inv.path(In);
+    TransformResult R = transformFile(Source, Parse, Inv.Options);
+    if (!R.Success)
+      return 1;
+    if (R.Changed) {
+      std::optional<std::string> Temp = writeTransformed(R, Source, Temps.slot(N));
+      if (!Temp)
+        return 1;
+      Command.push_back("-iquote");
+      Command.push_back(quoteDirOf(Source, ""));
+      Passed[In.Position] = *Temp;
     }
-    Status = run(Command);
+    Results.push_back({N, std::move(R)});
   }
-  if (KeepTemps)
-    llvm::errs() << "ppios-cc: transformed files kept in " << TempDir << "\n";
-  else
-    llvm::sys::fs::remove_directories(TempDir);
-  return Status == 0 ? 0 : 1;
+  Command.insert(Command.end(), Passed.begin(), Passed.end());
+  if (Inv.links()) {
+    std::vector<std::string> Libs = runtimeLinkFlags();
+    Command.insert(Command.end(), Libs.begin(), Libs.end());
+  }
+  if (run(Command) != 0)
+    return 1;
+
+  if (!Inv.Compile || Inv.Assemble)
+    return 0;
+  bool Warned = false;
+  for (const auto &[N, R] : Results) {
+    const std::string &Source = Inv.path(Inv.Inputs[N]);
+    // As mpicc names them: -o for one source, else <stem>.o in the current directory.
+    std::string Object = !Inv.Output.empty()
+                             ? Inv.Output
+                             : (llvm::sys::path::stem(Source) + ".o").str();
+    addRecord(Object, Source, Inv.Flags, R, Temps.slot(N), Warned);
+  }
+  return 0;
+}
+
+// The program unit of input InputIndex: a C source of this command, or an object with a
+// record that is still current.
+std::optional<Driver::LinkUnit> Driver::unitOfInput(size_t InputIndex) {
+  const Input &In = Inv.Inputs[InputIndex];
+  const std::string &Path = Inv.path(In);
+  if (In.Kind == InputKind::CSource)
+    return LinkUnit{InputIndex, false, {Path, parserArgs(Inv.Flags, MpiCompileFlags), ""},
+                    Inv.Flags};
+  if (llvm::sys::path::extension(Path) != ".o")
+    return std::nullopt;
+  bool Invalid;
+  std::optional<UnitRecord> Record = readRecord(Path, Invalid);
+  if (Invalid)
+    llvm::errs() << "ppios-cc: warning: " << Path << ": unreadable " << RecordSection
+                 << " record; it is linked without cross-file prefetching\n";
+  if (!Record)
+    return std::nullopt;
+  if (std::optional<std::string> Changed = changedFile(*Record)) {
+    llvm::errs() << "ppios-cc: warning: " << Path << ": " << *Changed << " changed since "
+                 << Path << " was compiled; it is linked without cross-file prefetching\n";
+    return std::nullopt;
+  }
+  return LinkUnit{InputIndex,
+                  true,
+                  {Record->Source, parserArgs(Record->Flags, MpiCompileFlags),
+                   Record->Directory},
+                  Record->Flags};
+}
+
+// Compiles the transformed unit to a temporary object, in the unit's directory with its
+// own flags; returns the object's path.
+std::optional<std::string> Driver::compileUnit(const LinkUnit &U, const TransformResult &R) {
+  std::string Slot = Temps.slot(U.InputIndex);
+  std::optional<std::string> Source = writeTransformed(R, U.Unit.Path, Slot);
+  if (!Source)
+    return std::nullopt;
+  llvm::SmallString<256> Object(Slot);
+  llvm::sys::path::append(Object, llvm::sys::path::stem(U.Unit.Path) + ".o");
+  std::vector<std::string> Command{Inv.Compiler, "-I" + Runtime.IncludeDir, "-iquote",
+                                   quoteDirOf(U.Unit.Path, U.Unit.Directory)};
+  std::vector<std::string> Flags = unitCompileFlags(U.Flags);
+  Command.insert(Command.end(), Flags.begin(), Flags.end());
+  Command.insert(Command.end(), {"-c", *Source, "-o", std::string(Object)});
+  if (run(Command, U.Unit.Directory) != 0)
+    return std::nullopt;
+  return std::string(Object);
+}
+
+// The link step: C sources of this command and objects with records are transformed
+// together as one program (whole-program prefetching), each changed unit is compiled to a
+// temporary object, and those objects are linked in place of the inputs.
+int Driver::link() {
+  for (const Input &In : Inv.Inputs) {
+    const std::string &Path = Inv.path(In);
+    if (In.Kind == InputKind::Object && llvm::sys::path::extension(Path) == ".o" &&
+        !exists(Path)) {
+      llvm::errs() << "ppios-cc: error: " << Path << ": no such file\n";
+      return 1;
+    }
+  }
+  std::vector<LinkUnit> Units;
+  bool AnyRecord = false;
+  for (size_t N = 0; N < Inv.Inputs.size(); ++N)
+    if (std::optional<LinkUnit> U = unitOfInput(N)) {
+      AnyRecord |= U->FromRecord;
+      Units.push_back(std::move(*U));
+    }
+  if (Units.size() < 2)
+    return compileOrLinkEachAlone();
+
+  std::vector<ProgramUnit> Program;
+  for (const LinkUnit &U : Units)
+    Program.push_back(U.Unit);
+  std::vector<TransformResult> Results = transformProgram(Program, Inv.Options);
+  if (Results.size() != Units.size() ||
+      std::any_of(Results.begin(), Results.end(),
+                  [](const TransformResult &R) { return !R.Success; })) {
+    if (!AnyRecord)
+      return 1;
+    // The objects were correct on their own; the program is still built, file by file.
+    llvm::errs() << "ppios-cc: warning: the program does not transform as a whole; objects "
+                    "are linked as they were compiled\n";
+    return compileOrLinkEachAlone();
+  }
+
+  if (!Temps.create())
+    return 1;
+  std::vector<std::string> Passed = Inv.Passed;
+  for (size_t N = 0; N < Units.size(); ++N) {
+    if (!Results[N].Changed)
+      continue;
+    std::optional<std::string> Object = compileUnit(Units[N], Results[N]);
+    if (!Object)
+      return 1;
+    Passed[Inv.Inputs[Units[N].InputIndex].Position] = *Object;
+  }
+  std::vector<std::string> Command{Inv.Compiler, "-I" + Runtime.IncludeDir};
+  Command.insert(Command.end(), Passed.begin(), Passed.end());
+  std::vector<std::string> Libs = runtimeLinkFlags();
+  Command.insert(Command.end(), Libs.begin(), Libs.end());
+  return run(Command) == 0 ? 0 : 1;
+}
+
+} // namespace
+
+int runCompilerDriver(int argc, const char **argv, void *MainAddress) {
+  Invocation Inv;
+  if (std::optional<int> Status = parseCommandLine(argc, argv, Inv))
+    return *Status;
+  if (Inv.Preprocess) {
+    std::vector<std::string> Command{Inv.Compiler};
+    Command.insert(Command.end(), Inv.Passed.begin(), Inv.Passed.end());
+    return run(Command);
+  }
+  Driver D(Inv, findRuntime(argv[0], MainAddress));
+  if (Inv.EmitSource)
+    return D.emitSource();
+  if (Inv.links())
+    return D.link();
+  return D.compileOrLinkEachAlone();
 }
 
 } // namespace ppios
