@@ -7,8 +7,6 @@
 #include "clang/Basic/SourceManager.h"
 
 #include <algorithm>
-#include <cstdlib>
-#include "llvm/Support/raw_ostream.h"
 
 using namespace clang;
 
@@ -854,7 +852,14 @@ void PrefetchPlanner::decideReads() {
     }
     D.Prefetched = true;
     D.Copy = bufferOf(D.Site) && CopyBuffers.count(bufferOf(D.Site));
-    if (WrittenHandles.count(H) || WritableHandles.count(H) || D.Site.HandleField)
+    bool FieldWritten = false; // the MT's writes invalidate the cache in any case
+    if (D.Site.HandleField)
+      Units.forEach([&](const Unit &W) {
+        for (const IoCallSite &Site : W.IoCalls)
+          FieldWritten |= Site.Info->Kind == IoKind::Write && Site.HandleField == D.Site.HandleField;
+      });
+    if ((!D.Site.HandleField && (WrittenHandles.count(H) || WritableHandles.count(H))) ||
+        FieldWritten)
       D.Flags |= PfAfterWrite;
   }
 }
@@ -1089,9 +1094,6 @@ bool PrefetchPlanner::plan() {
   for (int Candidate = AfterInit; Candidate <= Last; ++Candidate) {
     analyze(Candidate);
     int Score = score();
-    if (getenv("PPIOS_CC_DEBUG"))
-      for (const CloneCallDecision &C : CloneCalls)
-        llvm::errs() << "debug: start " << Candidate << " score " << Score << " " << C.Reason << "\n";
     if (Score > BestScore || (Score == BestScore && Candidate == Suggested)) {
       BestScore = Score;
       Best = Candidate;

@@ -170,8 +170,12 @@ public:
     CalleeEffect E = Oracle.classify(Call->getDirectCallee());
     if (E.Effect == CalleeEffect::Unsafe) {
       fail(E.Why);
+      // A callee that may store anywhere reaches the caller's memory only through the
+      // pointers it gets: &local (MPI_Get_count(&st, MPI_BYTE, &n)) is harmless.
       if (!E.StoresKnown)
-        Result.StoresKnown = false;
+        for (const Expr *Arg : Call->arguments())
+          if (mayReachParameter(Arg))
+            Result.StoresKnown = false;
     }
     for (unsigned I = 0; I < Call->getNumArgs() && I < 32; ++I)
       if (E.StoredArgs & (1u << I))
@@ -180,6 +184,26 @@ public:
   }
 
 private:
+  // Whether a pointer argument may point into memory a parameter points to.
+  static bool mayReachParameter(const Expr *Arg) {
+    if (!Arg->getType()->isPointerType())
+      return false;
+    if (const VarDecl *VD = addressedVariable(Arg))
+      return !VD->hasLocalStorage() ? false : isa<ParmVarDecl>(VD) && VD->getType()->isPointerType();
+    llvm::SmallVector<const Stmt *, 8> Work{Arg};
+    while (!Work.empty()) {
+      const Stmt *S = Work.pop_back_val();
+      if (const auto *DRE = dyn_cast<DeclRefExpr>(S))
+        if (const auto *VD = dyn_cast<VarDecl>(DRE->getDecl()))
+          if (VD->getType()->isPointerType() || VD->getType()->isArrayType())
+            if (!VD->getType()->isArrayType() || isa<ParmVarDecl>(VD))
+              return true;
+      for (const Stmt *Child : S->children())
+        if (Child)
+          Work.push_back(Child);
+    }
+    return false;
+  }
   void fail(const std::string &Why) {
     if (Result.Effect != CalleeEffect::Unsafe) {
       Result.Effect = CalleeEffect::Unsafe;
@@ -228,6 +252,10 @@ private:
   const FunctionDecl *FD;
 };
 } // namespace
+
+void SideEffectOracle::seed(const FunctionDecl *Callee, const CalleeEffect &Effect) {
+  Cache[Callee->getCanonicalDecl()] = Effect;
+}
 
 CalleeEffect SideEffectOracle::analyzeBody(const FunctionDecl *FD) {
   BodyScanner Scanner(*this, FD);

@@ -43,6 +43,8 @@ const clang::VarDecl *addressedVariable(const clang::Expr *Arg);
 class SideEffectOracle {
 public:
   CalleeEffect classify(const clang::FunctionDecl *Callee);
+  // What another translation unit found out about a function this one only declares.
+  void seed(const clang::FunctionDecl *Callee, const CalleeEffect &Effect);
 
 private:
   CalleeEffect analyzeBody(const clang::FunctionDecl *FD);

@@ -18,12 +18,14 @@
 // PT (`g.fd = open(...)` before the start) or cleared. Clones are written after their
 // functions (prototypes after earlier declarations) and only when main()'s PT reaches them.
 //
-// Other translation units are not handled yet: a read in b.c reached from a.c's main()
-// gets a remark. Intended design: a -c compile records next to its object (<obj>.ppios)
-// the summaries of its extern functions and emits their clones with external linkage; a
-// caller's TU uses a clone only when that record exists, is newer than the callee's source
-// and matches its signature, and otherwise (e.g. compile order puts the caller first) does
-// not prefetch, so linking never breaks.
+// Other translation units (transformProgram, ppios-cc's link step). The units are parsed
+// in rounds; each round exports, by name, what the others need: the clone summaries of its
+// extern functions, their side effects, and which struct fields it sets from opens only. A
+// unit imports them for the functions it only declares, so its PT calls ppios_pt_<name>
+// of the unit that defines <name> (exported clones have external linkage). Rounds repeat
+// until the exports stop changing (a chain of calls through k units needs k rounds); only
+// the last one reports remarks. A field is a descriptor field only if no unit sets it to
+// anything but an open's result.
 #include "Transformer.h"
 
 #include "IoCallTable.h"
@@ -49,6 +51,8 @@
 
 #include <algorithm>
 #include <functional>
+#include <map>
+#include <set>
 
 using namespace clang;
 
@@ -89,6 +93,42 @@ private:
   SourceLocation &Last;
   std::vector<std::string> &Files;
 };
+
+// What the units of one program tell each other (see the top of this file), by name.
+struct ExportedFunction {
+  CalleeEffect Effect;
+  bool HasClone = false;
+  std::vector<ParamRole> Params;
+  std::vector<IoInterface> HandleInterfaces;
+  int Score = 0;
+  bool operator==(const ExportedFunction &O) const {
+    return Effect.Effect == O.Effect.Effect && Effect.StoredArgs == O.Effect.StoredArgs &&
+           Effect.StoresKnown == O.Effect.StoresKnown && HasClone == O.HasClone &&
+           Params == O.Params && HandleInterfaces == O.HandleInterfaces && Score == O.Score;
+  }
+};
+struct ProgramFacts {
+  std::map<std::string, ExportedFunction> Functions; // every unit's extern functions
+  std::map<std::string, IoInterface> FieldOpens;     // "reader.fp": set from opens somewhere
+  std::set<std::string> FieldOthers;                 // set to something else somewhere
+  bool handleField(const std::string &Key, IoInterface &Iface) const {
+    auto It = FieldOpens.find(Key);
+    if (Key.empty() || It == FieldOpens.end() || FieldOthers.count(Key))
+      return false;
+    Iface = It->second;
+    return true;
+  }
+};
+
+// The name of a struct field across units: "<record>.<field>", empty for anonymous ones.
+std::string fieldKey(const FieldDecl *F) {
+  const RecordDecl *RD = F->getParent();
+  std::string Record = RD->getName().str();
+  if (Record.empty())
+    if (const TypedefNameDecl *TD = RD->getTypedefNameForAnonDecl())
+      Record = TD->getName().str();
+  return Record.empty() ? "" : Record + "." + F->getName().str();
+}
 
 struct FoundCall {
   const CallExpr *Call;
@@ -202,20 +242,54 @@ public:
         Disqualified.insert(F);
     return true;
   }
-  void finish() {
+  bool VisitMemberExpr(MemberExpr *ME) {
+    if (const auto *F = dyn_cast<FieldDecl>(ME->getMemberDecl()))
+      Seen.insert(F);
+    return true;
+  }
+  bool VisitFieldDecl(FieldDecl *F) {
+    Seen.insert(F);
+    return true;
+  }
+  // Alone, a field is a descriptor field if this file sets it from opens only; in a
+  // program, if no unit sets it otherwise (Out collects this unit's part, In is the whole).
+  void finish(ProgramFacts *Out, const ProgramFacts *In) {
     for (const MemberExpr *ME : AddressTaken)
       if (!OpenOut.count(ME))
         disqualify(ME);
+    if (Out) {
+      for (const auto &[F, Iface] : Candidates) {
+        std::string Key = fieldKey(F);
+        auto It = Out->FieldOpens.find(Key);
+        if (It != Out->FieldOpens.end() && It->second != Iface)
+          Out->FieldOthers.insert(Key);
+        Out->FieldOpens[Key] = Iface;
+      }
+      for (const FieldDecl *F : Disqualified)
+        Out->FieldOthers.insert(fieldKey(F));
+      for (const FieldDecl *F : Mixed)
+        Out->FieldOthers.insert(fieldKey(F));
+    }
+    if (In) {
+      for (const FieldDecl *F : Seen) {
+        IoInterface Iface;
+        if (In->handleField(fieldKey(F), Iface))
+          Facts.HandleFields[F] = Iface;
+      }
+      return;
+    }
     for (const auto &[F, Iface] : Candidates)
       if (!Disqualified.count(F) && !Mixed.count(F))
         Facts.HandleFields[F] = Iface;
   }
+  llvm::DenseSet<const FieldDecl *> Seen;
 
 private:
   void candidate(const MemberExpr *ME, IoInterface Iface) {
     const auto *F = dyn_cast<FieldDecl>(ME->getMemberDecl());
     if (!F)
       return;
+    Seen.insert(F);
     auto It = Candidates.find(F);
     if (It != Candidates.end() && It->second != Iface)
       Mixed.insert(F);
@@ -249,14 +323,17 @@ struct ClonePlan {
   std::unique_ptr<PrefetchThreadEmitter> Emitter;
   bool Emitted = false;
   bool Reached = false;
+  bool Exported = false; // program mode: other units call it (external linkage)
   std::string Why;
 };
 
 class TransformConsumer : public ASTConsumer {
 public:
   TransformConsumer(CompilerInstance &CI, const TransformOptions &Options,
-                    TransformResult &Result, SourceLocation &LastInclude)
-      : CI(CI), Options(Options), Result(Result), LastInclude(LastInclude) {}
+                    TransformResult &Result, SourceLocation &LastInclude,
+                    const ProgramFacts *Import, ProgramFacts *Export, bool Quiet)
+      : CI(CI), Options(Options), Result(Result), LastInclude(LastInclude), Import(Import),
+        Export(Export), Quiet(Quiet) {}
 
   void HandleTranslationUnit(ASTContext &Ctx) override {
     SourceManager &SM = Ctx.getSourceManager();
@@ -269,7 +346,41 @@ public:
     for (const FoundCall &F : Collector.Calls)
       AnyRead |= F.Info->Kind == IoKind::Read;
     Result.Source = SM.getBufferData(SM.getMainFileID()).str();
-    if (!AnyRead)
+    bool ProgramMode = Import || Export;
+    SideEffectOracle Oracle;
+    TranslationUnitFacts Facts;
+    // Program mode: what the other units say about the functions this one only declares.
+    llvm::DenseMap<const FunctionDecl *, std::string> ImportedClones; // -> prototype
+    if (Import)
+      for (const Decl *D : Ctx.getTranslationUnitDecl()->decls()) {
+        const auto *FD = dyn_cast<FunctionDecl>(D);
+        if (!FD || FD->hasBody() || !FD->getIdentifier() || !FD->isExternallyVisible())
+          continue;
+        auto It = Import->Functions.find(FD->getName().str());
+        if (It == Import->Functions.end())
+          continue;
+        const ExportedFunction &E = It->second;
+        Oracle.seed(FD, E.Effect);
+        if (!E.HasClone || E.Params.size() != FD->getNumParams() || FD->isVariadic())
+          continue;
+        CloneSummary S;
+        S.Name = "ppios_pt_" + FD->getName().str();
+        S.Params = E.Params;
+        S.HandleInterfaces = E.HandleInterfaces;
+        S.Score = E.Score;
+        Facts.Clones[FD->getCanonicalDecl()] = S;
+        PrintingPolicy Policy(Ctx.getLangOpts());
+        std::string Proto = "void " + S.Name + "(";
+        for (const ParmVarDecl *P : FD->parameters()) {
+          std::string Param;
+          llvm::raw_string_ostream OS(Param);
+          P->getType().print(OS, Policy, P->getName());
+          Proto += OS.str() + ", ";
+        }
+        ImportedClones[FD->getCanonicalDecl()] = Proto + "ppios_seq_t *ppios_seq);";
+        AnyRead = true; // its calls may lead to reads
+      }
+    if (!AnyRead && !Export)
       return;
 
     Rewriter R(SM, Ctx.getLangOpts());
@@ -296,25 +407,38 @@ public:
     // PT: the prefetch thread of main().
     std::vector<std::pair<const CallExpr *, std::string>> Missed;
     std::vector<const CallExpr *> Prefetched;
-    SideEffectOracle Oracle;
     std::string Failure;
-    TranslationUnitFacts Facts;
     std::vector<std::unique_ptr<ClonePlan>> Clones;
     llvm::DenseMap<const FunctionDecl *, ClonePlan *> CloneOf;
-    if (Collector.Main)
+    if (Collector.Main || ProgramMode)
       planClones(Ctx, Oracle, Text, Facts, Clones, CloneOf);
+    if (Export)
+      exportFunctions(Ctx, Oracle, Facts, Clones);
+    if (!AnyRead)
+      return;
     bool CloneStdio = false;
     for (const auto &C : Clones)
       CloneStdio |= C->Emitted && C->Emitter->usesStdio();
     StdioAtInclude = CloneStdio;
+    // The planners whose clone calls the emitted code makes: main()'s PT and, in a program,
+    // the exported clones.
+    std::vector<const PrefetchPlanner *> Roots;
+    for (const auto &C : Clones)
+      if (C->Exported) {
+        C->Reached = true;
+        Roots.push_back(C->Planner.get());
+      }
+    std::unique_ptr<FunctionUnits> MainUnits;
+    std::unique_ptr<PrefetchPlanner> MainPlan;
+    std::unique_ptr<PrefetchThreadEmitter> MainEmitter;
     if (Collector.Main) {
-      FunctionUnits Units(Ctx, Collector.Main, Oracle);
-      PrefetchPlanner Plan(Units, &Facts, /*AsClone=*/false);
+      MainUnits = std::make_unique<FunctionUnits>(Ctx, Collector.Main, Oracle);
+      MainPlan = std::make_unique<PrefetchPlanner>(*MainUnits, &Facts, /*AsClone=*/false);
+      FunctionUnits &Units = *MainUnits;
+      PrefetchPlanner &Plan = *MainPlan;
       bool Planned = Plan.plan();
-      if (getenv("PPIOS_CC_DEBUG"))
-        for (const CloneCallDecision &C : Plan.cloneCalls())
-          llvm::errs() << "debug: call " << C.Callee->getName() << " active=" << C.Active << " " << C.Reason << " start=" << Plan.startIndex() << " planned=" << Planned << "\n";
-      PrefetchThreadEmitter Emitter(Text, Units, Plan);
+      MainEmitter = std::make_unique<PrefetchThreadEmitter>(Text, Units, Plan);
+      PrefetchThreadEmitter &Emitter = *MainEmitter;
       if (CloneStdio)
         Emitter.setStdioHelpersProvided();
       if (Planned && !Emitter.emit()) {
@@ -342,37 +466,54 @@ public:
           report(Diags, DiagnosticsEngine::Remark, U->S->getBeginLoc(),
                  "prefetch sequence numbers after this statement are estimates: it performs "
                  "I/O a number of times the prefetch thread cannot compute");
-        // The clones main()'s PT reaches through active calls, transitively.
-        std::vector<const PrefetchPlanner *> Work{&Plan};
-        while (!Work.empty()) {
-          const PrefetchPlanner *P = Work.back();
-          Work.pop_back();
-          for (const CloneCallDecision &C : P->cloneCalls()) {
-            auto It = CloneOf.find(C.Callee);
-            if (It == CloneOf.end())
-              continue;
-            if (!C.Active) {
-              if (It->second->Why.empty())
-                It->second->Why = "the call at line " +
-                                  std::to_string(SM.getPresumedLineNumber(C.Call->getBeginLoc())) +
-                                  ": " + C.Reason;
-              continue;
-            }
-            if (!It->second->Reached) {
-              It->second->Reached = true;
-              Work.push_back(It->second->Planner.get());
-            }
-          }
-        }
-        insertClones(Ctx, R, Clones, CloneStdio);
+        Roots.push_back(&Plan);
       } else {
         for (const CloneCallDecision &C : Plan.cloneCalls()) {
+          if (ImportedClones.count(C.Callee))
+            Missed.push_back({C.Call, "the reads of '" + C.Callee->getNameAsString() +
+                                          "' (another file) are not pre-executed: main() gets "
+                                          "no prefetch thread"});
           auto It = CloneOf.find(C.Callee);
           if (It != CloneOf.end() && It->second->Why.empty())
             It->second->Why = "main() gets no prefetch thread";
         }
       }
     }
+    // The clones the roots reach through active calls, transitively; calls into other
+    // units need the callee's prototype here.
+    std::set<std::string> Prototypes;
+    std::vector<const PrefetchPlanner *> Work = Roots;
+    while (!Work.empty()) {
+      const PrefetchPlanner *P = Work.back();
+      Work.pop_back();
+      for (const CloneCallDecision &C : P->cloneCalls()) {
+        auto Imported = ImportedClones.find(C.Callee);
+        if (Imported != ImportedClones.end()) {
+          if (C.Active)
+            Prototypes.insert(Imported->second);
+          else if (P == MainPlan.get() || P->isClone())
+            Missed.push_back({C.Call, "the reads of '" + C.Callee->getNameAsString() +
+                                          "' (another file) are not pre-executed from this "
+                                          "call: " + C.Reason});
+          continue;
+        }
+        auto It = CloneOf.find(C.Callee);
+        if (It == CloneOf.end())
+          continue;
+        if (!C.Active) {
+          if (It->second->Why.empty())
+            It->second->Why = "the call at line " +
+                              std::to_string(SM.getPresumedLineNumber(C.Call->getBeginLoc())) +
+                              ": " + C.Reason;
+          continue;
+        }
+        if (!It->second->Reached) {
+          It->second->Reached = true;
+          Work.push_back(It->second->Planner.get());
+        }
+      }
+    }
+    insertClones(Ctx, R, Clones, CloneStdio);
     for (const FoundCall &F : Collector.Calls) {
       if (F.Info->Kind != IoKind::Read || F.Function == Collector.Main)
         continue;
@@ -397,9 +538,10 @@ public:
         Prefetched.push_back(F.Call);
       }
     }
-    if (!Collector.Main)
+    if (!Collector.Main && !ProgramMode)
       for (auto &M : Missed)
-        M.second += " (this file has no main())";
+        M.second += " (this file has no main(); linking it with ppios-cc pre-executes reads "
+                    "other files' prefetch threads reach)";
     for (const auto &[Call, Why] : Missed)
       reportMissed(Diags, Call->getBeginLoc(), Why);
     if (Options.ReportPrefetched)
@@ -410,13 +552,19 @@ public:
     std::string Include = "\n#include <ppios/ppios.h> /* added by ppios-cc */\n";
     if (StdioAtInclude)
       Include += StdioHelpers;
+    if (!Prototypes.empty()) {
+      Include += "/* ppios-cc: prefetch-thread clones of functions of other files */\n";
+      for (const std::string &P : Prototypes)
+        Include += P + "\n";
+    }
     if (LastInclude.isValid()) {
       unsigned Offset = SM.getFileOffset(SM.getExpansionLoc(LastInclude));
       StringRef Buf = SM.getBufferData(SM.getMainFileID());
       size_t EOL = Buf.find('\n', Offset);
-      R.InsertTextAfter(SM.getLocForStartOfFile(SM.getMainFileID())
-                            .getLocWithOffset(EOL == StringRef::npos ? Buf.size() : EOL + 1),
-                        Include.substr(1));
+      // Before, so that it precedes a prefetch thread inserted at the same place.
+      R.InsertTextBefore(SM.getLocForStartOfFile(SM.getMainFileID())
+                             .getLocWithOffset(EOL == StringRef::npos ? Buf.size() : EOL + 1),
+                         Include.substr(1));
     } else {
       R.InsertTextBefore(SM.getLocForStartOfFile(SM.getMainFileID()), Include.substr(1));
     }
@@ -433,7 +581,7 @@ private:
                   llvm::DenseMap<const FunctionDecl *, ClonePlan *> &CloneOf) {
     FileFacts Scan(Ctx.getSourceManager(), Facts);
     Scan.TraverseDecl(Ctx.getTranslationUnitDecl());
-    Scan.finish();
+    Scan.finish(Export, Import);
     std::vector<const FunctionDecl *> Order;
     llvm::DenseMap<const FunctionDecl *, int> State; // 1: on the stack, 2: done
     llvm::DenseSet<const FunctionDecl *> OnCycle;
@@ -472,6 +620,13 @@ private:
           Facts.Clones[FD->getCanonicalDecl()] = C->Planner->summarize();
         else
           C->Why = C->Emitter->why();
+        // Other units may call the clone of an extern function, unless it reads globals
+        // other units could change.
+        if (C->Emitted && (Import || Export) && FD->isExternallyVisible()) {
+          C->Exported = true;
+          for (const VarDecl *G : Facts.Clones[FD->getCanonicalDecl()].Globals)
+            C->Exported &= !G->isExternallyVisible();
+        }
       }
       CloneOf[FD->getCanonicalDecl()] = C.get();
       CloneOf[FD] = C.get();
@@ -493,12 +648,17 @@ private:
       Any = true;
       const FunctionDecl *FD = C->Function;
       std::string Def = C->Emitter->threadDefinition();
+      if (C->Exported) {
+        size_t At = Def.find("static __attribute__((unused)) void ppios_pt_");
+        if (At != std::string::npos)
+          Def.erase(At, strlen("static "));
+      }
       const auto *Body = cast<CompoundStmt>(FD->getBody());
       R.InsertTextAfter(SM.getExpansionLoc(Body->getRBracLoc()).getLocWithOffset(1),
                         "\n\n" + Def.substr(0, Def.size() - 1));
       const FunctionDecl *First = FD->getFirstDecl();
       if (First != FD && !First->doesThisDeclarationHaveABody()) {
-        std::string Proto = Def.substr(Def.find("static __attribute__"));
+        std::string Proto = Def.substr(Def.find(C->Exported ? "__attribute__" : "static __attribute__"));
         Proto = Proto.substr(0, Proto.find(") {")) + ");";
         if (std::optional<Token> Semi =
                 Lexer::findNextToken(SM.getExpansionLoc(First->getEndLoc()), SM, LO))
@@ -510,8 +670,34 @@ private:
     (void)Stdio;
   }
 
+  // Program mode: this unit's extern functions, for the other units (see the top).
+  void exportFunctions(ASTContext &Ctx, SideEffectOracle &Oracle, TranslationUnitFacts &Facts,
+                       const std::vector<std::unique_ptr<ClonePlan>> &Clones) {
+    const SourceManager &SM = Ctx.getSourceManager();
+    for (const Decl *D : Ctx.getTranslationUnitDecl()->decls()) {
+      const auto *FD = dyn_cast<FunctionDecl>(D);
+      if (!FD || !FD->doesThisDeclarationHaveABody() || !FD->getIdentifier() ||
+          !FD->isExternallyVisible() || FD->isMain() ||
+          !SM.isWrittenInMainFile(SM.getExpansionLoc(FD->getBeginLoc())))
+        continue;
+      ExportedFunction E;
+      E.Effect = Oracle.classify(FD);
+      for (const auto &C : Clones)
+        if (C->Function == FD && C->Exported) {
+          const CloneSummary &S = Facts.Clones[FD->getCanonicalDecl()];
+          E.HasClone = true;
+          E.Params = S.Params;
+          E.HandleInterfaces = S.HandleInterfaces;
+          E.Score = S.Score;
+        }
+      Export->Functions[FD->getName().str()] = E;
+    }
+  }
+
   void report(DiagnosticsEngine &Diags, DiagnosticsEngine::Level Level, SourceLocation Loc,
               const std::string &Message) {
+    if (Quiet)
+      return;
     unsigned ID = Diags.getCustomDiagID(Level, "%0");
     Diags.Report(Loc, ID) << Message;
   }
@@ -538,29 +724,40 @@ private:
   TransformResult &Result;
   bool StdioAtInclude = false;
   SourceLocation &LastInclude;
+  const ProgramFacts *Import;
+  ProgramFacts *Export;
+  bool Quiet;
 };
 
 class TransformAction : public ASTFrontendAction {
 public:
-  TransformAction(const TransformOptions &Options, TransformResult &Result)
-      : Options(Options), Result(Result) {}
+  TransformAction(const TransformOptions &Options, TransformResult &Result,
+                  const ProgramFacts *Import = nullptr, ProgramFacts *Export = nullptr,
+                  bool Quiet = false)
+      : Options(Options), Result(Result), Import(Import), Export(Export), Quiet(Quiet) {}
 
   std::unique_ptr<ASTConsumer> CreateASTConsumer(CompilerInstance &CI, StringRef) override {
     CI.getPreprocessor().addPPCallbacks(
         std::make_unique<IncludeTracker>(CI.getSourceManager(), LastInclude, Result.Files));
-    return std::make_unique<TransformConsumer>(CI, Options, Result, LastInclude);
+    return std::make_unique<TransformConsumer>(CI, Options, Result, LastInclude, Import, Export,
+                                               Quiet);
   }
 
 private:
   const TransformOptions &Options;
   TransformResult &Result;
+  const ProgramFacts *Import;
+  ProgramFacts *Export;
+  bool Quiet;
   SourceLocation LastInclude;
 };
 
 } // namespace
 
-TransformResult transformFile(const std::string &Path, const std::vector<std::string> &Args,
-                              const TransformOptions &Options) {
+namespace {
+TransformResult transformUnit(const std::string &Path, const std::vector<std::string> &Args,
+                              const TransformOptions &Options, const ProgramFacts *Import,
+                              ProgramFacts *Export, bool Quiet) {
   TransformResult Result;
   auto Code = llvm::MemoryBuffer::getFile(Path);
   if (!Code) {
@@ -572,28 +769,63 @@ TransformResult transformFile(const std::string &Path, const std::vector<std::st
   llvm::sys::fs::make_absolute(Main);
   llvm::sys::path::remove_dots(Main, true);
   Result.Files.push_back(std::string(Main));
-  bool Ok = tooling::runToolOnCodeWithArgs(std::make_unique<TransformAction>(Options, Result),
-                                           (*Code)->getBuffer(), Args, Path, "clang");
+  // A round whose remarks are not shown shows no clang diagnostics either (the last
+  // round, or the parse that fails, shows them).
+  std::vector<std::string> RunArgs = Args;
+  if (Quiet)
+    RunArgs.push_back("-w");
+  bool Ok = tooling::runToolOnCodeWithArgs(
+      std::make_unique<TransformAction>(Options, Result, Import, Export, Quiet),
+      (*Code)->getBuffer(), RunArgs, Path, "clang");
   Result.Success = Ok;
   return Result;
+}
+} // namespace
+
+TransformResult transformFile(const std::string &Path, const std::vector<std::string> &Args,
+                              const TransformOptions &Options) {
+  return transformUnit(Path, Args, Options, nullptr, nullptr, false);
 }
 
 std::vector<TransformResult> transformProgram(const std::vector<ProgramUnit> &Units,
                                               const TransformOptions &Options) {
+  // Rounds until the exports are stable: a chain of calls through k units needs k rounds.
+  // Only the last round reports (and it is the one whose sources are used).
+  ProgramFacts Known;
   std::vector<TransformResult> Results;
-  for (const ProgramUnit &U : Units) {
-    llvm::SmallString<256> Saved;
-    llvm::sys::fs::current_path(Saved);
-    if (!U.Directory.empty())
-      llvm::sys::fs::set_current_path(U.Directory);
-    Results.push_back(transformFile(U.Path, U.Args, Options));
-    llvm::sys::fs::set_current_path(Saved);
+  size_t MaxRounds = Units.size() + 1;
+  for (size_t Round = 0; Round <= MaxRounds; ++Round) {
+    bool Last = Round == MaxRounds;
+    ProgramFacts Found;
+    Results.clear();
+    for (const ProgramUnit &U : Units) {
+      llvm::SmallString<256> Saved;
+      llvm::sys::fs::current_path(Saved);
+      if (!U.Directory.empty())
+        llvm::sys::fs::set_current_path(U.Directory);
+      Results.push_back(transformUnit(U.Path, U.Args, Options, Round ? &Known : nullptr,
+                                      &Found, /*Quiet=*/!Last));
+      llvm::sys::fs::set_current_path(Saved);
+      if (!Results.back().Success) {
+        if (!Last) { // show clang's diagnostics once
+          llvm::sys::fs::set_current_path(U.Directory.empty() ? std::string(Saved) : U.Directory);
+          transformUnit(U.Path, U.Args, Options, nullptr, nullptr, false);
+          llvm::sys::fs::set_current_path(Saved);
+        }
+        for (TransformResult &R : Results)
+          R.Success = false;
+        Results.resize(Units.size());
+        return Results;
+      }
+    }
+    if (Last)
+      break;
+    bool Stable = Round > 0 && Found.Functions == Known.Functions &&
+                  Found.FieldOpens == Known.FieldOpens && Found.FieldOthers == Known.FieldOthers;
+    Known = std::move(Found);
+    if (Stable)
+      MaxRounds = Round + 1; // one more, reporting
   }
-  bool AllParsed = std::all_of(Results.begin(), Results.end(),
-                               [](const TransformResult &R) { return R.Success; });
-  if (!AllParsed)
-    for (TransformResult &R : Results)
-      R.Success = false;
   return Results;
 }
 
