@@ -13,10 +13,10 @@
 // the PT's slice is pre-executed through the clone only if every argument qualifies;
 // otherwise the reads below it get a remark saying why. A clone never stores outside its
 // locals, and reads globals in place only if they are static, not volatile, changed by no
-// function but main() and not after the PT starts. A struct field is a descriptor when this
-// file only ever assigns it from an open; a copied struct gets the field reopened for the
-// PT (`g.fd = open(...)` before the start) or cleared. Clones are written after their
-// functions (prototypes after earlier declarations) and only when main()'s PT reaches them.
+// function but main() and not after the PT starts. A struct field is a descriptor when the
+// file (the program, at a link) only ever sets it from an open; the MT's start block gives
+// the PT's copy of a struct its own handles (ppios_pt_reopen_*). Clones are written after
+// their functions (prototypes after earlier declarations) and only when main()'s PT reaches them.
 //
 // Other translation units (transformProgram, ppios-cc's link step). The units are parsed
 // in rounds; each round exports, by name, what the others need: the clone summaries of its
