@@ -296,6 +296,18 @@ ppios_pt_mpi_file ppios_pt_reopen_MPI_File(MPI_File mt_fh) {
   return pt_token(fd);
 }
 
+void ppios_mt_handoff_MPI_File(unsigned slot, MPI_File mt_fh) {
+  Runtime &runtime = Runtime::get();
+  if (runtime.pt_running())
+    runtime.handoff_post(slot, reinterpret_cast<intptr_t>(ppios_pt_reopen_MPI_File(mt_fh)));
+}
+
+ppios_pt_mpi_file ppios_pt_take_MPI_File(unsigned slot) {
+  intptr_t handle = 0;
+  return Runtime::get().handoff_take(slot, &handle) ? reinterpret_cast<ppios_pt_mpi_file>(handle)
+                                                    : nullptr;
+}
+
 int ppios_pt_MPI_File_close(ppios_pt_mpi_file *fh) {
   int fd = pt_fd(*fh);
   if (fd >= 0) close(fd);

@@ -56,6 +56,16 @@ int ppios_open(const char *path, int flags, ...) {
   return fd;
 }
 
+void ppios_mt_handoff_fd(unsigned slot, int mt_fd) {
+  Runtime &runtime = Runtime::get();
+  if (runtime.pt_running()) runtime.handoff_post(slot, ppios_pt_reopen_fd(mt_fd));
+}
+
+int ppios_pt_take_fd(unsigned slot) {
+  intptr_t handle = -1;
+  return Runtime::get().handoff_take(slot, &handle) ? static_cast<int>(handle) : -1;
+}
+
 int ppios_close(int fd) { return close(fd); }
 
 off_t ppios_lseek(int fd, off_t offset, int whence) { return lseek(fd, offset, whence); }

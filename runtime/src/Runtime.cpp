@@ -432,6 +432,27 @@ int Runtime::rank() const {
   return 0;
 }
 
+bool Runtime::pt_running() {
+  std::lock_guard<std::mutex> lock(lifecycle_mu_);
+  return pt_running_ && !stopping();
+}
+
+void Runtime::handoff_post(unsigned slot, intptr_t handle) {
+  std::lock_guard<std::mutex> lock(handoff_mu_);
+  handoffs_[slot] = handle;
+  handoff_cv_.notify_all();
+}
+
+bool Runtime::handoff_take(unsigned slot, intptr_t *handle) {
+  std::unique_lock<std::mutex> lock(handoff_mu_);
+  handoff_cv_.wait(lock, [&] { return stopping() || handoffs_.count(slot) > 0; });
+  auto it = handoffs_.find(slot);
+  if (it == handoffs_.end()) return false;
+  *handle = it->second;
+  handoffs_.erase(it);
+  return true;
+}
+
 void Runtime::shutdown() {
   {
     std::unique_lock<std::mutex> lock(lifecycle_mu_);
@@ -440,6 +461,10 @@ void Runtime::shutdown() {
     rank_ = rank();
   }
   stopping_.store(true, std::memory_order_release);
+  {
+    std::lock_guard<std::mutex> lock(handoff_mu_);
+    handoff_cv_.notify_all();
+  }
   cache_.stop();
   scheduler_.stop();
   {

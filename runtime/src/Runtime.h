@@ -15,6 +15,8 @@
 #include <atomic>
 #include <condition_variable>
 #include <cstdint>
+#include <map>
+#include <cstdint>
 #include <deque>
 #include <functional>
 #include <memory>
@@ -107,6 +109,14 @@ class Runtime {
   ssize_t prefetch_copy(int fd, off_t offset, size_t count, uint64_t seq, unsigned flags,
                         char *buffer);
   bool stopping() const { return stopping_.load(std::memory_order_acquire); }
+
+  // ---- handles the MT hands to the PT after it started (ppios_mt_handoff_*): a helper
+  // opened a file the PT reads later. Slots are numbered by ppios-cc, one per statement.
+  // Whether a PT runs that could take a handle (else the MT does not reopen anything).
+  bool pt_running();
+  void handoff_post(unsigned slot, intptr_t handle);
+  // Waits until the MT posted `slot`; false if the runtime stops first.
+  bool handoff_take(unsigned slot, intptr_t *handle);
   uint64_t mt_transfers_started() const { return mt_started_.load(std::memory_order_acquire); }
 
   // Stops the PT and WTs, writes stats and trace. Idempotent.
@@ -160,6 +170,10 @@ class Runtime {
   int wt_running_ = 0;
 
   std::atomic<bool> stopping_{false};
+  std::mutex handoff_mu_;
+  std::condition_variable handoff_cv_;
+  std::map<unsigned, intptr_t> handoffs_;
+
   std::mutex lifecycle_mu_;
   std::condition_variable lifecycle_cv_;
   bool pt_started_ = false;

@@ -167,6 +167,17 @@ FILE *ppios_pt_reopen_stream(FILE *mt_stream) {
   return stream;
 }
 
+void ppios_mt_handoff_stream(unsigned slot, FILE *mt_stream) {
+  Runtime &runtime = Runtime::get();
+  if (runtime.pt_running())
+    runtime.handoff_post(slot, reinterpret_cast<intptr_t>(ppios_pt_reopen_stream(mt_stream)));
+}
+
+FILE *ppios_pt_take_stream(unsigned slot) {
+  intptr_t handle = 0;
+  return Runtime::get().handoff_take(slot, &handle) ? reinterpret_cast<FILE *>(handle) : nullptr;
+}
+
 size_t ppios_prefetch_fread(size_t size, size_t nmemb, FILE *stream, ppios_seq_t seq,
                             unsigned flags) {
   if (stream == nullptr || size == 0 || nmemb == 0 || nmemb > SIZE_MAX / size) return 0;

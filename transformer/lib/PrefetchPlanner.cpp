@@ -95,6 +95,13 @@ bool hasCopyVariant(const IoCallInfo &Info) {
 
 } // namespace
 
+const HandoffPoint *PrefetchPlanner::handoffAt(const Unit &U) const {
+  for (const HandoffPoint &H : Handoffs)
+    if (H.At == &U)
+      return &H;
+  return nullptr;
+}
+
 const ReadDecision *PrefetchPlanner::decisionFor(const CallExpr *Call) const {
   for (const ReadDecision &D : Decisions)
     if (D.Site.Call == Call)
@@ -160,6 +167,7 @@ void PrefetchPlanner::collectHandles() {
 // helper's open, a copy from memory it cannot read), so its copy would be stale.
 void PrefetchPlanner::collectUnsafeHandles() {
   UnsafeHandles.clear();
+  Handoffs.clear();
   for (const auto &Owned : Units.all()) {
     const Unit &U = *Owned;
     if (U.TopIndex < Start || U.UnitKind == Unit::Block)
@@ -169,6 +177,14 @@ void PrefetchPlanner::collectUnsafeHandles() {
         continue;
       if (Units.declaringUnit(VD) == &U && !VD->getInit())
         continue; // `int fd;` declares, sets nothing
+      // A statement of main() that runs once, setting a local handle: handed over.
+      if (!canExecuteInPt(U) && !AsClone && !HasGoto && !U.Parent &&
+          U.UnitKind != Unit::Loop && VD->hasLocalStorage() && !isa<ParmVarDecl>(VD) &&
+          Units.declaringUnit(VD) && Units.declaringUnit(VD) != &U && !countTransfers(U)) {
+        Handoffs.push_back({&U, VD, HandleInterface.find(VD)->second,
+                            static_cast<unsigned>(Handoffs.size())});
+        continue;
+      }
       if (!canExecuteInPt(U)) {
         const SourceManager &SM = VD->getASTContext().getSourceManager();
         UnsafeHandles[VD] = "its descriptor " + quoted(VD) + " is set at line " +
@@ -302,7 +318,8 @@ void PrefetchPlanner::closeSlice(bool UseBad, int RegionStart) {
       return true;
     // A bad statement holding a prefetched read is emitted as the prefetch alone (clone
     // calls likewise); a return always stays, so that the PT leaves where the MT does.
-    return ancestorsGood(U) && (!U.Bad || hasActiveCall(U) || U.UnitKind == Unit::Jump);
+    return ancestorsGood(U) &&
+           (!U.Bad || hasActiveCall(U) || U.UnitKind == Unit::Jump || handoffAt(U));
   };
   for (const auto &Owned : Units.all())
     Owned->InSlice = false;
@@ -339,6 +356,8 @@ void PrefetchPlanner::closeSlice(bool UseBad, int RegionStart) {
       bool OnlyWrites = !U->IoCalls.empty();
       for (const IoCallSite &Site : U->IoCalls)
         OnlyWrites &= Site.Info->Kind == IoKind::Write;
+      if (UseBad && handoffAt(*U))
+        continue; // the PT takes the handle: it needs nothing of the statement
       if (!OnlyWrites) {
         if (UseBad && U->Bad)
           activeOperands(*U, Relevant);
@@ -888,7 +907,7 @@ void PrefetchPlanner::collectCaptures() {
   };
   for (const auto &Owned : Units.all()) {
     const Unit &U = *Owned;
-    if (!U.InSlice || U.TopIndex < Start || U.UnitKind == Unit::Block)
+    if (!U.InSlice || U.TopIndex < Start || U.UnitKind == Unit::Block || handoffAt(U))
       continue;
     bool OnlyCounted = !U.IoCalls.empty() && countTransfers(U) == U.IoCalls.size();
     if (OnlyCounted && U.UnitKind == Unit::Simple) {
@@ -1189,6 +1208,10 @@ CloneSummary PrefetchPlanner::summarize() const {
 bool PrefetchPlanner::finishPlan() {
 
   closeSlice(/*UseBad=*/true, Start);
+  // Handles nobody reads after their handoff are not handed over.
+  llvm::erase_if(Handoffs, [](const HandoffPoint &H) { return !H.At->InSlice; });
+  for (unsigned I = 0; I < Handoffs.size(); ++I)
+    Handoffs[I].Slot = I;
   // Transfers the PT cannot follow exactly (under a bad condition) are counted where the
   // outermost bad statement was, as if it ran once.
   for (const auto &Owned : Units.all()) {

@@ -47,6 +47,16 @@ struct ReopenedHandle {
   IoInterface Interface;
 };
 
+// A handle of main() that a top-level statement the PT does not run sets after the PT
+// started (`stream_open(&fh, ...)`): the MT hands the PT a reopened copy right after it
+// (ppios_mt_handoff_*), and the PT takes it at the same statement (ppios_pt_take_*).
+struct HandoffPoint {
+  const Unit *At;
+  const clang::VarDecl *Var;
+  IoInterface Interface;
+  unsigned Slot;
+};
+
 // What a prefetch-thread clone of a function (ppios_pt_<name>) does with each parameter,
 // so that its callers know what to pass (see Transformer.cpp).
 enum class ParamRole {
@@ -102,6 +112,8 @@ public:
   bool inRegion(const Unit &U) const { return U.TopIndex >= Start; }
   const std::vector<const clang::VarDecl *> &captured() const { return Captured; }
   const std::vector<ReopenedHandle> &reopened() const { return Reopened; }
+  const std::vector<HandoffPoint> &handoffs() const { return Handoffs; }
+  const HandoffPoint *handoffAt(const Unit &U) const;
   bool isHandle(const clang::VarDecl *VD) const { return HandleInterface.count(VD); }
   const ReadDecision *decisionFor(const clang::CallExpr *Call) const;
   bool isCountBlock(const Unit &U) const { return CountBlocks.count(&U); }
@@ -158,6 +170,7 @@ private:
   std::vector<ReadDecision> Decisions;
   std::vector<const clang::VarDecl *> Captured;
   std::vector<ReopenedHandle> Reopened;
+  std::vector<HandoffPoint> Handoffs;
   llvm::DenseMap<const clang::VarDecl *, IoInterface> HandleInterface;
   llvm::DenseSet<const clang::VarDecl *> WrittenHandles, WritableHandles, BufferVars;
   // Handles set in the PT's region by a statement the PT does not run (-> why).

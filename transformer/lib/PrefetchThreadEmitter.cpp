@@ -296,6 +296,21 @@ void PrefetchThreadEmitter::emitUnit(const Unit &U) {
     }
     return;
   }
+  if (const HandoffPoint *H = Plan.handoffAt(U)) {
+    const char *Iface = H->Interface == IoInterface::Posix   ? "fd"
+                        : H->Interface == IoInterface::Stdio ? "stream"
+                                                             : "MPI_File";
+    std::string Name = H->Var->getNameAsString(), Slot = std::to_string(H->Slot);
+    std::string Line = std::to_string(Text.line(U.S->getBeginLoc()));
+    auto [Begin, End] = Text.statementRange(U.S);
+    Edits.replace(Begin, End,
+                  Name + " = ppios_pt_take_" + Iface + "(" + Slot +
+                      "); /* line " + Line + " sets it: the main thread hands it over */");
+    MtHandoffs.push_back({End, "\n" + Text.indentation(Begin) + "ppios_mt_handoff_" + Iface +
+                                   "(" + Slot + ", " + Name +
+                                   "); /* ppios-cc: for the prefetch thread */"});
+    return;
+  }
   switch (U.UnitKind) {
   case Unit::Block:
     for (const Unit *Child : U.Children)

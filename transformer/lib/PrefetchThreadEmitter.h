@@ -24,6 +24,8 @@ public:
   bool emit();
   const std::string &threadDefinition() const { return Definition; }
   const std::string &startBlock() const { return Start; }
+  // The MT's ppios_mt_handoff_* calls: (offset in the file, text to insert there).
+  const std::vector<std::pair<unsigned, std::string>> &handoffs() const { return MtHandoffs; }
   // Offset in the main file where the start block goes.
   unsigned startOffset() const { return StartAt; }
   const std::string &why() const { return Why; }
@@ -51,6 +53,7 @@ private:
   const PrefetchPlanner &Plan;
   EditList Edits;
   std::string Definition, Start, Why;
+  std::vector<std::pair<unsigned, std::string>> MtHandoffs;
   unsigned StartAt = 0;
   bool UsesStdio = false;
   bool HelpersProvided = false;

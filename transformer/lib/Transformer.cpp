@@ -462,6 +462,9 @@ public:
         R.InsertTextAfter(SM.getLocForStartOfFile(SM.getMainFileID())
                               .getLocWithOffset(Emitter.startOffset()),
                           Emitter.startBlock());
+        for (const auto &[Offset, Call] : Emitter.handoffs())
+          R.InsertTextAfter(SM.getLocForStartOfFile(SM.getMainFileID()).getLocWithOffset(Offset),
+                            Call);
         for (const Unit *U : Plan.approximateSequence())
           report(Diags, DiagnosticsEngine::Remark, U->S->getBeginLoc(),
                  "prefetch sequence numbers after this statement are estimates: it performs "

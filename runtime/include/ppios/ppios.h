@@ -145,6 +145,15 @@ size_t ppios_prefetch_fread_copy(void *buf, size_t size, size_t nmemb, FILE *str
 int ppios_pt_reopen_fd(int mt_fd);
 FILE *ppios_pt_reopen_stream(FILE *mt_stream);
 
+/* A handle the MT sets after the PT started (a helper opens a file later): right after
+ * that statement the MT hands the PT a reopened copy in `slot`; the PT, arriving at the
+ * same statement, takes it, waiting until the MT got there or the runtime stops (then
+ * -1 / NULL / the null token). Without a running PT the MT's call does nothing. */
+void ppios_mt_handoff_fd(unsigned slot, int mt_fd);
+void ppios_mt_handoff_stream(unsigned slot, FILE *mt_stream);
+int ppios_pt_take_fd(unsigned slot);
+FILE *ppios_pt_take_stream(unsigned slot);
+
 /* ---------------------------------------------------------------- PT: MPI-IO
  * The PT may not call MPI, so it sees an MPI file as a read-only POSIX descriptor of its
  * own (ROMIO prefixes such as "ufs:" are stripped). Offsets are bytes: only the default
@@ -158,6 +167,8 @@ typedef MPI_File ppios_pt_mpi_file;
 int ppios_pt_MPI_File_open(const char *filename, int amode, ppios_pt_mpi_file *fh);
 /* See "PT: reopening": an MPI file the MT opened through ppios_MPI_File_open. */
 ppios_pt_mpi_file ppios_pt_reopen_MPI_File(MPI_File mt_fh);
+void ppios_mt_handoff_MPI_File(unsigned slot, MPI_File mt_fh);
+ppios_pt_mpi_file ppios_pt_take_MPI_File(unsigned slot);
 int ppios_pt_MPI_File_close(ppios_pt_mpi_file *fh);
 int ppios_pt_MPI_File_seek(ppios_pt_mpi_file fh, MPI_Offset offset, int whence);
 int ppios_pt_MPI_File_get_size(ppios_pt_mpi_file fh, MPI_Offset *size);
