@@ -118,6 +118,67 @@ int main(int argc, char **argv) {
   EXPECT_EQ(P.Plan->decisions()[1].Flags, 0u);
 }
 
+TEST(PrefetchPlanner, ABadDefinitionOnlyReachesLaterUses) {
+  Planned P = plan(R"(
+void consume(long *);
+int main(int argc, char **argv) {
+  MPI_Init(&argc, &argv);
+  char buf[64];
+  long n = 8;
+  int fd = open(argv[1], O_RDONLY);
+  for (long i = 0; i < n; i++)
+    pread(fd, buf, sizeof buf, i * 64);
+  consume(&n);
+  for (long off = 0; off < n; ) {
+    pread(fd, buf, sizeof buf, off);
+    consume(&off);
+  }
+  MPI_Finalize();
+  return 0;
+})");
+  ASSERT_TRUE(P.HasThread);
+  ASSERT_EQ(P.Plan->decisions().size(), 2u);
+  // consume(&n) comes after the first loop: it does not make n unknown there.
+  EXPECT_TRUE(P.Plan->decisions()[0].Prefetched);
+  // consume(&off) runs before the read's next iteration.
+  EXPECT_FALSE(P.Plan->decisions()[1].Prefetched);
+  EXPECT_NE(P.Plan->decisions()[1].Reason.find("consume"), std::string::npos)
+      << P.Plan->decisions()[1].Reason;
+}
+
+TEST(PrefetchPlanner, AHandleAHelperOpensLaterIsHandedOver) {
+  Planned P = plan(R"(
+int open_input(int *fd, const char *path);
+int main(int argc, char **argv) {
+  MPI_Init(&argc, &argv);
+  char buf[64];
+  int fd = open(argv[1], O_RDONLY);
+  for (long i = 0; i < 8; i++)
+    pread(fd, buf, sizeof buf, i * 64);
+  int late;
+  open_input(&late, argv[2]);
+  for (long i = 0; i < 8; i++)
+    pread(late, buf, sizeof buf, i * 64);
+  for (long i = 0; i < 8; i++) {
+    int each;
+    open_input(&each, argv[2]);
+    pread(each, buf, sizeof buf, i * 64);
+  }
+  MPI_Finalize();
+  return 0;
+})");
+  ASSERT_TRUE(P.HasThread);
+  EXPECT_EQ(P.Plan->startIndex(), 1);
+  ASSERT_EQ(P.Plan->handoffs().size(), 1u);
+  EXPECT_EQ(P.Plan->handoffs()[0].Var->getName(), "late");
+  ASSERT_EQ(P.Plan->decisions().size(), 3u);
+  EXPECT_TRUE(P.Plan->decisions()[0].Prefetched);
+  EXPECT_TRUE(P.Plan->decisions()[1].Prefetched);
+  // Set inside a loop: not handed over, and the remark names the statement.
+  EXPECT_FALSE(P.Plan->decisions()[2].Prefetched);
+  EXPECT_NE(P.Plan->decisions()[2].Reason.find("'each' is set at line"), std::string::npos);
+}
+
 TEST(PrefetchPlanner, NoReadsNoThread) {
   Planned P = plan(R"(
 int main(int argc, char **argv) {
