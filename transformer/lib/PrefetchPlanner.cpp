@@ -113,6 +113,8 @@ void PrefetchPlanner::collectHandles() {
   const ASTContext &Ctx = Units.function()->getASTContext();
   Units.forEach([&](const Unit &U) {
     for (const IoCallSite &Site : U.IoCalls) {
+      if (Site.HandleField && Site.Info->Kind == IoKind::Write)
+        WrittenFields.insert(Site.HandleField);
       if (!Site.Handle || Site.HandleField)
         continue;
       if (Site.Info->Kind == IoKind::Open) {
@@ -871,14 +873,8 @@ void PrefetchPlanner::decideReads() {
     }
     D.Prefetched = true;
     D.Copy = bufferOf(D.Site) && CopyBuffers.count(bufferOf(D.Site));
-    bool FieldWritten = false; // the MT's writes invalidate the cache in any case
-    if (D.Site.HandleField)
-      Units.forEach([&](const Unit &W) {
-        for (const IoCallSite &Site : W.IoCalls)
-          FieldWritten |= Site.Info->Kind == IoKind::Write && Site.HandleField == D.Site.HandleField;
-      });
-    if ((!D.Site.HandleField && (WrittenHandles.count(H) || WritableHandles.count(H))) ||
-        FieldWritten)
+    if (D.Site.HandleField ? WrittenFields.count(D.Site.HandleField) > 0
+                           : WrittenHandles.count(H) || WritableHandles.count(H))
       D.Flags |= PfAfterWrite;
   }
 }

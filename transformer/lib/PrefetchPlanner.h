@@ -173,6 +173,9 @@ private:
   std::vector<HandoffPoint> Handoffs;
   llvm::DenseMap<const clang::VarDecl *, IoInterface> HandleInterface;
   llvm::DenseSet<const clang::VarDecl *> WrittenHandles, WritableHandles, BufferVars;
+  // Descriptor fields this function writes through (the MT's writes invalidate the cache
+  // anyway; the flag only orders a read after them).
+  llvm::DenseSet<const clang::FieldDecl *> WrittenFields;
   // Handles set in the PT's region by a statement the PT does not run (-> why).
   llvm::DenseMap<const clang::VarDecl *, std::string> UnsafeHandles;
   std::string fieldHandleProblem(const IoCallSite &Site, const Unit *At);

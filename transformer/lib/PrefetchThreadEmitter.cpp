@@ -17,6 +17,14 @@ namespace ppios {
 
 namespace {
 
+// The runtime's calls that pass handles around are named by the handle's kind:
+// ppios_pt_reopen_<suffix>, ppios_mt_handoff_<suffix>, ppios_pt_take_<suffix>.
+const char *handleSuffix(IoInterface Interface) {
+  return Interface == IoInterface::Posix   ? "fd"
+         : Interface == IoInterface::Stdio ? "stream"
+                                           : "MPI_File";
+}
+
 bool isMpiFileType(QualType T) { return T.getUnqualifiedType().getAsString() == "MPI_File"; }
 
 unsigned transfersIn(const Unit &U) {
@@ -297,9 +305,7 @@ void PrefetchThreadEmitter::emitUnit(const Unit &U) {
     return;
   }
   if (const HandoffPoint *H = Plan.handoffAt(U)) {
-    const char *Iface = H->Interface == IoInterface::Posix   ? "fd"
-                        : H->Interface == IoInterface::Stdio ? "stream"
-                                                             : "MPI_File";
+    const char *Iface = handleSuffix(H->Interface);
     std::string Name = H->Var->getNameAsString(), Slot = std::to_string(H->Slot);
     std::string Line = std::to_string(Text.line(U.S->getBeginLoc()));
     auto [Begin, End] = Text.statementRange(U.S);
@@ -468,10 +474,8 @@ bool PrefetchThreadEmitter::emit() {
     std::string Name = H.Var->getNameAsString();
     if (H.Field)
       Name += "." + H.Field->getNameAsString();
-    const char *Reopen = H.Interface == IoInterface::Posix   ? "ppios_pt_reopen_fd"
-                         : H.Interface == IoInterface::Stdio ? "ppios_pt_reopen_stream"
-                                                             : "ppios_pt_reopen_MPI_File";
-    Reopens.push_back("ppios_ctx." + Name + " = " + Reopen + "(" + Name + ");");
+    Reopens.push_back("ppios_ctx." + Name + " = ppios_pt_reopen_" +
+                      handleSuffix(H.Interface) + "(" + Name + ");");
   }
 
   // The context the MT fills in.

@@ -184,20 +184,21 @@ public:
   }
 
 private:
-  // Whether a pointer argument may point into memory a parameter points to.
+  // Whether a pointer argument may point into memory a parameter points to: `&p` of a
+  // pointer parameter, or any expression with a pointer variable in it (C adjusts array
+  // parameters to pointers; &local and local arrays are harmless).
   static bool mayReachParameter(const Expr *Arg) {
     if (!Arg->getType()->isPointerType())
       return false;
     if (const VarDecl *VD = addressedVariable(Arg))
-      return !VD->hasLocalStorage() ? false : isa<ParmVarDecl>(VD) && VD->getType()->isPointerType();
+      return isa<ParmVarDecl>(VD) && VD->getType()->isPointerType();
     llvm::SmallVector<const Stmt *, 8> Work{Arg};
     while (!Work.empty()) {
       const Stmt *S = Work.pop_back_val();
       if (const auto *DRE = dyn_cast<DeclRefExpr>(S))
         if (const auto *VD = dyn_cast<VarDecl>(DRE->getDecl()))
-          if (VD->getType()->isPointerType() || VD->getType()->isArrayType())
-            if (!VD->getType()->isArrayType() || isa<ParmVarDecl>(VD))
-              return true;
+          if (VD->getType()->isPointerType())
+            return true;
       for (const Stmt *Child : S->children())
         if (Child)
           Work.push_back(Child);

@@ -48,11 +48,6 @@ IoCallSite handleSite(const CallExpr *Call, const IoCallInfo &Info) {
   return Site;
 }
 
-const VarDecl *handleVariable(const CallExpr *Call, const IoCallInfo &Info) {
-  IoCallSite Site = handleSite(Call, Info);
-  return Site.HandleField ? nullptr : Site.Handle;
-}
-
 // Globals of other files and headers (MPI_BYTE is &ompi_mpi_byte) are not the program's
 // state: the PT never copies them from a call's results.
 bool isForeignGlobal(const VarDecl *VD) {
@@ -89,7 +84,8 @@ public:
       noteCall(Call);
       return RecursiveASTVisitor::TraverseCallExpr(Call);
     }
-    U.IoCalls.push_back(handleSite(Call, *Info));
+    const IoCallSite Site = handleSite(Call, *Info);
+    U.IoCalls.push_back(Site);
     if (Info->Kind == IoKind::Write) {
       // The PT only counts a write; its arguments are never evaluated there.
       return true;
@@ -110,14 +106,15 @@ public:
         continue;
       }
       if (static_cast<int>(I) == Info->HandleArg && Info->HandleIsOut) {
-        // `&g.fh`, `&r->fh`: the open stores into the struct.
-        if (U.IoCalls.back().HandleField)
+        if (Site.HandleField) {
+          // `&g.fh`, `&r->fh`: the open stores into the struct.
           if (const auto *UO = dyn_cast<UnaryOperator>(Arg->IgnoreParenImpCasts()))
             noteStore(UO->getSubExpr());
-        if (const VarDecl *VD = handleVariable(Call, *Info))
-          U.Defs.insert(VD);
-        if (Info->Kind == IoKind::Close && handleVariable(Call, *Info))
-          U.Uses.insert(handleVariable(Call, *Info));
+        } else if (Site.Handle) {
+          U.Defs.insert(Site.Handle);
+          if (Info->Kind == IoKind::Close)
+            U.Uses.insert(Site.Handle);
+        }
         continue;
       }
       TraverseStmt(const_cast<Expr *>(Arg));

@@ -407,6 +407,11 @@ public:
     // PT: the prefetch thread of main().
     std::vector<std::pair<const CallExpr *, std::string>> Missed;
     std::vector<const CallExpr *> Prefetched;
+    // A call into another file whose reads the PT does not pre-execute from here.
+    auto MissedInOtherFile = [&](const CloneCallDecision &C, const std::string &Why) {
+      Missed.push_back({C.Call, "the reads of '" + C.Callee->getNameAsString() +
+                                    "' (another file) are not pre-executed" + Why});
+    };
     std::string Failure;
     std::vector<std::unique_ptr<ClonePlan>> Clones;
     llvm::DenseMap<const FunctionDecl *, ClonePlan *> CloneOf;
@@ -473,9 +478,7 @@ public:
       } else {
         for (const CloneCallDecision &C : Plan.cloneCalls()) {
           if (ImportedClones.count(C.Callee))
-            Missed.push_back({C.Call, "the reads of '" + C.Callee->getNameAsString() +
-                                          "' (another file) are not pre-executed: main() gets "
-                                          "no prefetch thread"});
+            MissedInOtherFile(C, ": main() gets no prefetch thread");
           auto It = CloneOf.find(C.Callee);
           if (It != CloneOf.end() && It->second->Why.empty())
             It->second->Why = "main() gets no prefetch thread";
@@ -494,10 +497,8 @@ public:
         if (Imported != ImportedClones.end()) {
           if (C.Active)
             Prototypes.insert(Imported->second);
-          else if (P == MainPlan.get() || P->isClone())
-            Missed.push_back({C.Call, "the reads of '" + C.Callee->getNameAsString() +
-                                          "' (another file) are not pre-executed from this "
-                                          "call: " + C.Reason});
+          else
+            MissedInOtherFile(C, " from this call: " + C.Reason);
           continue;
         }
         auto It = CloneOf.find(C.Callee);
@@ -792,6 +793,17 @@ TransformResult transformFile(const std::string &Path, const std::vector<std::st
 
 std::vector<TransformResult> transformProgram(const std::vector<ProgramUnit> &Units,
                                               const TransformOptions &Options) {
+  // A unit is parsed in its own directory (its path and flags are relative to it).
+  auto Transform = [&](const ProgramUnit &U, const ProgramFacts *Import, ProgramFacts *Export,
+                       bool Quiet) {
+    llvm::SmallString<256> Saved;
+    llvm::sys::fs::current_path(Saved);
+    if (!U.Directory.empty())
+      llvm::sys::fs::set_current_path(U.Directory);
+    TransformResult R = transformUnit(U.Path, U.Args, Options, Import, Export, Quiet);
+    llvm::sys::fs::set_current_path(Saved);
+    return R;
+  };
   // Rounds until the exports are stable: a chain of calls through k units needs k rounds.
   // Only the last round reports (and it is the one whose sources are used).
   ProgramFacts Known;
@@ -802,19 +814,10 @@ std::vector<TransformResult> transformProgram(const std::vector<ProgramUnit> &Un
     ProgramFacts Found;
     Results.clear();
     for (const ProgramUnit &U : Units) {
-      llvm::SmallString<256> Saved;
-      llvm::sys::fs::current_path(Saved);
-      if (!U.Directory.empty())
-        llvm::sys::fs::set_current_path(U.Directory);
-      Results.push_back(transformUnit(U.Path, U.Args, Options, Round ? &Known : nullptr,
-                                      &Found, /*Quiet=*/!Last));
-      llvm::sys::fs::set_current_path(Saved);
+      Results.push_back(Transform(U, Round ? &Known : nullptr, &Found, /*Quiet=*/!Last));
       if (!Results.back().Success) {
-        if (!Last) { // show clang's diagnostics once
-          llvm::sys::fs::set_current_path(U.Directory.empty() ? std::string(Saved) : U.Directory);
-          transformUnit(U.Path, U.Args, Options, nullptr, nullptr, false);
-          llvm::sys::fs::set_current_path(Saved);
-        }
+        if (!Last) // show clang's diagnostics once
+          Transform(U, nullptr, nullptr, /*Quiet=*/false);
         for (TransformResult &R : Results)
           R.Success = false;
         Results.resize(Units.size());
