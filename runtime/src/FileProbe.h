@@ -28,4 +28,13 @@ inline bool probe_regular_file(int fd, FileKey *key, FileStamp *stamp = nullptr)
   return true;
 }
 
+// Whether I/O on the descriptor goes to storage and so takes the process I/O token and
+// a coordinator slot: not for pipes, FIFOs, sockets, ttys and character devices (an
+// unknown descriptor counts as storage; its call fails at once anyway).
+inline bool storage_backed(int fd) {
+  struct stat st;
+  if (fstat(fd, &st) != 0) return true;
+  return S_ISREG(st.st_mode) || S_ISBLK(st.st_mode) || S_ISDIR(st.st_mode);
+}
+
 }  // namespace ppios

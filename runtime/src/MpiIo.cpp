@@ -18,6 +18,8 @@
 #include <string>
 
 #include "FileProbe.h"
+#include "PtThread.h"
+#include "ThreadState.h"
 #include "MpiTypes.h"
 #include "Runtime.h"
 #include "ppios/ppios.h"
@@ -270,7 +272,8 @@ ppios_pt_mpi_file pt_token(int fd) {
 }  // namespace
 
 int ppios_pt_MPI_File_open(const char *filename, int /*amode*/, ppios_pt_mpi_file *fh) {
-  int fd = open(strip_driver_prefix(filename).c_str(), O_RDONLY | O_CLOEXEC);
+  ppios::pt_checkpoint();
+  int fd = ppios::PtResources::get().open_regular(strip_driver_prefix(filename).c_str());
   *fh = pt_token(fd);
   if (fd >= 0) return MPI_SUCCESS;
   return errno == ENOENT ? MPI_ERR_NO_SUCH_FILE : MPI_ERR_FILE;
@@ -286,10 +289,9 @@ ppios_pt_mpi_file ppios_pt_reopen_MPI_File(MPI_File mt_fh) {
   }
   MPI_Offset position = 0;
   if (MPI_File_get_position(mt_fh, &position) != MPI_SUCCESS) return nullptr;
-  int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  struct stat st;
-  if (fd >= 0 && (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) ||
-                  lseek(fd, static_cast<off_t>(position), SEEK_SET) < 0)) {
+  int fd = ppios::PtResources::get().open_regular(path.c_str());
+  if (fd >= 0 && lseek(fd, static_cast<off_t>(position), SEEK_SET) < 0) {
+    ppios::PtResources::get().disown_fd(fd);
     close(fd);
     fd = -1;
   }
@@ -303,19 +305,26 @@ void ppios_mt_handoff_MPI_File(unsigned slot, MPI_File mt_fh) {
 }
 
 ppios_pt_mpi_file ppios_pt_take_MPI_File(unsigned slot) {
+  ppios::pt_checkpoint();
   intptr_t handle = 0;
-  return Runtime::get().handoff_take(slot, &handle) ? reinterpret_cast<ppios_pt_mpi_file>(handle)
-                                                    : nullptr;
+  if (!Runtime::get().handoff_take(slot, &handle)) ppios::pt_checkpoint();  // stopping
+  return reinterpret_cast<ppios_pt_mpi_file>(handle);
 }
 
 int ppios_pt_MPI_File_close(ppios_pt_mpi_file *fh) {
+  ppios::pt_checkpoint();
   int fd = pt_fd(*fh);
-  if (fd >= 0) close(fd);
+  if (fd >= 0 && ppios::PtResources::get().owns_fd(fd)) {
+    ppios::PtResources::get().disown_fd(fd);
+    close(fd);
+  }
   *fh = nullptr;
   return MPI_SUCCESS;
 }
 
 int ppios_pt_MPI_File_seek(ppios_pt_mpi_file fh, MPI_Offset offset, int whence) {
+  ppios::pt_checkpoint();
+  if (!ppios::PtResources::get().owns_fd(pt_fd(fh))) return MPI_ERR_FILE;
   int w = whence == MPI_SEEK_SET ? SEEK_SET : whence == MPI_SEEK_CUR ? SEEK_CUR
         : whence == MPI_SEEK_END ? SEEK_END : -1;
   if (w < 0 || pt_fd(fh) < 0) return MPI_ERR_ARG;
@@ -323,8 +332,9 @@ int ppios_pt_MPI_File_seek(ppios_pt_mpi_file fh, MPI_Offset offset, int whence) 
 }
 
 int ppios_pt_MPI_File_get_size(ppios_pt_mpi_file fh, MPI_Offset *size) {
+  ppios::pt_checkpoint();
   struct stat st;
-  if (pt_fd(fh) < 0 || fstat(pt_fd(fh), &st) != 0) return MPI_ERR_FILE;
+  if (!ppios::PtResources::get().owns_fd(pt_fd(fh)) || fstat(pt_fd(fh), &st) != 0) return MPI_ERR_FILE;
   *size = static_cast<MPI_Offset>(st.st_size);
   return MPI_SUCCESS;
 }
@@ -341,8 +351,10 @@ int ppios_prefetch_MPI_File_read_at(ppios_pt_mpi_file fh, MPI_Offset offset, int
 
 int ppios_prefetch_MPI_File_read(ppios_pt_mpi_file fh, int count, MPI_Datatype datatype,
                                  ppios_seq_t seq, unsigned flags) {
+  ppios::pt_checkpoint();
   int64_t type_size = ppios::mpi_type_size(datatype);
   int fd = pt_fd(fh);
+  if (!ppios::PtResources::get().owns_fd(fd)) return -1;
   off_t offset = fd < 0 ? -1 : lseek(fd, 0, SEEK_CUR);
   if (type_size <= 0 || count < 0 || offset < 0) return -1;
   ssize_t bytes = ppios_prefetch_pread(fd, static_cast<size_t>(count) * static_cast<size_t>(type_size),

@@ -7,7 +7,10 @@
 #include <cerrno>
 #include <cstdarg>
 
+#include "ErrnoGuard.h"
 #include "FileProbe.h"
+#include "PtThread.h"
+#include "ThreadState.h"
 #include "Runtime.h"
 #include "ppios/ppios.h"
 
@@ -15,7 +18,9 @@ using ppios::CachedFile;
 using ppios::FileKey;
 using ppios::FileStamp;
 using ppios::MtStorageAccess;
+using ppios::PtResources;
 using ppios::Runtime;
+using ppios::RuntimeScope;
 
 namespace {
 
@@ -28,12 +33,24 @@ mode_t open_mode(int flags, va_list args) {
 ssize_t write_at(Runtime &rt, int fd, off_t offset, size_t length, bool whole_file,
                  const std::function<ssize_t()> &do_write) {
   FileKey key;
-  const bool regular = rt.caching() && ppios::probe_regular_file(fd, &key);
+  bool regular, storage;
+  {
+    ppios::ErrnoGuard errno_guard;
+    regular = rt.caching() && ppios::probe_regular_file(fd, &key);
+    storage = regular || ppios::storage_backed(fd);
+  }
   return rt.mt_write(regular ? &key : nullptr, whole_file ? 0 : offset, whole_file ? 0 : length,
                      do_write, [fd](FileStamp *stamp) {
                        FileKey k;
                        return ppios::probe_regular_file(fd, &k, stamp);
-                     });
+                     }, storage);
+}
+
+// A PT call on a descriptor the PT does not own: refused, the descriptor untouched.
+bool refuse_foreign_fd(int fd) {
+  if (PtResources::get().owns_fd(fd)) return false;
+  errno = EBADF;
+  return true;
 }
 
 }  // namespace
@@ -62,8 +79,10 @@ void ppios_mt_handoff_fd(unsigned slot, int mt_fd) {
 }
 
 int ppios_pt_take_fd(unsigned slot) {
+  ppios::pt_checkpoint();
   intptr_t handle = -1;
-  return Runtime::get().handoff_take(slot, &handle) ? static_cast<int>(handle) : -1;
+  if (!Runtime::get().handoff_take(slot, &handle)) ppios::pt_checkpoint();  // stopping
+  return static_cast<int>(handle);
 }
 
 int ppios_close(int fd) { return close(fd); }
@@ -73,11 +92,17 @@ off_t ppios_lseek(int fd, off_t offset, int whence) { return lseek(fd, offset, w
 ssize_t ppios_pread(int fd, void *buf, size_t count, off_t offset) {
   Runtime &rt = Runtime::get();
   CachedFile file;
-  bool cacheable = rt.caching() && offset >= 0 && ppios::probe_readable_file(fd, &file);
+  bool cacheable = false, storage_io = true;
+  {
+    ppios::ErrnoGuard errno_guard;
+    cacheable = rt.caching() && offset >= 0 && ppios::probe_readable_file(fd, &file);
+    if (!cacheable) storage_io = ppios::storage_backed(fd);
+  }
   char *out = static_cast<char *>(buf);
   return rt.mt_read(cacheable ? &file : nullptr, offset, count, out,
                     [&](size_t h, MtStorageAccess &storage) -> ssize_t {
                       if (h > 0 && h == count) return static_cast<ssize_t>(count);
+                      if (!storage_io) storage.exempt();
                       storage.acquire();
                       ssize_t r = pread(fd, out + h, count - h, offset + static_cast<off_t>(h));
                       if (r >= 0) return r + static_cast<ssize_t>(h);
@@ -90,12 +115,15 @@ ssize_t ppios_read(int fd, void *buf, size_t count) {
   Runtime &rt = Runtime::get();
   CachedFile file;
   off_t offset = -1;
-  bool cacheable = false;
-  if (rt.caching() && ppios::probe_readable_file(fd, &file)) {
-    int saved = errno;
-    offset = lseek(fd, 0, SEEK_CUR);
-    cacheable = offset >= 0;
-    errno = saved;
+  bool cacheable = false, storage_io = true;
+  {
+    ppios::ErrnoGuard errno_guard;
+    if (rt.caching() && ppios::probe_readable_file(fd, &file)) {
+      offset = lseek(fd, 0, SEEK_CUR);
+      cacheable = offset >= 0;
+    } else {
+      storage_io = ppios::storage_backed(fd);  // a pipe or tty may block for a long time
+    }
   }
   char *out = static_cast<char *>(buf);
   return rt.mt_read(cacheable ? &file : nullptr, offset, count, out,
@@ -104,6 +132,7 @@ ssize_t ppios_read(int fd, void *buf, size_t count) {
                         lseek(fd, offset + static_cast<off_t>(count), SEEK_SET);
                         return static_cast<ssize_t>(count);
                       }
+                      if (!storage_io) storage.exempt();
                       storage.acquire();
                       if (h > 0) lseek(fd, offset + static_cast<off_t>(h), SEEK_SET);
                       ssize_t r = read(fd, out + h, count - h);
@@ -124,13 +153,12 @@ ssize_t ppios_write(int fd, const void *buf, size_t count) {
   off_t offset = 0;
   bool whole_file = true;  // appends, and descriptors without an offset
   if (rt.caching()) {
-    int saved = errno;
+    ppios::ErrnoGuard errno_guard;
     int flags = fcntl(fd, F_GETFL);
     if (flags >= 0 && !(flags & O_APPEND)) {
       offset = lseek(fd, 0, SEEK_CUR);
       whole_file = offset < 0;
     }
-    errno = saved;
   }
   return write_at(rt, fd, offset, count, whole_file, [&] { return write(fd, buf, count); });
 }
@@ -138,10 +166,17 @@ ssize_t ppios_write(int fd, const void *buf, size_t count) {
 // ------------------------------------------------------------------ PT side
 
 int ppios_pt_open(const char *path, int /*flags*/, ...) {
-  return open(path, O_RDONLY | O_CLOEXEC);
+  ppios::pt_checkpoint();
+  RuntimeScope scope;
+  return PtResources::get().open_regular(path);
 }
 
-int ppios_pt_close(int fd) { return close(fd); }
+int ppios_pt_close(int fd) {
+  ppios::pt_checkpoint();
+  if (refuse_foreign_fd(fd)) return -1;
+  PtResources::get().disown_fd(fd);
+  return close(fd);
+}
 
 // A new open file description of the same file (its own offset), through /proc, so that
 // it works whatever path or helper opened the MT's descriptor. Only regular files: a
@@ -152,18 +187,26 @@ int ppios_pt_reopen_fd(int mt_fd) {
   off_t position = lseek(mt_fd, 0, SEEK_CUR);
   char path[64];
   std::snprintf(path, sizeof path, "/proc/self/fd/%d", mt_fd);
-  int fd = open(path, O_RDONLY | O_CLOEXEC);
+  int fd = open(path, O_RDONLY | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
   struct stat reopened;
-  if (fd >= 0 && (fstat(fd, &reopened) != 0 || reopened.st_dev != st.st_dev ||
-                  reopened.st_ino != st.st_ino ||
+  if (fd >= 0 && (fstat(fd, &reopened) != 0 || !S_ISREG(reopened.st_mode) ||
+                  reopened.st_dev != st.st_dev || reopened.st_ino != st.st_ino ||
                   (position > 0 && lseek(fd, position, SEEK_SET) < 0))) {
     close(fd);
     fd = -1;
+  }
+  if (fd >= 0) {
+    int flags = fcntl(fd, F_GETFL);
+    if (flags >= 0) fcntl(fd, F_SETFL, flags & ~O_NONBLOCK);
+    PtResources::get().own_fd(fd);
   }
   return fd;
 }
 
 ssize_t ppios_prefetch_pread(int fd, size_t count, off_t offset, ppios_seq_t seq, unsigned flags) {
+  ppios::pt_checkpoint();
+  if (refuse_foreign_fd(fd)) return -1;
+  RuntimeScope scope;
   struct stat st;
   if (offset < 0 || fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) return -1;
   size_t predicted =
@@ -174,6 +217,8 @@ ssize_t ppios_prefetch_pread(int fd, size_t count, off_t offset, ppios_seq_t seq
 }
 
 ssize_t ppios_prefetch_read(int fd, size_t count, ppios_seq_t seq, unsigned flags) {
+  ppios::pt_checkpoint();
+  if (refuse_foreign_fd(fd)) return -1;
   off_t offset = lseek(fd, 0, SEEK_CUR);
   if (offset < 0) return -1;
   ssize_t predicted = ppios_prefetch_pread(fd, count, offset, seq, flags);
@@ -183,15 +228,33 @@ ssize_t ppios_prefetch_read(int fd, size_t count, ppios_seq_t seq, unsigned flag
 
 ssize_t ppios_prefetch_pread_copy(int fd, void *buf, size_t count, off_t offset,
                                   ppios_seq_t seq, unsigned flags) {
+  ppios::pt_checkpoint();
+  if (refuse_foreign_fd(fd)) return -1;
   if (offset < 0) {
     errno = EINVAL;
     return -1;
   }
-  return Runtime::get().prefetch_copy(fd, offset, count, seq, flags, static_cast<char *>(buf));
+  // A bad buffer must fault here, in the slice's name, not inside the runtime: only the
+  // bytes the read will deliver are touched.
+  struct stat st;
+  size_t expected = count;
+  if (fstat(fd, &st) == 0 && S_ISREG(st.st_mode))
+    expected = offset >= st.st_size ? 0 : std::min<size_t>(count, static_cast<size_t>(st.st_size - offset));
+  ppios::pt_probe_buffer(buf, expected);
+  bool stopped = false;
+  ssize_t n;
+  {
+    RuntimeScope scope;
+    n = Runtime::get().prefetch_copy(fd, offset, count, seq, flags, static_cast<char *>(buf), &stopped);
+  }
+  if (stopped) ppios::pt_checkpoint();
+  return n;
 }
 
 ssize_t ppios_prefetch_read_copy(int fd, void *buf, size_t count, ppios_seq_t seq,
                                  unsigned flags) {
+  ppios::pt_checkpoint();
+  if (refuse_foreign_fd(fd)) return -1;
   off_t offset = lseek(fd, 0, SEEK_CUR);
   if (offset < 0) return read(fd, buf, count);  // no offset (a pipe?): what read does
   ssize_t n = ppios_prefetch_pread_copy(fd, buf, count, offset, seq, flags);

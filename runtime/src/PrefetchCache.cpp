@@ -72,6 +72,8 @@ ReserveResult PrefetchCache::reserve(const FileKey &key, const FileStamp &stamp,
         return ReserveResult::Covered;
     }
     if (counters_.bytes_in_use + length <= capacity_) break;
+    // The PT's own memory never comes back while it runs: do not wait for it.
+    if (length > capacity_ - std::min(capacity_, counters_.external_bytes)) return ReserveResult::TooLarge;
     if (evict_one_passed()) continue;
     ++room_waiters_;
     room_cv_.wait(lock);
@@ -298,6 +300,26 @@ void PrefetchCache::unhold_file(const FileKey &key) {
   forget_file_if_empty(key);
 }
 
+bool PrefetchCache::take_external(size_t bytes) {
+  std::lock_guard<std::mutex> lock(mu_);
+  while (bytes > capacity_ - std::min(capacity_, counters_.bytes_in_use))
+    if (!evict_one_passed()) return false;
+  counters_.bytes_in_use += bytes;
+  counters_.external_bytes += bytes;
+  counters_.peak_bytes = std::max(counters_.peak_bytes, counters_.bytes_in_use);
+  return true;
+}
+
+void PrefetchCache::give_external(size_t bytes) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    bytes = std::min(bytes, counters_.external_bytes);
+    counters_.bytes_in_use -= bytes;
+    counters_.external_bytes -= bytes;
+  }
+  room_cv_.notify_all();
+}
+
 void PrefetchCache::stop() {
   {
     std::lock_guard<std::mutex> lock(mu_);
@@ -313,7 +335,10 @@ CacheCounters PrefetchCache::counters() {
   // What is still cached at this point was never used either.
   for (auto &[key, file] : files_)
     for (auto &[off, e] : file.by_offset)
-      if (e->filled > e->consumed) c.unused_bytes += e->filled - e->consumed;
+      if (e->filled > e->consumed) {
+        c.unused_bytes += e->filled - e->consumed;
+        if (e->consumed == 0) ++c.unserved_entries;
+      }
   return c;
 }
 
@@ -334,6 +359,7 @@ void PrefetchCache::unlink_entry(CacheEntry *e) {
 void PrefetchCache::maybe_free(CacheEntry *e) {
   if (e->linked || e->pins > 0 || e->filling) return;
   if (e->filled > e->consumed) counters_.unused_bytes += e->filled - e->consumed;
+  if (e->filled > 0 && e->consumed == 0) ++counters_.unserved_entries;
   counters_.bytes_in_use -= e->reserved;
   delete e;
   if (room_waiters_ > 0) room_cv_.notify_all();

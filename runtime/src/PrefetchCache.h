@@ -55,6 +55,8 @@ struct CacheCounters {
   uint64_t unused_bytes = 0;  // fetched, then dropped without the MT reading them
   uint64_t evicted_entries = 0;
   uint64_t invalidated_entries = 0;
+  uint64_t unserved_entries = 0;  // fetched entries the MT never took a byte from
+  size_t external_bytes = 0;      // PT memory (ppios_pt_malloc) counted in bytes_in_use
 };
 
 class PrefetchCache {
@@ -95,6 +97,13 @@ class PrefetchCache {
   // While a file has buffered stdio writes, nothing of it is cached or served.
   void hold_file(const FileKey &key);
   void unhold_file(const FileKey &key);
+
+  // Memory of the PT's own (ppios_pt_malloc) counted against the same capacity, so the
+  // PT's copies of the program's tables and its prefetched bytes together stay within
+  // PPIOS_CACHE_MB. Never waits: false if the bytes do not fit even after evicting the
+  // entries the MT has passed.
+  bool take_external(size_t bytes);
+  void give_external(size_t bytes);
 
   // Wakes threads waiting for room; reserve() returns Stopped from then on.
   void stop();

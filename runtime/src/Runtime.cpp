@@ -13,6 +13,8 @@
 #include <cstring>
 
 #include "Clock.h"
+#include "ErrnoGuard.h"
+#include "ThreadState.h"
 #include "MpiTypes.h"
 #include "ppios/ppios.h"
 
@@ -20,14 +22,12 @@ namespace ppios {
 namespace {
 
 Runtime *g_runtime = nullptr;  // created once, never destroyed: the PT may outlive main()
-// A child forked without exec has none of the parent's threads and must not write the
-// parent's statistics again at its exit.
-bool g_forked_child = false;
 thread_local int t_trace_tid = kTraceMT;
 
-// How long shutdown waits for the PT and WTs to notice the stop before writing the
-// outputs without them (they only ever touch the never-freed runtime).
-constexpr auto kStopGrace = std::chrono::seconds(5);
+// How long shutdown waits, silently, for the PT and WTs to notice the stop before it
+// writes the outputs without them: they only ever touch the never-freed runtime, and
+// exit must never be delayed by a PT (a stuck slice is ended by exit itself).
+constexpr auto kStopGrace = std::chrono::milliseconds(100);
 
 std::string format_double(double v) {
   char buf[64];
@@ -46,9 +46,12 @@ void Runtime::load() {
     std::exit(2);
   }
   g_runtime = new Runtime(config);
-  pthread_atfork(nullptr, nullptr, [] { g_forked_child = true; });
+  // A child forked without exec has none of the parent's threads (no PT) and may hold
+  // copies of runtime locks that were held at the fork: everything passes straight
+  // through in it, and it never writes the parent's statistics or trace.
+  pthread_atfork(nullptr, nullptr, [] { g_forked_child.store(true, std::memory_order_relaxed); });
   std::atexit([] {
-    if (!g_forked_child) g_runtime->shutdown();
+    if (!g_forked_child.load(std::memory_order_relaxed)) g_runtime->shutdown();
   });
 }
 
@@ -78,14 +81,13 @@ Runtime::Runtime(const Config &config)
 // ------------------------------------------------------------------ main thread
 
 void MtStorageAccess::acquire() {
-  if (held_) return;
+  if (held_ || exempt_) return;
   held_ = true;
-  const int saved_errno = errno;
+  ErrnoGuard errno_guard;
   rt_.scheduler_.acquire_mt(&token_);
   uint64_t t = now_ns();
   slot_ = rt_.coordinator_->acquire(IoClass::MT, 0);
   rt_.stats_.mt_slot_wait_ns += now_ns() - t;
-  errno = saved_errno;
   if (rt_.scheduler_.enabled()) {
     rt_.stats_.mt_token_wait_ns += token_.granted_ns - token_.asked_ns;
     rt_.trace_.event("mt_token_wait", kTraceMT, token_.asked_ns, token_.granted_ns, nullptr, -1, -1);
@@ -102,7 +104,8 @@ void MtStorageAccess::release() {
 ssize_t Runtime::mt_read(const CachedFile *file, off_t offset, size_t length, char *buffer,
                          const std::function<ssize_t(size_t, MtStorageAccess &)> &complete) {
   const int saved_errno = errno;
-  const uint64_t seq = mt_started_.fetch_add(1, std::memory_order_relaxed) + 1;
+  const uint64_t seq = mt_started_.fetch_add(1, std::memory_order_acq_rel) + 1;
+  notify_progress();  // a PT may wait for this start (PPIOS_PF_AFTER_SYNC)
   const uint64_t begin = now_ns();
   size_t from_cache = 0;
   ssize_t result;
@@ -137,13 +140,15 @@ ssize_t Runtime::mt_read(const CachedFile *file, off_t offset, size_t length, ch
 
 ssize_t Runtime::mt_write(const FileKey *file, off_t offset, size_t length,
                           const std::function<ssize_t()> &do_write,
-                          const std::function<bool(FileStamp *)> &refresh) {
+                          const std::function<bool(FileStamp *)> &refresh, bool storage_io) {
   const int saved_errno = errno;
-  const uint64_t seq = mt_started_.fetch_add(1, std::memory_order_relaxed) + 1;
+  const uint64_t seq = mt_started_.fetch_add(1, std::memory_order_acq_rel) + 1;
+  notify_progress();
   const uint64_t begin = now_ns();
   ssize_t result;
   {
     MtStorageAccess storage(*this);
+    if (!storage_io) storage.exempt();
     storage.acquire();
     if (file != nullptr && caching()) cache_.begin_write(*file, offset, length);
     errno = saved_errno;
@@ -169,6 +174,10 @@ void Runtime::mt_done(uint64_t seq) {
   mt_completed_.store(seq, std::memory_order_release);
   if (!caching()) return;
   cache_.mt_progress(seq);
+  notify_progress();
+}
+
+void Runtime::notify_progress() {
   if (progress_waiters_.load(std::memory_order_acquire) > 0) {
     std::lock_guard<std::mutex> lock(progress_mu_);
     progress_cv_.notify_all();
@@ -209,15 +218,28 @@ void Runtime::start_pt(void (*entry)(void *), const void *ctx, size_t ctx_size) 
   }
   auto *start = new PtStart{entry, std::vector<char>(static_cast<const char *>(ctx),
                                                      static_cast<const char *>(ctx) + ctx_size)};
+  std::lock_guard<std::mutex> lock(lifecycle_mu_);  // pt_thread_ is set before the PT ends
   std::thread pt([this, start] {
+    t_thread.role = ThreadRole::PT;
     t_trace_tid = kTracePT;
-    start->entry(start->ctx.empty() ? nullptr : start->ctx.data());
+    PtStop why = run_pt_slice(start->entry, start->ctx.empty() ? nullptr : start->ctx.data());
     delete start;
-    std::lock_guard<std::mutex> lock(lifecycle_mu_);
-    pt_running_ = false;
-    lifecycle_cv_.notify_all();
+    pt_ended(why);
   });
+  pt_thread_ = pt.native_handle();
   pt.detach();  // shutdown() waits for it through pt_running_, with a time limit
+}
+
+void Runtime::pt_ended(PtStop why) {
+  PtResources::get().release_all(cache_);
+  struct timespec cpu{};
+  if (clock_gettime(CLOCK_THREAD_CPUTIME_ID, &cpu) == 0)
+    stats_.pt_cpu_ns = static_cast<uint64_t>(cpu.tv_sec) * 1000000000u + static_cast<uint64_t>(cpu.tv_nsec);
+  if (why == PtStop::Fault) stats_.pt_faults++;
+  pt_stop_.store(static_cast<int>(why), std::memory_order_release);
+  std::lock_guard<std::mutex> lock(lifecycle_mu_);
+  pt_running_ = false;
+  lifecycle_cv_.notify_all();
 }
 
 void Runtime::prefetch(int fd, const struct stat &st, off_t offset, size_t length,
@@ -251,12 +273,20 @@ void Runtime::prefetch(int fd, const struct stat &st, off_t offset, size_t lengt
 }
 
 ssize_t Runtime::prefetch_copy(int fd, off_t offset, size_t count, uint64_t seq, unsigned flags,
-                               char *buffer) {
+                               char *buffer, bool *stopped) {
   size_t got = 0;
   struct stat st;
+  *stopped = false;
+  // Bytes another rank wrote before a synchronization the MT has not reached yet are
+  // not in the file yet: wait for the MT to pass it, even in mode off.
+  if (flags & PPIOS_PF_AFTER_SYNC) wait_for_mt_start(seq);
+  if (flags & PPIOS_PF_AFTER_WRITE) wait_for_mt(seq);
+  if ((flags & (PPIOS_PF_AFTER_SYNC | PPIOS_PF_AFTER_WRITE)) && stopping()) {
+    *stopped = true;
+    return -1;
+  }
   if (mode() != Mode::Off && !stopping()) {
     stats_.pt_prefetch_calls++;
-    if (flags & PPIOS_PF_AFTER_WRITE) wait_for_mt(seq);
     if (fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && offset >= 0 && offset < st.st_size) {
       trace_.name_file(key_of(st), fd);
       size_t length = std::min<size_t>(count, static_cast<size_t>(st.st_size - offset));
@@ -280,6 +310,14 @@ void Runtime::wait_for_mt(uint64_t seq) {
   progress_cv_.wait(lock, [&] {
     return stopping() || mt_completed_.load(std::memory_order_acquire) + 1 >= seq;
   });
+  --progress_waiters_;
+}
+
+void Runtime::wait_for_mt_start(uint64_t seq) {
+  if (mt_has_started(seq)) return;
+  std::unique_lock<std::mutex> lock(progress_mu_);
+  ++progress_waiters_;
+  progress_cv_.wait(lock, [&] { return stopping() || mt_has_started(seq); });
   --progress_waiters_;
 }
 
@@ -475,22 +513,28 @@ void Runtime::shutdown() {
     std::lock_guard<std::mutex> lock(wt_mu_);
     wt_cv_.notify_all();
   }
-  bool stopped;
+  // Silently and briefly: the PT escapes at its next poll or runtime call. One that has
+  // not ended by then keeps running until exit ends it; nothing it may touch is ever
+  // destroyed (the runtime lives on).
+  const auto deadline = std::chrono::steady_clock::now() + kStopGrace;
   {
     std::unique_lock<std::mutex> lock(lifecycle_mu_);
-    stopped = lifecycle_cv_.wait_for(lock, kStopGrace, [&] { return !pt_running_; });
+    lifecycle_cv_.wait_until(lock, deadline, [&] { return !pt_running_; });
+    if (pt_running_) {
+      clockid_t clock;
+      struct timespec cpu{};
+      if (pthread_getcpuclockid(pt_thread_, &clock) == 0 && clock_gettime(clock, &cpu) == 0)
+        stats_.pt_cpu_ns = static_cast<uint64_t>(cpu.tv_sec) * 1000000000u +
+                           static_cast<uint64_t>(cpu.tv_nsec);
+    }
   }
-  if (stopped) {
+  {
     std::unique_lock<std::mutex> lock(wt_mu_);
-    auto deadline = std::chrono::steady_clock::now() + kStopGrace;
     while (wt_threads_ > 0 && std::chrono::steady_clock::now() < deadline) {
       lock.unlock();
       std::this_thread::sleep_for(std::chrono::milliseconds(1));
       lock.lock();
     }
-  } else {
-    std::fprintf(stderr, "ppios: rank %d: the prefetch thread did not stop within %lld s; "
-                 "finishing without it\n", rank_, static_cast<long long>(kStopGrace.count()));
   }
   write_outputs();
 }
@@ -505,28 +549,17 @@ void Runtime::write_outputs() {
     std::string json = "{\"rank\":" + std::to_string(rank_) + ",\"pid\":" + std::to_string(getpid()) +
         ",\"host\":\"" + host + "\",\"mode\":\"" + mode_name(mode()) +
         "\",\"coordinator\":\"" + coordinator_->name() +
-        "\",\"wall_s\":" + format_double((now_ns() - start_ns_) * s) +
-        ",\"mt_read_calls\":" + u(stats_.mt_read_calls) +
-        ",\"mt_read_bytes\":" + u(stats_.mt_read_bytes) +
-        ",\"hit_bytes\":" + u(stats_.hit_bytes) +
-        ",\"mt_read_wait_s\":" + format_double(stats_.mt_read_wait_ns * s) +
-        ",\"mt_write_calls\":" + u(stats_.mt_write_calls) +
-        ",\"mt_write_bytes\":" + u(stats_.mt_write_bytes) +
-        ",\"mt_write_wait_s\":" + format_double(stats_.mt_write_wait_ns * s) +
-        ",\"mt_token_wait_s\":" + format_double(stats_.mt_token_wait_ns * s) +
-        ",\"pt_prefetch_calls\":" + u(stats_.pt_prefetch_calls) +
-        ",\"pt_read_bytes\":" + u(stats_.pt_read_bytes) +
+        "\",\"wall_s\":" + format_double((now_ns() - start_ns_) * s);
+#define PPIOS_STATS_COUNT(name) json += ",\"" #name "\":" + u(stats_.name);
+#define PPIOS_STATS_TIME(name) json += ",\"" #name "_s\":" + format_double(stats_.name##_ns * s);
+    PPIOS_STATS_FIELDS(PPIOS_STATS_COUNT, PPIOS_STATS_TIME)
+#undef PPIOS_STATS_COUNT
+#undef PPIOS_STATS_TIME
+    const PtStop pt_stop = static_cast<PtStop>(pt_stop_.load(std::memory_order_acquire));
+    json += ",\"pt_stop\":\"" + std::string(pt_started_ ? pt_stop_name(pt_stop) : "none") + "\"" +
+        ",\"pt_mismatch\":" + std::to_string(cache.unserved_entries) +
         ",\"pt_unused_bytes\":" + std::to_string(cache.unused_bytes) +
-        ",\"pt_subreads\":" + u(stats_.pt_subreads) +
-        ",\"pt_yields\":" + u(stats_.pt_yields) +
-        ",\"pt_skipped\":" + u(stats_.pt_skipped) +
-        ",\"pt_late\":" + u(stats_.pt_late) +
-        ",\"pt_room_wait_s\":" + format_double(stats_.pt_room_wait_ns * s) +
         ",\"slot_wait_s\":" + format_double((stats_.mt_slot_wait_ns + stats_.pt_slot_wait_ns) * s) +
-        ",\"mt_slot_wait_s\":" + format_double(stats_.mt_slot_wait_ns * s) +
-        ",\"pt_slot_wait_s\":" + format_double(stats_.pt_slot_wait_ns * s) +
-        ",\"wt_started\":" + u(stats_.wt_started) +
-        ",\"wt_dropped\":" + u(stats_.wt_dropped) +
         ",\"cache_limit_bytes\":" + std::to_string(cache_.capacity()) +
         ",\"cache_peak_bytes\":" + std::to_string(cache.peak_bytes) +
         ",\"cache_evicted_entries\":" + std::to_string(cache.evicted_entries) +

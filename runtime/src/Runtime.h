@@ -6,10 +6,11 @@
 // thread), one PT started by ppios_pt_start, and at most PPIOS_MAX_WT waiting threads.
 //
 // Lock order: no two of these are ever held together: PrefetchCache::mu_,
-// IoScheduler::mu_, Runtime::progress_mu_, Runtime::wt_mu_, Runtime::lifecycle_mu_.
-// Trace::mu_ is a leaf. Coordinator calls and storage I/O happen with none held.
+// IoScheduler::mu_, Runtime::progress_mu_, Runtime::wt_mu_, Runtime::lifecycle_mu_,
+// Runtime::handoff_mu_, PtResources::streams_mu_. Trace::mu_ is a leaf. Coordinator calls and storage I/O happen with none held.
 #pragma once
 
+#include <pthread.h>
 #include <sys/stat.h>
 
 #include <atomic>
@@ -29,6 +30,7 @@
 #include "FileKey.h"
 #include "IoScheduler.h"
 #include "PrefetchCache.h"
+#include "PtThread.h"
 #include "Trace.h"
 #include "ppios/Coordinator.h"
 
@@ -40,14 +42,22 @@ struct CachedFile {
   FileStamp stamp;
 };
 
-// Counters behind PPIOS_STATS. Times in nanoseconds.
+// Counters behind PPIOS_STATS, declared once: C(name) is a count written as "name",
+// T(name) a time kept in nanoseconds as name_ns and written in seconds as "name_s".
+#define PPIOS_STATS_FIELDS(C, T)                                                       \
+  C(mt_read_calls) C(mt_read_bytes) C(hit_bytes) T(mt_read_wait)                       \
+  C(mt_write_calls) C(mt_write_bytes) T(mt_write_wait) T(mt_token_wait)                \
+  T(mt_slot_wait) T(pt_slot_wait)                                                      \
+  C(pt_prefetch_calls) C(pt_read_bytes) C(pt_subreads) C(pt_yields) C(pt_skipped)      \
+  C(pt_late) T(pt_room_wait) C(pt_faults) T(pt_cpu)                                    \
+  C(wt_started) C(wt_dropped)
+
 struct Stats {
-  std::atomic<uint64_t> mt_read_calls{0}, mt_read_bytes{0}, hit_bytes{0}, mt_read_wait_ns{0};
-  std::atomic<uint64_t> mt_write_calls{0}, mt_write_bytes{0}, mt_write_wait_ns{0};
-  std::atomic<uint64_t> mt_token_wait_ns{0}, mt_slot_wait_ns{0}, pt_slot_wait_ns{0};
-  std::atomic<uint64_t> pt_prefetch_calls{0}, pt_read_bytes{0}, pt_subreads{0}, pt_yields{0};
-  std::atomic<uint64_t> pt_skipped{0}, pt_late{0}, pt_room_wait_ns{0};
-  std::atomic<uint64_t> wt_started{0}, wt_dropped{0};
+#define PPIOS_STATS_COUNT(name) std::atomic<uint64_t> name{0};
+#define PPIOS_STATS_TIME(name) std::atomic<uint64_t> name##_ns{0};
+  PPIOS_STATS_FIELDS(PPIOS_STATS_COUNT, PPIOS_STATS_TIME)
+#undef PPIOS_STATS_COUNT
+#undef PPIOS_STATS_TIME
 };
 
 // The MT's hold on the process I/O token and a system slot, taken only when it really
@@ -56,12 +66,17 @@ class MtStorageAccess {
  public:
   explicit MtStorageAccess(class Runtime &rt) : rt_(rt) {}
   ~MtStorageAccess() { release(); }
+  // Takes both, unless exempt().
   void acquire();
+  // The access is to a pipe, FIFO, tty or device: no storage behind it, and a blocking
+  // read on an idle pipe must not hold a system-wide storage slot.
+  void exempt() { exempt_ = true; }
   void release();
 
  private:
   Runtime &rt_;
   bool held_ = false;
+  bool exempt_ = false;
   SlotTicket slot_;
   TokenTimes token_;
 };
@@ -87,12 +102,13 @@ class Runtime {
   // call delivered, or -1 on error.
   ssize_t mt_read(const CachedFile *file, off_t offset, size_t length, char *buffer,
                   const std::function<ssize_t(size_t, MtStorageAccess &)> &complete);
-  // One MT write of [offset, offset+length) (length 0: whole file) of `file` (null: not a
-  // regular file). do_write performs it and returns the bytes written or -1; refresh
-  // returns the file's stamp afterwards (false if unknown).
+  // One MT write of [offset, offset+length) (length 0: whole file) of `file` (null: not
+  // cached). do_write performs it and returns the bytes written or -1; refresh returns
+  // the file's stamp afterwards (false if unknown). `storage` false: not a regular file
+  // (see MtStorageAccess::exempt).
   ssize_t mt_write(const FileKey *file, off_t offset, size_t length,
                    const std::function<ssize_t()> &do_write,
-                   const std::function<bool(FileStamp *)> &refresh);
+                   const std::function<bool(FileStamp *)> &refresh, bool storage = true);
   PrefetchCache &cache() { return cache_; }
 
   // ---- prefetch thread
@@ -105,9 +121,11 @@ class Runtime {
   // Like prefetch(), for a PT that needs the bytes itself (an index whose values are
   // later offsets): reads `count` bytes at `offset` into the PT's own `buffer`, returns
   // what pread would (bytes, or -1 with errno), and leaves a copy for the MT. A read
-  // after a write first waits until the MT has done every transfer before `seq`.
+  // after a write first waits until the MT has done every transfer before `seq`; a read
+  // after a synchronization until the MT has started transfer `seq`. Sets *stopped
+  // (and reads nothing) if the runtime stopped while it waited.
   ssize_t prefetch_copy(int fd, off_t offset, size_t count, uint64_t seq, unsigned flags,
-                        char *buffer);
+                        char *buffer, bool *stopped);
   bool stopping() const { return stopping_.load(std::memory_order_acquire); }
 
   // ---- handles the MT hands to the PT after it started (ppios_mt_handoff_*): a helper
@@ -136,8 +154,14 @@ class Runtime {
   // returns how many leading bytes that is.
   size_t fetch(int fd, const FileKey &key, const FileStamp &stamp, off_t offset, size_t length,
                uint64_t seq, int trace_tid, char *copy_to = nullptr);
+  // Wait until the MT has completed every transfer before `seq` / started `seq`, or
+  // the runtime stops.
   void wait_for_mt(uint64_t seq);
+  void wait_for_mt_start(uint64_t seq);
+  // The PT's slice ended (on the PT thread, after it released its resources).
+  void pt_ended(PtStop why);
   void mt_done(uint64_t seq);
+  void notify_progress();
   void waiting_thread_main(int index);
   void run_waiting_job(const WaitingJob &job, int trace_tid);
   int rank() const;
@@ -178,6 +202,8 @@ class Runtime {
   std::condition_variable lifecycle_cv_;
   bool pt_started_ = false;
   bool pt_running_ = false;
+  pthread_t pt_thread_{};
+  std::atomic<int> pt_stop_{static_cast<int>(PtStop::Running)};
   bool shut_down_ = false;
   int rank_ = -1;
 };

@@ -15,14 +15,19 @@
 #include <map>
 #include <mutex>
 
+#include "ErrnoGuard.h"
 #include "FileProbe.h"
+#include "PtThread.h"
+#include "ThreadState.h"
 #include "Runtime.h"
 #include "ppios/ppios.h"
 
 using ppios::CachedFile;
 using ppios::FileKey;
 using ppios::MtStorageAccess;
+using ppios::PtResources;
 using ppios::Runtime;
+using ppios::RuntimeScope;
 
 namespace {
 
@@ -78,20 +83,22 @@ size_t ppios_fread(void *ptr, size_t size, size_t nmemb, FILE *stream) {
   if (sized) total = size * nmemb;
   CachedFile file;
   off_t offset = -1;
-  bool cacheable = false;
-  if (rt.caching() && sized && !feof(stream)) {
-    int saved = errno;
+  bool cacheable = false, storage_io = true;
+  {
+    ppios::ErrnoGuard errno_guard;
     int fd = fileno(stream);
-    if (fd >= 0 && ppios::probe_readable_file(fd, &file)) {
+    if (rt.caching() && sized && !feof(stream) && fd >= 0 && ppios::probe_readable_file(fd, &file)) {
       offset = ftello(stream);
       cacheable = offset >= 0;
+    } else if (fd >= 0) {
+      storage_io = ppios::storage_backed(fd);  // stdin from a pipe may block for a long time
     }
-    errno = saved;
   }
   char *out = static_cast<char *>(ptr);
   ssize_t bytes = rt.mt_read(
       cacheable ? &file : nullptr, offset, total, out,
       [&](size_t h, MtStorageAccess &storage) -> ssize_t {
+        if (!storage_io) storage.exempt();
         if (!sized) {  // zero or overflowing sizes: whatever fread itself does
           storage.acquire();
           return static_cast<ssize_t>(fread(ptr, size, nmemb, stream) * size);
@@ -111,16 +118,18 @@ size_t ppios_fread(void *ptr, size_t size, size_t nmemb, FILE *stream) {
 size_t ppios_fwrite(const void *ptr, size_t size, size_t nmemb, FILE *stream) {
   Runtime &rt = Runtime::get();
   FileKey key;
-  bool regular = false;
-  if (rt.caching()) {
-    int saved = errno;
+  bool regular = false, storage_io = true;
+  {
+    ppios::ErrnoGuard errno_guard;
     int fd = fileno(stream);
-    regular = fd >= 0 && ppios::probe_regular_file(fd, &key);
-    if (regular) {
-      std::lock_guard<std::mutex> lock(g_writers_mu);
-      if (g_writers.emplace(stream, key).second) rt.cache().hold_file(key);
+    if (rt.caching()) {
+      regular = fd >= 0 && ppios::probe_regular_file(fd, &key);
+      if (regular) {
+        std::lock_guard<std::mutex> lock(g_writers_mu);
+        if (g_writers.emplace(stream, key).second) rt.cache().hold_file(key);
+      }
     }
-    errno = saved;
+    if (!regular && fd >= 0) storage_io = ppios::storage_backed(fd);  // stdout to a pipe or tty
   }
   size_t items = 0;
   rt.mt_write(regular ? &key : nullptr, 0, 0,
@@ -128,7 +137,7 @@ size_t ppios_fwrite(const void *ptr, size_t size, size_t nmemb, FILE *stream) {
                 items = fwrite(ptr, size, nmemb, stream);
                 return static_cast<ssize_t>(items * size);
               },
-              [](ppios::FileStamp *) { return false; });
+              [](ppios::FileStamp *) { return false; }, storage_io);
   return items;
 }
 
@@ -140,11 +149,39 @@ void ppios_rewind(FILE *stream) { rewind(stream); }
 
 // ------------------------------------------------------------------ PT side
 
-FILE *ppios_pt_fopen(const char *path, const char * /*mode*/) { return fopen(path, "re"); }
+// A PT call on a stream the PT does not own: refused, the stream untouched.
+static bool refuse_foreign_stream(FILE *stream) {
+  if (PtResources::get().owns_stream(stream)) return false;
+  errno = EBADF;
+  return true;
+}
+
+FILE *ppios_pt_fopen(const char *path, const char * /*mode*/) {
+  ppios::pt_checkpoint();
+  RuntimeScope scope;
+  PtResources &resources = PtResources::get();
+  int fd = resources.open_regular(path);
+  if (fd < 0) return nullptr;
+  FILE *stream = fdopen(fd, "r");
+  if (stream == nullptr) {
+    resources.disown_fd(fd);
+    close(fd);
+    return nullptr;
+  }
+  resources.own_stream(stream);
+  return stream;
+}
 
 // The PT's fopen fails when the MT has not created the file yet: its calls on the NULL
 // stream do nothing.
-int ppios_pt_fclose(FILE *stream) { return stream ? fclose(stream) : EOF; }
+int ppios_pt_fclose(FILE *stream) {
+  ppios::pt_checkpoint();
+  if (stream == nullptr || refuse_foreign_stream(stream)) return EOF;
+  PtResources &resources = PtResources::get();
+  resources.disown_stream(stream);
+  resources.disown_fd(fileno(stream));
+  return fclose(stream);
+}
 
 // The MT's logical position counts bytes its buffer holds but the program has not
 // consumed yet; ftello gives exactly that.
@@ -155,15 +192,19 @@ FILE *ppios_pt_reopen_stream(FILE *mt_stream) {
   if (mt_fd < 0 || position < 0) return nullptr;
   int fd = ppios_pt_reopen_fd(mt_fd);
   if (fd < 0) return nullptr;
+  PtResources &resources = PtResources::get();
   FILE *stream = fdopen(fd, "r");
   if (stream == nullptr) {
+    resources.disown_fd(fd);
     close(fd);
     return nullptr;
   }
   if (fseeko(stream, position, SEEK_SET) != 0) {
+    resources.disown_fd(fd);
     fclose(stream);
     return nullptr;
   }
+  resources.own_stream(stream);
   return stream;
 }
 
@@ -174,13 +215,18 @@ void ppios_mt_handoff_stream(unsigned slot, FILE *mt_stream) {
 }
 
 FILE *ppios_pt_take_stream(unsigned slot) {
+  ppios::pt_checkpoint();
   intptr_t handle = 0;
-  return Runtime::get().handoff_take(slot, &handle) ? reinterpret_cast<FILE *>(handle) : nullptr;
+  if (!Runtime::get().handoff_take(slot, &handle)) ppios::pt_checkpoint();  // stopping
+  return reinterpret_cast<FILE *>(handle);
 }
 
 size_t ppios_prefetch_fread(size_t size, size_t nmemb, FILE *stream, ppios_seq_t seq,
                             unsigned flags) {
-  if (stream == nullptr || size == 0 || nmemb == 0 || nmemb > SIZE_MAX / size) return 0;
+  ppios::pt_checkpoint();
+  if (stream == nullptr || refuse_foreign_stream(stream)) return 0;
+  RuntimeScope scope;
+  if (size == 0 || nmemb == 0 || nmemb > SIZE_MAX / size) return 0;
   off_t offset = ftello(stream);
   int fd = fileno(stream);
   if (offset < 0 || fd < 0) return 0;
@@ -192,7 +238,8 @@ size_t ppios_prefetch_fread(size_t size, size_t nmemb, FILE *stream, ppios_seq_t
 
 size_t ppios_prefetch_fread_copy(void *buf, size_t size, size_t nmemb, FILE *stream,
                                  ppios_seq_t seq, unsigned flags) {
-  if (stream == nullptr) return 0;
+  ppios::pt_checkpoint();
+  if (stream == nullptr || refuse_foreign_stream(stream)) return 0;
   off_t offset = ftello(stream);
   int fd = fileno(stream);
   if (size == 0 || nmemb == 0 || nmemb > SIZE_MAX / size || offset < 0 || fd < 0)

@@ -22,6 +22,23 @@
  * program performs before it, plus one. The MT counts its transfers the same way, which
  * pairs the PT's k-th access with the MT's.
  *
+ * The MT's calls reach the runtime in one of two ways: the program calls ppios_<name>
+ * itself (hand-written builds, tests), or it keeps its own calls and is linked with
+ * -Wl,--wrap=<name> for every name in ppios/interpose.def, so that they reach __wrap_<name>
+ * in libppios (what ppios-cc does). A wrapped call goes straight to the real call, outside
+ * the runtime, when it is made on the PT or a waiting thread, inside a program signal
+ * handler, from inside the runtime (a handler interrupting it), or in a forked child.
+ *
+ * The PT must never change what the program does: it can stop quietly at any point (an
+ * "escape": its slice is left, everything it owns is released, the thread ends and the
+ * MT's reads simply miss from then on). It escapes when the runtime stops, on
+ * ppios_pt_exit, on an out-of-bounds ppios_pt_index, when ppios_pt_malloc is over
+ * budget, and on a fault (SIGSEGV, SIGBUS, SIGFPE, SIGILL) in its slice, which prints one
+ * warning line. Every ppios_pt_* and ppios_prefetch_* call escapes at entry if the
+ * runtime is stopping; ppios_pt_poll does only that. The PT reads only regular files it
+ * opened itself: its calls (and wrapped read/pread/lseek/close/stdio calls made on the
+ * PT) on any other descriptor or stream fail with EBADF and touch nothing.
+ *
  * Configuration comes from PPIOS_* environment variables, read once when the library is
  * loaded (see README.md). All functions are thread-safe.
  */
@@ -47,6 +64,17 @@ typedef uint64_t ppios_seq_t;
  * runtime hands it to a waiting thread that issues it only once the MT has completed
  * every I/O before `seq`; the PT itself runs on. */
 #define PPIOS_PF_AFTER_WRITE 0x1u
+/* The read may see bytes another process wrote before an MPI synchronization point (a
+ * barrier, a collective, a message) that the MT passes before this read: the PT itself
+ * waits until the MT has started transfer `seq` (so has passed every such point before
+ * it) and escapes if the runtime stops meanwhile. For the _copy calls only. */
+#define PPIOS_PF_AFTER_SYNC 0x2u
+
+#if defined(__GNUC__) || defined(__clang__)
+#define PPIOS_NORETURN __attribute__((noreturn))
+#else
+#define PPIOS_NORETURN
+#endif
 
 /* ---------------------------------------------------------------- lifecycle */
 
@@ -63,6 +91,38 @@ ppios_seq_t ppios_mt_seq(void);
 /* Replaces MPI_Finalize: stops the PT, writes PPIOS_STATS and PPIOS_TRACE output, then
  * calls MPI_Finalize. (Programs that exit without MPI_Finalize get their output at exit.) */
 int ppios_MPI_Finalize(void);
+
+/* ---------------------------------------------------------------- PT: safety
+ * For generated PT code only (on any other thread ppios_pt_exit aborts the process). */
+
+/* The PT stops quietly, here and now: where the program would exit, abort or MPI_Abort
+ * on the PT's path (the PT keeps the program's guards but never ends the process).
+ * PPIOS_STATS pt_stop "exit". */
+void ppios_pt_exit(void) PPIOS_NORETURN;
+
+/* Called at every loop iteration of the slice: escapes if the runtime is stopping (an
+ * acquire load otherwise). PPIOS_STATS pt_stop "stopped". */
+void ppios_pt_poll(void);
+
+/* The PT's own heap memory (copies of the program's tables), counted against the same
+ * PPIOS_CACHE_MB budget as the prefetch cache. They never return NULL: over budget or out
+ * of memory the PT escapes (pt_stop "budget"). ppios_pt_realloc(NULL, n) allocates;
+ * ppios_pt_free(NULL) does nothing. Every block still allocated when the PT ends (or
+ * escapes) is freed then. Only for blocks from these functions. */
+void *ppios_pt_malloc(size_t size);
+void *ppios_pt_calloc(size_t nmemb, size_t size);
+void *ppios_pt_realloc(void *ptr, size_t size);
+void ppios_pt_free(void *ptr);
+
+/* The escape of ppios_pt_index (pt_stop "bounds"); not called directly. */
+void ppios_pt_out_of_bounds(void) PPIOS_NORETURN;
+
+/* Bounds check the transformer emits around PT array subscripts and copy-read sizes:
+ * returns i if 0 <= i < n, else the PT escapes quietly. */
+static inline long long ppios_pt_index(long long i, long long n) {
+  if (__builtin_expect(i >= 0 && i < n, 1)) return i;
+  ppios_pt_out_of_bounds();
+}
 
 /* ---------------------------------------------------------------- MT: POSIX */
 int ppios_open(const char *path, int flags, ...);
@@ -103,7 +163,11 @@ int ppios_MPI_File_seek(MPI_File fh, MPI_Offset offset, int whence);
 /* ---------------------------------------------------------------- PT: POSIX and stdio */
 
 /* Opens `path` read-only for the PT, whatever `flags`/`mode` the program used (the PT
- * never creates or truncates). Returns a descriptor/stream of the PT's own, or -1/NULL. */
+ * never creates or truncates). Returns a descriptor/stream of the PT's own, or -1/NULL.
+ * Only regular files: anything else (FIFO, tty, device, /dev/stdin) is closed again
+ * without being read (opened with O_NONBLOCK so that a FIFO never blocks) and the result
+ * is -1/NULL with errno ENXIO. ppios_pt_close/ppios_pt_fclose refuse (-1/EOF, EBADF) a
+ * descriptor or stream the PT does not own. */
 int ppios_pt_open(const char *path, int flags, ...);
 int ppios_pt_close(int fd);
 FILE *ppios_pt_fopen(const char *path, const char *mode);
@@ -126,7 +190,9 @@ size_t ppios_prefetch_fread(size_t size, size_t nmemb, FILE *stream, ppios_seq_t
  * return exactly what the original call would (bytes or -1 with errno; items for fread),
  * move the PT descriptor's or stream's position like the original, and leave a copy in
  * the cache for the MT. With PPIOS_PF_AFTER_WRITE the PT first waits until the MT has
- * completed every transfer before `seq`. */
+ * completed every transfer before `seq`; with PPIOS_PF_AFTER_SYNC until it has started
+ * transfer `seq`. The bytes of `buf` the read will fill are touched first, so a bad
+ * buffer is a fault of the slice (an escape), not of the runtime. */
 ssize_t ppios_prefetch_pread_copy(int fd, void *buf, size_t count, off_t offset,
                                   ppios_seq_t seq, unsigned flags);
 ssize_t ppios_prefetch_read_copy(int fd, void *buf, size_t count, ppios_seq_t seq,

@@ -1,0 +1,358 @@
+// __wrap_<sym> for every PPIOS_INTERPOSE(sym) of ppios/interpose.def: a program linked
+// with -Wl,--wrap=sym calls these instead of sym. Each has exactly the semantics of sym
+// (return value, errno, file positions). On the MT they enter the runtime (ppios_<sym>);
+// they pass straight to the real call (libppios is linked without --wrap, so `pread`
+// here is libc's) when the runtime must not be entered (see pass_through()). On the PT
+// they only ever touch what the PT owns: anything else fails with EBADF untouched.
+#include <fcntl.h>
+#include <mpi.h>
+#include <signal.h>
+#include <stdio.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdarg>
+#include <cstdint>
+
+#include "PtThread.h"
+#include "Signals.h"
+#include "ThreadState.h"
+#include "ppios/ppios.h"
+
+using ppios::PtResources;
+using ppios::RuntimeScope;
+using ppios::ThreadRole;
+using ppios::t_thread;
+
+extern "C" void __chk_fail(void) __attribute__((noreturn));
+
+namespace {
+
+bool on_pt() { return t_thread.role == ThreadRole::PT; }
+
+// On the PT: whether `fd` is the PT's own; if not, errno is EBADF.
+bool pt_owns(int fd) {
+  if (PtResources::get().owns_fd(fd)) return true;
+  errno = EBADF;
+  return false;
+}
+
+bool pt_owns(FILE *stream) {
+  if (PtResources::get().owns_stream(stream)) return true;
+  errno = EBADF;
+  return false;
+}
+
+mode_t mode_arg(int flags, va_list args) {
+  if ((flags & O_CREAT) || (flags & O_TMPFILE) == O_TMPFILE) return static_cast<mode_t>(va_arg(args, int));
+  return 0;
+}
+
+int open_any(const char *path, int flags, mode_t mode) {
+  if (on_pt()) return ppios_pt_open(path, flags);
+  if (ppios::pass_through()) return open(path, flags, mode);
+  RuntimeScope scope;
+  return ppios_open(path, flags, mode);
+}
+
+// What _FORTIFY_SOURCE's __open_2 checks: creating a file needs a mode.
+void check_open_2(int flags) {
+  if ((flags & O_CREAT) || (flags & O_TMPFILE) == O_TMPFILE) __chk_fail();
+}
+
+}  // namespace
+
+extern "C" {
+
+// ------------------------------------------------------------------ POSIX
+
+int __wrap_open(const char *path, int flags, ...) {
+  va_list args;
+  va_start(args, flags);
+  mode_t mode = mode_arg(flags, args);
+  va_end(args);
+  return open_any(path, flags, mode);
+}
+
+int __wrap_open64(const char *path, int flags, ...) {
+  va_list args;
+  va_start(args, flags);
+  mode_t mode = mode_arg(flags, args);
+  va_end(args);
+  return open_any(path, flags, mode);
+}
+
+int __wrap___open_2(const char *path, int flags) {
+  check_open_2(flags);
+  return open_any(path, flags, 0);
+}
+
+int __wrap___open64_2(const char *path, int flags) {
+  check_open_2(flags);
+  return open_any(path, flags, 0);
+}
+
+int __wrap_close(int fd) {
+  if (on_pt()) {
+    if (!pt_owns(fd)) return -1;
+    PtResources::get().disown_fd(fd);
+    return close(fd);
+  }
+  if (ppios::pass_through()) return close(fd);
+  RuntimeScope scope;
+  return ppios_close(fd);
+}
+
+ssize_t __wrap_read(int fd, void *buf, size_t count) {
+  if (on_pt()) return pt_owns(fd) ? read(fd, buf, count) : -1;
+  if (ppios::pass_through()) return read(fd, buf, count);
+  RuntimeScope scope;
+  return ppios_read(fd, buf, count);
+}
+
+ssize_t __wrap___read_chk(int fd, void *buf, size_t count, size_t buflen) {
+  if (count > buflen) __chk_fail();
+  return __wrap_read(fd, buf, count);
+}
+
+ssize_t __wrap_pread(int fd, void *buf, size_t count, off_t offset) {
+  if (on_pt()) return pt_owns(fd) ? pread(fd, buf, count, offset) : -1;
+  if (ppios::pass_through()) return pread(fd, buf, count, offset);
+  RuntimeScope scope;
+  return ppios_pread(fd, buf, count, offset);
+}
+
+ssize_t __wrap_pread64(int fd, void *buf, size_t count, off64_t offset) {
+  return __wrap_pread(fd, buf, count, static_cast<off_t>(offset));
+}
+
+ssize_t __wrap___pread_chk(int fd, void *buf, size_t count, off_t offset, size_t buflen) {
+  if (count > buflen) __chk_fail();
+  return __wrap_pread(fd, buf, count, offset);
+}
+
+ssize_t __wrap___pread64_chk(int fd, void *buf, size_t count, off64_t offset, size_t buflen) {
+  if (count > buflen) __chk_fail();
+  return __wrap_pread(fd, buf, count, static_cast<off_t>(offset));
+}
+
+// The PT never writes: its descriptors are read-only, and the program's are not its own.
+ssize_t __wrap_write(int fd, const void *buf, size_t count) {
+  if (on_pt()) return pt_owns(fd) ? write(fd, buf, count) : -1;
+  if (ppios::pass_through()) return write(fd, buf, count);
+  RuntimeScope scope;
+  return ppios_write(fd, buf, count);
+}
+
+ssize_t __wrap_pwrite(int fd, const void *buf, size_t count, off_t offset) {
+  if (on_pt()) return pt_owns(fd) ? pwrite(fd, buf, count, offset) : -1;
+  if (ppios::pass_through()) return pwrite(fd, buf, count, offset);
+  RuntimeScope scope;
+  return ppios_pwrite(fd, buf, count, offset);
+}
+
+ssize_t __wrap_pwrite64(int fd, const void *buf, size_t count, off64_t offset) {
+  return __wrap_pwrite(fd, buf, count, static_cast<off_t>(offset));
+}
+
+off_t __wrap_lseek(int fd, off_t offset, int whence) {
+  if (on_pt()) return pt_owns(fd) ? lseek(fd, offset, whence) : -1;
+  if (ppios::pass_through()) return lseek(fd, offset, whence);
+  RuntimeScope scope;
+  return ppios_lseek(fd, offset, whence);
+}
+
+off64_t __wrap_lseek64(int fd, off64_t offset, int whence) {
+  return __wrap_lseek(fd, static_cast<off_t>(offset), whence);
+}
+
+// ------------------------------------------------------------------ stdio
+
+FILE *__wrap_fopen(const char *path, const char *mode) {
+  if (on_pt()) return ppios_pt_fopen(path, mode);
+  if (ppios::pass_through()) return fopen(path, mode);
+  RuntimeScope scope;
+  return ppios_fopen(path, mode);
+}
+
+FILE *__wrap_fopen64(const char *path, const char *mode) { return __wrap_fopen(path, mode); }
+
+int __wrap_fclose(FILE *stream) {
+  if (on_pt()) return ppios_pt_fclose(stream);
+  if (ppios::pass_through()) return fclose(stream);
+  RuntimeScope scope;
+  return ppios_fclose(stream);
+}
+
+size_t __wrap_fread(void *ptr, size_t size, size_t nmemb, FILE *stream) {
+  if (on_pt()) return pt_owns(stream) ? fread(ptr, size, nmemb, stream) : 0;
+  if (ppios::pass_through()) return fread(ptr, size, nmemb, stream);
+  RuntimeScope scope;
+  return ppios_fread(ptr, size, nmemb, stream);
+}
+
+// What glibc's __fread_chk checks before reading.
+size_t __wrap___fread_chk(void *ptr, size_t ptrlen, size_t size, size_t nmemb, FILE *stream) {
+  size_t bytes = size * nmemb;
+  if ((nmemb | size) >= (size_t{1} << (8 * sizeof(size_t) / 2)) && size != 0 && bytes / size != nmemb)
+    __chk_fail();
+  if (bytes > ptrlen) __chk_fail();
+  return __wrap_fread(ptr, size, nmemb, stream);
+}
+
+size_t __wrap_fwrite(const void *ptr, size_t size, size_t nmemb, FILE *stream) {
+  if (on_pt()) return pt_owns(stream) ? fwrite(ptr, size, nmemb, stream) : 0;
+  if (ppios::pass_through()) return fwrite(ptr, size, nmemb, stream);
+  RuntimeScope scope;
+  return ppios_fwrite(ptr, size, nmemb, stream);
+}
+
+int __wrap_fseek(FILE *stream, long offset, int whence) {
+  if (on_pt()) return pt_owns(stream) ? fseek(stream, offset, whence) : -1;
+  if (ppios::pass_through()) return fseek(stream, offset, whence);
+  RuntimeScope scope;
+  return ppios_fseek(stream, offset, whence);
+}
+
+int __wrap_fseeko(FILE *stream, off_t offset, int whence) {
+  if (on_pt()) return pt_owns(stream) ? fseeko(stream, offset, whence) : -1;
+  if (ppios::pass_through()) return fseeko(stream, offset, whence);
+  RuntimeScope scope;
+  return ppios_fseeko(stream, offset, whence);
+}
+
+int __wrap_fseeko64(FILE *stream, off64_t offset, int whence) {
+  return __wrap_fseeko(stream, static_cast<off_t>(offset), whence);
+}
+
+long __wrap_ftell(FILE *stream) {
+  if (on_pt()) return pt_owns(stream) ? ftell(stream) : -1;
+  if (ppios::pass_through()) return ftell(stream);
+  RuntimeScope scope;
+  return ppios_ftell(stream);
+}
+
+off_t __wrap_ftello(FILE *stream) {
+  if (on_pt()) return pt_owns(stream) ? ftello(stream) : -1;
+  if (ppios::pass_through()) return ftello(stream);
+  RuntimeScope scope;
+  return ppios_ftello(stream);
+}
+
+off64_t __wrap_ftello64(FILE *stream) { return __wrap_ftello(stream); }
+
+void __wrap_rewind(FILE *stream) {
+  if (on_pt()) {
+    if (pt_owns(stream)) rewind(stream);
+    return;
+  }
+  if (ppios::pass_through()) return rewind(stream);
+  RuntimeScope scope;
+  ppios_rewind(stream);
+}
+
+// ------------------------------------------------------------------ MPI-IO
+// The PT may not call MPI: there these fail without reaching MPI.
+
+int __wrap_MPI_File_open(MPI_Comm comm, const char *filename, int amode, MPI_Info info,
+                         MPI_File *fh) {
+  if (on_pt()) return MPI_ERR_OTHER;
+  if (ppios::pass_through()) return MPI_File_open(comm, filename, amode, info, fh);
+  RuntimeScope scope;
+  return ppios_MPI_File_open(comm, filename, amode, info, fh);
+}
+
+int __wrap_MPI_File_close(MPI_File *fh) {
+  if (on_pt()) return MPI_ERR_OTHER;
+  if (ppios::pass_through()) return MPI_File_close(fh);
+  RuntimeScope scope;
+  return ppios_MPI_File_close(fh);
+}
+
+int __wrap_MPI_File_read(MPI_File fh, void *buf, int count, MPI_Datatype datatype,
+                         MPI_Status *status) {
+  if (on_pt()) return MPI_ERR_OTHER;
+  if (ppios::pass_through()) return MPI_File_read(fh, buf, count, datatype, status);
+  RuntimeScope scope;
+  return ppios_MPI_File_read(fh, buf, count, datatype, status);
+}
+
+int __wrap_MPI_File_read_at(MPI_File fh, MPI_Offset offset, void *buf, int count,
+                            MPI_Datatype datatype, MPI_Status *status) {
+  if (on_pt()) return MPI_ERR_OTHER;
+  if (ppios::pass_through()) return MPI_File_read_at(fh, offset, buf, count, datatype, status);
+  RuntimeScope scope;
+  return ppios_MPI_File_read_at(fh, offset, buf, count, datatype, status);
+}
+
+int __wrap_MPI_File_write(MPI_File fh, const void *buf, int count, MPI_Datatype datatype,
+                          MPI_Status *status) {
+  if (on_pt()) return MPI_ERR_OTHER;
+  if (ppios::pass_through()) return MPI_File_write(fh, buf, count, datatype, status);
+  RuntimeScope scope;
+  return ppios_MPI_File_write(fh, buf, count, datatype, status);
+}
+
+int __wrap_MPI_File_write_at(MPI_File fh, MPI_Offset offset, const void *buf, int count,
+                             MPI_Datatype datatype, MPI_Status *status) {
+  if (on_pt()) return MPI_ERR_OTHER;
+  if (ppios::pass_through()) return MPI_File_write_at(fh, offset, buf, count, datatype, status);
+  RuntimeScope scope;
+  return ppios_MPI_File_write_at(fh, offset, buf, count, datatype, status);
+}
+
+int __wrap_MPI_File_seek(MPI_File fh, MPI_Offset offset, int whence) {
+  if (on_pt()) return MPI_ERR_OTHER;
+  if (ppios::pass_through()) return MPI_File_seek(fh, offset, whence);
+  RuntimeScope scope;
+  return ppios_MPI_File_seek(fh, offset, whence);
+}
+
+int __wrap_MPI_Finalize(void) {
+  if (on_pt()) ppios_pt_exit();  // the PT reached the program's end: it is done
+  if (ppios::pass_through()) return MPI_Finalize();
+  RuntimeScope scope;
+  return ppios_MPI_Finalize();
+}
+
+// ------------------------------------------------------------------ signal handlers
+// Always through the table, also where other calls pass through, so that every program
+// handler runs behind the trampoline.
+
+int __wrap_sigaction(int sig, const struct sigaction *act, struct sigaction *old) {
+  return ppios::SignalTable::get().program_sigaction(sig, act, old);
+}
+
+namespace {
+sighandler_t install_handler(int sig, sighandler_t handler, int flags, bool block_self) {
+  struct sigaction act{}, old{};
+  act.sa_handler = handler;
+  act.sa_flags = flags;
+  sigemptyset(&act.sa_mask);
+  if (block_self && sig > 0 && sig < NSIG) sigaddset(&act.sa_mask, sig);
+  if (__wrap_sigaction(sig, &act, &old) != 0) return SIG_ERR;
+  return (old.sa_flags & SA_SIGINFO) ? reinterpret_cast<sighandler_t>(reinterpret_cast<void (*)()>(old.sa_sigaction))
+                                     : old.sa_handler;
+}
+}  // namespace
+
+// signal(): BSD semantics, as glibc's: the handler stays, its own signal is blocked while
+// it runs, interrupted calls restart.
+sighandler_t __wrap_signal(int sig, sighandler_t handler) {
+  if (handler == SIG_ERR || sig <= 0 || sig >= NSIG) {
+    errno = EINVAL;
+    return SIG_ERR;
+  }
+  return install_handler(sig, handler, SA_RESTART, true);
+}
+
+// System V semantics: reset to the default when delivered, not blocked, no restart.
+sighandler_t __wrap___sysv_signal(int sig, sighandler_t handler) {
+  if (handler == SIG_ERR || sig <= 0 || sig >= NSIG) {
+    errno = EINVAL;
+    return SIG_ERR;
+  }
+  return install_handler(sig, handler, SA_RESETHAND | SA_NODEFER, false);
+}
+
+}  // extern "C"

@@ -1,0 +1,55 @@
+// The PT's safety calls of the C ABI: ppios_pt_exit, ppios_pt_poll, ppios_pt_malloc and
+// friends, and the escape of ppios_pt_index. See PtThread.h.
+#include <cstdint>
+#include <cstring>
+
+#include "PtThread.h"
+#include "Runtime.h"
+#include "ThreadState.h"
+#include "ppios/ppios.h"
+
+using ppios::PtResources;
+using ppios::PtStop;
+using ppios::Runtime;
+
+namespace {
+
+// Escapes on failure: the slice never sees NULL (it would take a path the program never
+// takes). Called outside any runtime lock.
+void *or_escape(void *block) {
+  if (block == nullptr) ppios::pt_escape(PtStop::Budget);
+  return block;
+}
+
+}  // namespace
+
+extern "C" {
+
+void ppios_pt_exit(void) { ppios::pt_escape(PtStop::Exit); }
+
+void ppios_pt_out_of_bounds(void) { ppios::pt_escape(PtStop::Bounds); }
+
+void ppios_pt_poll(void) { ppios::pt_checkpoint(); }
+
+void *ppios_pt_malloc(size_t size) {
+  ppios::pt_checkpoint();
+  Runtime &rt = Runtime::get();
+  return or_escape(PtResources::get().allocate(size, rt.cache()));
+}
+
+void *ppios_pt_calloc(size_t nmemb, size_t size) {
+  ppios::pt_checkpoint();
+  if (size != 0 && nmemb > SIZE_MAX / size) ppios::pt_escape(PtStop::Budget);
+  void *block = or_escape(PtResources::get().allocate(nmemb * size, Runtime::get().cache()));
+  std::memset(block, 0, nmemb * size);
+  return block;
+}
+
+void *ppios_pt_realloc(void *ptr, size_t size) {
+  ppios::pt_checkpoint();
+  return or_escape(PtResources::get().reallocate(ptr, size, Runtime::get().cache()));
+}
+
+void ppios_pt_free(void *ptr) { PtResources::get().release(ptr, Runtime::get().cache()); }
+
+}  // extern "C"

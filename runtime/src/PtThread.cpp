@@ -1,0 +1,259 @@
+#include "PtThread.h"
+
+#include <fcntl.h>
+#include <setjmp.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+
+#include "PrefetchCache.h"
+#include "Runtime.h"
+#include "Signals.h"
+#include "ThreadState.h"
+
+namespace ppios {
+
+thread_local ThreadState t_thread __attribute__((tls_model("initial-exec")));
+std::atomic<bool> g_forked_child{false};
+
+namespace {
+
+// There is one PT per process, so one escape point; t_armed says whether this thread is
+// the PT and inside run_pt_slice.
+sigjmp_buf g_escape;
+thread_local bool t_armed __attribute__((tls_model("initial-exec"))) = false;
+
+constexpr size_t kAltStackBytes = 64 << 10;
+
+// Async-signal-safe formatting for the fault warning.
+size_t append(char *out, size_t at, size_t cap, const char *text) {
+  while (*text && at + 1 < cap) out[at++] = *text++;
+  return at;
+}
+
+size_t append_unsigned(char *out, size_t at, size_t cap, uintptr_t value, int base) {
+  char digits[32];
+  int n = 0;
+  do {
+    digits[n++] = "0123456789abcdef"[value % static_cast<uintptr_t>(base)];
+    value /= static_cast<uintptr_t>(base);
+  } while (value != 0);
+  while (n > 0 && at + 1 < cap) out[at++] = digits[--n];
+  return at;
+}
+
+const char *fault_name(int sig) {
+  switch (sig) {
+    case SIGSEGV: return "SIGSEGV";
+    case SIGBUS: return "SIGBUS";
+    case SIGFPE: return "SIGFPE";
+    case SIGILL: return "SIGILL";
+  }
+  return "?";
+}
+
+}  // namespace
+
+const char *pt_stop_name(PtStop why) {
+  switch (why) {
+    case PtStop::Running: return "running";
+    case PtStop::Done: return "done";
+    case PtStop::Exit: return "exit";
+    case PtStop::Fault: return "fault";
+    case PtStop::Budget: return "budget";
+    case PtStop::Stopped: return "stopped";
+    case PtStop::Bounds: return "bounds";
+  }
+  return "?";
+}
+
+namespace {
+// Kept apart from run_pt_slice so that no local of the latter lives across the escape.
+int run_with_escape(void (*entry)(void *), void *ctx) {
+  int why = sigsetjmp(g_escape, 1);
+  if (why == 0) {
+    t_armed = true;
+    entry(ctx);
+    why = static_cast<int>(PtStop::Done);
+  }
+  t_armed = false;
+  t_thread.runtime_depth = 0;  // an escape may have left runtime entry points mid-way
+  return why;
+}
+}  // namespace
+
+PtStop run_pt_slice(void (*entry)(void *), void *ctx) {
+  // The fault handler must run even when the fault is a stack overflow of the slice.
+  void *alt = std::malloc(kAltStackBytes);
+  if (alt != nullptr) {
+    stack_t ss{};
+    ss.ss_sp = alt;
+    ss.ss_size = kAltStackBytes;
+    if (sigaltstack(&ss, nullptr) != 0) {
+      std::free(alt);
+      alt = nullptr;
+    }
+  }
+  SignalTable::get().install_fault_net();
+  int why = run_with_escape(entry, ctx);
+  if (alt != nullptr) {
+    stack_t off{};
+    off.ss_flags = SS_DISABLE;
+    sigaltstack(&off, nullptr);
+    std::free(alt);
+  }
+  return static_cast<PtStop>(why);
+}
+
+void pt_escape(PtStop why) {
+  if (!t_armed) {
+    static const char kMisuse[] = "ppios: ppios_pt_exit called outside the prefetch thread\n";
+    ssize_t ignored = write(STDERR_FILENO, kMisuse, sizeof kMisuse - 1);
+    (void)ignored;
+    std::abort();
+  }
+  siglongjmp(g_escape, static_cast<int>(why));
+}
+
+void pt_checkpoint() {
+  if (t_thread.role == ThreadRole::PT && t_armed && Runtime::get().stopping())
+    pt_escape(PtStop::Stopped);
+}
+
+void pt_fault_escape(int sig, const void *address) {
+  if (t_thread.role != ThreadRole::PT || !t_armed || t_thread.runtime_depth > 0) return;
+  char line[200];
+  size_t n = append(line, 0, sizeof line, "ppios: warning: the prefetch thread stopped after signal ");
+  n = append_unsigned(line, n, sizeof line, static_cast<uintptr_t>(sig), 10);
+  n = append(line, n, sizeof line, " (");
+  n = append(line, n, sizeof line, fault_name(sig));
+  n = append(line, n, sizeof line, ") at 0x");
+  n = append_unsigned(line, n, sizeof line, reinterpret_cast<uintptr_t>(address), 16);
+  n = append(line, n, sizeof line, "; the program goes on without prefetching\n");
+  ssize_t ignored = write(STDERR_FILENO, line, n);
+  (void)ignored;
+  siglongjmp(g_escape, static_cast<int>(PtStop::Fault));
+}
+
+void pt_probe_buffer(void *buf, size_t count) {
+  if (count == 0) return;
+  volatile char *p = static_cast<volatile char *>(buf);
+  const size_t page = 4096;
+  for (size_t at = 0; at < count; at += page) p[at] = p[at];
+  p[count - 1] = p[count - 1];
+}
+
+// ------------------------------------------------------------------ PtResources
+
+PtResources &PtResources::get() {
+  static PtResources *resources = new PtResources;  // never destroyed: the PT may outlive main()
+  return *resources;
+}
+
+void PtResources::own_fd(int fd) {
+  if (fd >= 0 && fd < kMaxFds)
+    fd_bits_[fd / 64].fetch_or(uint64_t{1} << (fd % 64), std::memory_order_acq_rel);
+}
+
+void PtResources::disown_fd(int fd) {
+  if (fd >= 0 && fd < kMaxFds)
+    fd_bits_[fd / 64].fetch_and(~(uint64_t{1} << (fd % 64)), std::memory_order_acq_rel);
+}
+
+bool PtResources::owns_fd(int fd) const {
+  return fd >= 0 && fd < kMaxFds &&
+         (fd_bits_[fd / 64].load(std::memory_order_acquire) >> (fd % 64) & 1) != 0;
+}
+
+void PtResources::own_stream(FILE *stream) {
+  std::lock_guard<std::mutex> lock(streams_mu_);
+  streams_.push_back(stream);
+}
+
+void PtResources::disown_stream(FILE *stream) {
+  std::lock_guard<std::mutex> lock(streams_mu_);
+  streams_.erase(std::remove(streams_.begin(), streams_.end(), stream), streams_.end());
+}
+
+bool PtResources::owns_stream(FILE *stream) {
+  if (stream == nullptr) return false;
+  std::lock_guard<std::mutex> lock(streams_mu_);
+  return std::find(streams_.begin(), streams_.end(), stream) != streams_.end();
+}
+
+int PtResources::open_regular(const char *path) {
+  // O_NONBLOCK: opening a FIFO without a writer must not block; it is cleared again once
+  // the file is known to be regular (where it changes nothing anyway).
+  int fd = open(path, O_RDONLY | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
+  if (fd < 0) return -1;
+  struct stat st;
+  if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+    close(fd);
+    errno = ENXIO;
+    return -1;
+  }
+  int flags = fcntl(fd, F_GETFL);
+  if (flags >= 0) fcntl(fd, F_SETFL, flags & ~O_NONBLOCK);
+  own_fd(fd);
+  return fd;
+}
+
+void *PtResources::allocate(size_t bytes, PrefetchCache &cache) {
+  if (bytes > SIZE_MAX - sizeof(Block)) return nullptr;
+  if (!cache.take_external(bytes)) return nullptr;
+  auto *block = static_cast<Block *>(std::malloc(sizeof(Block) + bytes));
+  if (block == nullptr) {
+    cache.give_external(bytes);
+    return nullptr;
+  }
+  block->bytes = bytes;
+  block->prev = nullptr;
+  block->next = blocks_;
+  if (blocks_ != nullptr) blocks_->prev = block;
+  blocks_ = block;
+  return block + 1;
+}
+
+void PtResources::release(void *p, PrefetchCache &cache) {
+  if (p == nullptr) return;
+  Block *block = static_cast<Block *>(p) - 1;
+  if (block->prev != nullptr) block->prev->next = block->next;
+  else blocks_ = block->next;
+  if (block->next != nullptr) block->next->prev = block->prev;
+  cache.give_external(block->bytes);
+  std::free(block);
+}
+
+void *PtResources::reallocate(void *p, size_t bytes, PrefetchCache &cache) {
+  if (p == nullptr) return allocate(bytes, cache);
+  Block *old = static_cast<Block *>(p) - 1;
+  void *fresh = allocate(bytes, cache);
+  if (fresh == nullptr) return nullptr;  // the old block stays, as with realloc
+  std::memcpy(fresh, p, std::min(bytes, old->bytes));
+  release(p, cache);
+  return fresh;
+}
+
+void PtResources::release_all(PrefetchCache &cache) {
+  std::vector<FILE *> streams;
+  {
+    std::lock_guard<std::mutex> lock(streams_mu_);
+    streams.swap(streams_);
+  }
+  for (FILE *stream : streams) {
+    disown_fd(fileno(stream));
+    fclose(stream);
+  }
+  for (int word = 0; word < kMaxFds / 64; ++word) {
+    uint64_t bits = fd_bits_[word].exchange(0, std::memory_order_acq_rel);
+    for (int bit = 0; bits != 0; ++bit, bits >>= 1)
+      if (bits & 1) close(word * 64 + bit);
+  }
+  while (blocks_ != nullptr) release(blocks_ + 1, cache);
+}
+
+}  // namespace ppios

@@ -1,0 +1,106 @@
+// The prefetch thread's safety net: how it ends (the escape), what it owns (descriptors,
+// streams, memory), and how its faults are caught.
+//
+// The PT pre-executes a slice of the program that may go wrong in ways the program
+// itself never does (it reads ahead, with values the MT has not computed yet). Whatever
+// happens there, the program must behave as without ppios. So the PT can leave at any
+// point: ppios_pt_start runs the slice under sigsetjmp, and pt_escape() siglongjmps back
+// from wherever the PT is (generated code, a runtime entry point before it takes a lock,
+// the fault handler), after which everything the PT owns is released and the thread
+// ends. Escapes never cross runtime frames that hold locks or own objects: runtime
+// entry points escape at entry or after their work is undone.
+//
+// Lock order: PtResources::streams_mu_ is a leaf (nothing is called with it held but
+// container operations). Memory blocks and the escape buffer belong to the PT thread
+// alone.
+#pragma once
+
+#include <atomic>
+#include <csignal>
+#include <cstddef>
+#include <cstdint>
+#include <cstdio>
+#include <mutex>
+#include <vector>
+
+namespace ppios {
+
+class PrefetchCache;
+
+// Why the PT ended (PPIOS_STATS "pt_stop").
+enum class PtStop : int {
+  Running = 0,
+  Done,     // the slice returned
+  Exit,     // ppios_pt_exit: the program would exit/abort here
+  Fault,    // a SIGSEGV/SIGBUS/SIGFPE/SIGILL in the slice
+  Budget,   // ppios_pt_malloc over PPIOS_CACHE_MB, or out of memory
+  Stopped,  // the runtime is stopping (end of the run)
+  Bounds,   // ppios_pt_index: a subscript out of bounds
+};
+const char *pt_stop_name(PtStop why);
+
+// Runs entry(ctx) as the PT's slice on the calling thread (which must be the PT), with
+// the fault net and an alternate signal stack; returns how it ended. Releases nothing:
+// the caller releases the PT's resources afterwards.
+PtStop run_pt_slice(void (*entry)(void *), void *ctx);
+
+// Leaves the slice now (the PT thread only, inside run_pt_slice, with no runtime lock
+// held). Elsewhere it aborts: it is a misuse of the ABI.
+[[noreturn]] void pt_escape(PtStop why);
+
+// On the PT thread: escapes if the runtime is stopping. Every PT entry point calls it
+// first. Other threads: nothing.
+void pt_checkpoint();
+
+// The fault net calls this for a fault on any thread: if the fault is the slice's (on
+// the PT, outside runtime code, inside run_pt_slice) it writes one warning and escapes;
+// otherwise it returns and the caller behaves as without ppios.
+void pt_fault_escape(int sig, const void *address);
+
+// Touches every page of [buf, buf+count) as a write would, from outside runtime code,
+// so that a bad PT buffer faults here (and escapes) rather than inside the runtime.
+void pt_probe_buffer(void *buf, size_t count);
+
+// Descriptors, streams and memory blocks the PT owns. The PT touches nothing else: a
+// PT call on a descriptor or stream it does not own fails with EBADF, so the program's
+// own (argv files, STDIN_FILENO, the MT's descriptors) are never read or moved.
+class PtResources {
+ public:
+  static PtResources &get();
+
+  void own_fd(int fd);
+  void disown_fd(int fd);
+  bool owns_fd(int fd) const;
+  void own_stream(FILE *stream);
+  void disown_stream(FILE *stream);
+  bool owns_stream(FILE *stream);
+
+  // Opens `path` read-only for the PT: only a regular file (a FIFO must never block
+  // the PT or lose bytes to it, a tty or device never be touched). Returns an owned
+  // descriptor, or -1 with errno set.
+  int open_regular(const char *path);
+
+  // PT memory, counted against the cache's capacity. Null when over budget or out of
+  // memory. Only the PT thread calls these.
+  void *allocate(size_t bytes, PrefetchCache &cache);
+  void *reallocate(void *block, size_t bytes, PrefetchCache &cache);
+  void release(void *block, PrefetchCache &cache);
+
+  // Closes every owned stream and descriptor and frees every block: the PT has ended.
+  void release_all(PrefetchCache &cache);
+
+ private:
+  struct alignas(16) Block {
+    Block *prev;
+    Block *next;
+    size_t bytes;
+  };
+  static constexpr int kMaxFds = 1 << 16;
+  // One bit per descriptor: read lock-free by the interposed calls on the PT thread.
+  std::atomic<uint64_t> fd_bits_[kMaxFds / 64] = {};
+  std::mutex streams_mu_;
+  std::vector<FILE *> streams_;
+  Block *blocks_ = nullptr;
+};
+
+}  // namespace ppios

@@ -1,0 +1,159 @@
+#include "Signals.h"
+
+#include <unistd.h>
+
+#include <cerrno>
+
+#include "ErrnoGuard.h"
+#include "PtThread.h"
+#include "ThreadState.h"
+
+namespace ppios {
+
+SignalTable &SignalTable::get() {
+  static SignalTable *table = new SignalTable;  // never destroyed: handlers may run at exit
+  return *table;
+}
+
+bool SignalTable::fault_signal(int sig) {
+  return sig == SIGSEGV || sig == SIGBUS || sig == SIGFPE || sig == SIGILL;
+}
+
+bool SignalTable::ours(const struct sigaction &action) {
+  return (action.sa_flags & SA_SIGINFO) &&
+         (action.sa_sigaction == &trampoline || action.sa_sigaction == &fault_handler);
+}
+
+namespace {
+uintptr_t handler_of(const struct sigaction &action) {
+  return (action.sa_flags & SA_SIGINFO) ? reinterpret_cast<uintptr_t>(action.sa_sigaction)
+                                        : reinterpret_cast<uintptr_t>(action.sa_handler);
+}
+bool is_function(uintptr_t handler) {
+  return handler != reinterpret_cast<uintptr_t>(SIG_DFL) &&
+         handler != reinterpret_cast<uintptr_t>(SIG_IGN);
+}
+}  // namespace
+
+int SignalTable::program_sigaction(int sig, const struct sigaction *act, struct sigaction *old) {
+  if (sig <= 0 || sig >= NSIG) return sigaction(sig, act, old);  // EINVAL, as without us
+  ProgramAction &mine = actions_[sig];
+  // What the program is told it had: its own action wherever ours is installed.
+  auto reported = [&](const struct sigaction &real) {
+    if (!ours(real)) return real;
+    if (mine.set.load(std::memory_order_acquire)) return mine.full;
+    return before_net_[sig];
+  };
+  struct sigaction real_old{};
+  if (act == nullptr || net_[sig].load(std::memory_order_acquire)) {
+    // A query; or a fault signal under the net, which stays installed and chains to the
+    // program's action from now on.
+    if (sigaction(sig, nullptr, &real_old) != 0) return -1;
+    struct sigaction before = reported(real_old);
+    if (act != nullptr) {
+      if (sig == SIGKILL || sig == SIGSTOP) {
+        errno = EINVAL;
+        return -1;
+      }
+      mine.full = *act;
+      mine.handler.store(handler_of(*act), std::memory_order_relaxed);
+      mine.flags.store(act->sa_flags, std::memory_order_relaxed);
+      mine.set.store(true, std::memory_order_release);
+    }
+    if (old != nullptr) *old = before;
+    return 0;
+  }
+  const uintptr_t handler = handler_of(*act);
+  struct sigaction install = *act;
+  const bool was_set = mine.set.load(std::memory_order_acquire);
+  const struct sigaction was_full = mine.full;
+  if (is_function(handler)) {
+    install.sa_sigaction = &trampoline;
+    install.sa_flags |= SA_SIGINFO;
+    // Published before the trampoline is installed, so it never runs without it.
+    mine.handler.store(handler, std::memory_order_relaxed);
+    mine.flags.store(act->sa_flags, std::memory_order_relaxed);
+    mine.set.store(true, std::memory_order_release);
+  }
+  if (sigaction(sig, &install, &real_old) != 0) return -1;
+  if (is_function(handler)) {
+    mine.full = *act;
+  } else {
+    mine.set.store(false, std::memory_order_release);
+  }
+  if (old != nullptr) {
+    if (!ours(real_old)) *old = real_old;
+    else if (was_set) *old = was_full;
+    else *old = before_net_[sig];
+  }
+  return 0;
+}
+
+void SignalTable::deliver(int sig, uintptr_t handler, int flags, siginfo_t *info, void *context) {
+  if (is_function(handler)) {
+    ++t_thread.handler_depth;
+    if (flags & SA_SIGINFO)
+      reinterpret_cast<void (*)(int, siginfo_t *, void *)>(handler)(sig, info, context);
+    else
+      reinterpret_cast<void (*)(int)>(handler)(sig);
+    --t_thread.handler_depth;
+    return;
+  }
+  const bool sent = info == nullptr || info->si_code <= 0;  // kill/raise, not a fault
+  if (handler == reinterpret_cast<uintptr_t>(SIG_IGN) && (sent || !fault_signal(sig))) return;
+  // The default action: reinstall it and let the signal come again, which the kernel
+  // does by itself for a fault (the instruction runs again) and we do for a sent one.
+  struct sigaction dfl{};
+  dfl.sa_handler = SIG_DFL;
+  sigaction(sig, &dfl, nullptr);
+  if (sent) raise(sig);
+}
+
+void SignalTable::trampoline(int sig, siginfo_t *info, void *context) {
+  SignalTable &table = get();
+  ProgramAction &mine = table.actions_[sig];
+  uintptr_t handler = mine.handler.load(std::memory_order_acquire);
+  int flags = mine.flags.load(std::memory_order_relaxed);
+  if (!mine.set.load(std::memory_order_acquire)) {
+    handler = reinterpret_cast<uintptr_t>(SIG_DFL);
+    flags = 0;
+  }
+  deliver(sig, handler, flags, info, context);
+}
+
+void SignalTable::fault_handler(int sig, siginfo_t *info, void *context) {
+  pt_fault_escape(sig, info != nullptr ? info->si_addr : nullptr);  // returns if not the PT's
+  ErrnoGuard errno_guard;  // a handler that returns must leave errno alone
+  SignalTable &table = get();
+  ProgramAction &mine = table.actions_[sig];
+  if (mine.set.load(std::memory_order_acquire)) {
+    deliver(sig, mine.handler.load(std::memory_order_relaxed),
+            mine.flags.load(std::memory_order_relaxed), info, context);
+  } else {
+    const struct sigaction &before = table.before_net_[sig];
+    uintptr_t handler = handler_of(before);
+    // A handler installed before the net (by MPI, say) runs as the kernel would run it,
+    // not as a program handler: calls it makes are none of ours.
+    if (is_function(handler)) {
+      if (before.sa_flags & SA_SIGINFO)
+        reinterpret_cast<void (*)(int, siginfo_t *, void *)>(handler)(sig, info, context);
+      else
+        reinterpret_cast<void (*)(int)>(handler)(sig);
+    } else {
+      deliver(sig, handler, before.sa_flags, info, context);
+    }
+  }
+}
+
+void SignalTable::install_fault_net() {
+  if (net_installed_.exchange(true)) return;
+  for (int sig : {SIGSEGV, SIGBUS, SIGFPE, SIGILL}) {
+    struct sigaction net{};
+    net.sa_sigaction = &fault_handler;
+    net.sa_flags = SA_SIGINFO | SA_ONSTACK;
+    sigemptyset(&net.sa_mask);
+    if (sigaction(sig, &net, &before_net_[sig]) == 0) net_[sig].store(true, std::memory_order_release);
+  }
+}
+
+}  // namespace ppios
