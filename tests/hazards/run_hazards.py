@@ -177,11 +177,12 @@ def run_program(a, binary, workdir, env, label):
     if a.stdin:
         stdin = open(os.path.join(workdir, a.stdin), "rb")
         opened.append(stdin)
-    pipe_data = None
+    pipe_w = None
     if a.stdin_pipe:
         with open(os.path.join(workdir, a.stdin_pipe), "rb") as f:
             pipe_data = f.read()
-        stdin = subprocess.PIPE
+        pipe_r, pipe_w = os.pipe()
+        stdin = pipe_r
     pass_fds, fd_map = [], []
     for spec in a.pass_fd:
         num, _, path = spec.partition("=")
@@ -200,9 +201,9 @@ def run_program(a, binary, workdir, env, label):
                             preexec_fn=preexec if fd_map else None, start_new_session=True)
     for fd, _ in fd_map:
         os.close(fd)
-    if pipe_data is not None:
-        feeders.append(Feeder(pipe_data, fd=os.dup(proc.stdin.fileno())))
-        proc.stdin.close()
+    if pipe_w is not None:
+        os.close(pipe_r)
+        feeders.append(Feeder(pipe_data, fd=pipe_w))
     try:
         out, err = proc.communicate(timeout=a.timeout)
         code = proc.returncode
@@ -443,6 +444,9 @@ def main():
     ap.add_argument("--ref-runs", type=int, default=2, help="runs of the mpicc build")
     ap.add_argument("--modes", default=",".join(MODES))
     ap.add_argument("--timeout", type=float, default=20.0, help="seconds per run")
+    ap.add_argument("--max-hangs", type=int, default=1,
+                    help="after this many hangs of a mode, its remaining runs are skipped "
+                    "(and count as failed)")
     ap.add_argument("--slack", type=float, default=1.5,
                     help="seconds a run may take beyond the slowest reference run")
     ap.add_argument("--input", action="append", default=[], help="NAME=GEN:ARGS")
@@ -474,7 +478,7 @@ def main():
     top = tempfile.mkdtemp(prefix=f"ppios-hz-{a.name}-")
     env = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1",
                OMPI_MCA_rmaps_base_oversubscribe="1", OMPI_MCA_mpi_warn_on_fork="0",
-               LC_ALL="C")
+               LC_ALL="C", OMPI_MCA_opal_signal="")  # no backtraces: addresses vary
     for k in [k for k in env if k.startswith("PPIOS_")]:
         del env[k]
     os.makedirs(os.path.join(top, "ompi"))
@@ -557,8 +561,13 @@ def check(a, top, env, failures):
     ppenv = dict(env)
     ppenv.update(kv.split("=", 1) for kv in a.ppios_env)
     tally = {m: [0, 0] for m in a.modes.split(",")}
+    hangs = {m: 0 for m in tally}
     for i in range(a.runs):
         for mode in a.modes.split(","):
+            if hangs[mode] >= a.max_hangs:
+                tally[mode][1] += 1
+                print(f"  run {i + 1} mode {mode:5}: skipped (it hung {hangs[mode]} times)")
+                continue
             res, missing = one_run(f"{mode}", builds["ppios-cc"], dict(ppenv, PPIOS_MODE=mode))
             probs = differences(res, ref)
             if missing:
@@ -567,6 +576,7 @@ def check(a, top, env, failures):
                 probs.append(f"took {res['secs']:.2f} s, over the slowest reference run + "
                              f"{a.slack} s ({limit:.2f} s)")
             if res["code"] == "timeout":
+                hangs[mode] += 1
                 probs.insert(0, f"HANG: killed after {a.timeout} s")
             elif isinstance(res["code"], int) and res["code"] < 0:
                 probs.insert(0, f"killed by signal {-res['code']}")
