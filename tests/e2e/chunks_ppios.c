@@ -11,6 +11,28 @@
 #include "common.h"
 #include "ppios/ppios.h"
 
+/* Built with -DPPIOS_WRAPPED, the MT's calls are the program's own, as ppios-cc now
+ * leaves them: the link (-Wl,--wrap for every call of ppios/interpose.def) routes them to
+ * the runtime. */
+#ifdef PPIOS_WRAPPED
+#define ppios_open open
+#define ppios_close close
+#define ppios_pread pread
+#define ppios_read read
+#define ppios_lseek lseek
+#define ppios_fopen fopen
+#define ppios_fclose fclose
+#define ppios_fread fread
+#define ppios_fseek fseek
+#define ppios_ftell ftell
+#define ppios_MPI_File_open MPI_File_open
+#define ppios_MPI_File_close MPI_File_close
+#define ppios_MPI_File_read MPI_File_read
+#define ppios_MPI_File_read_at MPI_File_read_at
+#define ppios_MPI_File_seek MPI_File_seek
+#define ppios_MPI_Finalize MPI_Finalize
+#endif
+
 /* Built with -DPT_GUESSES_WRONG, the PT prefetches the wrong bytes under the wrong
  * sequence numbers, as a PT whose slice went wrong would: the MT must still get the
  * right bytes, never wait on the PT, and the cache must stay within its bound. */

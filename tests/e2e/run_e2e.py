@@ -14,6 +14,7 @@ import shlex
 import subprocess
 import sys
 import tempfile
+import time
 
 MODES = ["off", "pp", "intra", "ppios"]
 
@@ -28,9 +29,10 @@ def make_input(path, size, seed):
             left -= n
 
 
-def run(cmd, cwd, env, timeout):
+def run(cmd, cwd, env, timeout, stdin_bytes=None):
     p = subprocess.run(cmd, cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                       timeout=timeout)
+                       timeout=timeout, input=stdin_bytes,
+                       stdin=subprocess.DEVNULL if stdin_bytes is None else None)
     return p.returncode, p.stdout.decode(errors="replace"), p.stderr.decode(errors="replace")
 
 
@@ -84,6 +86,16 @@ def main():
     ap.add_argument("--min-hit-ratio", type=float, default=None)
     ap.add_argument("--check-priority", action="store_true")
     ap.add_argument("--timeout", type=int, default=300)
+    ap.add_argument("--stdin-bytes", type=int, help="random bytes fed to mpirun's stdin (rank 0's)")
+    ap.add_argument("--expect-stat", action="append", default=[],
+                    help="KEY=VALUE every rank's PPIOS_STATS must show (modes other than off)")
+    ap.add_argument("--min-stat", action="append", default=[],
+                    help="KEY=N: the ranks' KEY must sum to at least N (every mode)")
+    ap.add_argument("--stderr-lines", action="append", default=[],
+                    help="REGEX=N: exactly N stderr lines match (modes other than off; 0 in off); "
+                         "the other stderr lines must be the plain build's")
+    ap.add_argument("--max-extra-seconds", type=float,
+                    help="a prefetching run may take at most this much longer than the plain one")
     ap.add_argument("--ppios-coord", help="ppios-coord, to reset the test's coordinator target")
     ap.add_argument("args", nargs=argparse.REMAINDER)
     a = ap.parse_args()
@@ -129,15 +141,22 @@ def check(a, args, base_env, failures):
 
         ignore = re.compile(a.ignore) if a.ignore else None
 
+        stdin_bytes = random.Random(77).randbytes(a.stdin_bytes) if a.stdin_bytes else None
+        elapsed = {}
+
         def one(label, binary, env):
             workdir = os.path.join(top, label)
             os.mkdir(workdir)
-            code, out, err = run(mpirun + [binary] + argv, workdir, env, a.timeout)
+            begin = time.monotonic()
+            code, out, err = run(mpirun + [binary] + argv, workdir, env, a.timeout, stdin_bytes)
+            elapsed[label] = time.monotonic() - begin
             if ignore:
                 out = "".join(l for l in out.splitlines(True) if not ignore.search(l))
             return workdir, code, out, err
 
         wd, code, out, err = one("plain", a.plain, base_env)
+        stderr_patterns = [(re.compile(spec.rsplit("=", 1)[0]), int(spec.rsplit("=", 1)[1]))
+                           for spec in a.stderr_lines]
         expected_files = read_outputs(wd, a.outputs)
         print(f"plain: exit {code}, {len(out.splitlines())} lines, {len(expected_files)} output files")
         if code != 0:
@@ -160,6 +179,21 @@ def check(a, args, base_env, failures):
                 failures.append(f"{label}: exit code {code_m}, plain {code}\n{err_m}")
             if out_m != out:
                 failures.append(f"{label}: stdout differs\n--- plain\n{out}--- {mode}\n{out_m}")
+            if a.stderr_lines:
+                rest = [l for l in err_m.splitlines() if not any(p.search(l) for p, _ in stderr_patterns)]
+                if sorted(rest) != sorted(err.splitlines()):
+                    failures.append(f"{label}: stderr differs from the plain build's\n{err_m}")
+                for pattern, count in stderr_patterns:
+                    want = 0 if mode == "off" else count
+                    got = sum(1 for l in err_m.splitlines() if pattern.search(l))
+                    if got != want:
+                        failures.append(f"{label}: {got} stderr lines match {pattern.pattern!r}, "
+                                        f"expected {want}\n{err_m}")
+            if a.max_extra_seconds is not None:
+                extra = elapsed[mode] - elapsed["plain"]
+                print(f"  {label}: {elapsed[mode]:.2f} s, plain {elapsed['plain']:.2f} s")
+                if extra > a.max_extra_seconds:
+                    failures.append(f"{label}: took {extra:.2f} s longer than the plain build")
             files = read_outputs(wd_m, a.outputs)
             if files.keys() != expected_files.keys():
                 failures.append(f"{label}: wrote {sorted(files)}, plain wrote {sorted(expected_files)}")
@@ -190,6 +224,18 @@ def check(a, args, base_env, failures):
                                     f"{s['cache_limit_bytes']}")
                 if mode == "off" and (s["hit_bytes"] or s["pt_read_bytes"]):
                     failures.append(f"{label}: prefetching happened in mode off")
+            for spec in a.expect_stat:
+                key, value = spec.split("=", 1)
+                if mode == "off":
+                    continue
+                for s in stats:
+                    if str(s.get(key)) != value:
+                        failures.append(f"{label}: rank {s['rank']} {key}={s.get(key)}, expected {value}")
+            for spec in a.min_stat:
+                key, value = spec.split("=", 1)
+                total = sum(s.get(key, 0) for s in stats)
+                if total < float(value):
+                    failures.append(f"{label}: {key} sums to {total}, expected at least {value}")
             if a.min_hit_ratio is not None and mode != "off" and ratio < a.min_hit_ratio:
                 failures.append(f"{label}: hit ratio {ratio:.3f} below {a.min_hit_ratio}")
             if a.check_priority and mode in ("intra", "ppios"):
