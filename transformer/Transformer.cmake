@@ -14,6 +14,8 @@ add_library(ppios_transformer STATIC
   lib/Transformer.cpp
 )
 target_include_directories(ppios_transformer PUBLIC ${CMAKE_CURRENT_SOURCE_DIR}/lib)
+# ppios/interpose.def: the calls the link step routes to the runtime (-Wl,--wrap=...).
+target_include_directories(ppios_transformer PRIVATE ${PROJECT_SOURCE_DIR}/runtime/include)
 target_include_directories(ppios_transformer SYSTEM PUBLIC ${CLANG_INCLUDE_DIRS} ${LLVM_INCLUDE_DIRS})
 separate_arguments(_llvm_definitions NATIVE_COMMAND "${LLVM_DEFINITIONS}")
 target_compile_definitions(ppios_transformer PUBLIC ${_llvm_definitions})

@@ -229,6 +229,41 @@ int run(const std::vector<std::string> &Command, const std::string &Directory) {
   return Status;
 }
 
+// Runs Command like run(), with its standard error kept in *Stderr instead of shown.
+int runQuietly(const std::vector<std::string> &Command, const std::string &Directory,
+               std::string *Stderr) {
+  llvm::SmallString<128> Out;
+  if (llvm::sys::fs::createTemporaryFile("ppios-cc-stderr", "txt", Out))
+    return run(Command, Directory);
+  auto Program = llvm::StringRef(Command[0]).contains('/')
+                     ? llvm::ErrorOr<std::string>(absolutePath(Command[0]))
+                     : llvm::sys::findProgramByName(Command[0]);
+  int Status = 127;
+  std::string Saved = currentDirectory();
+  if (Program && (Directory.empty() || !llvm::sys::fs::set_current_path(Directory))) {
+    std::vector<llvm::StringRef> Args(Command.begin(), Command.end());
+    std::optional<llvm::StringRef> Redirects[] = {std::nullopt, std::nullopt,
+                                                  llvm::StringRef(Out)};
+    Status = llvm::sys::ExecuteAndWait(*Program, Args, std::nullopt, Redirects);
+    if (!Directory.empty())
+      llvm::sys::fs::set_current_path(Saved);
+  }
+  auto Buffer = llvm::MemoryBuffer::getFile(Out);
+  llvm::sys::fs::remove(Out);
+  *Stderr = Buffer ? (*Buffer)->getBuffer().str() : "";
+  return Status;
+}
+
+// The first line of a compiler's output that says "error", for a one-line warning.
+std::string firstError(llvm::StringRef Output) {
+  llvm::SmallVector<llvm::StringRef, 32> Lines;
+  Output.split(Lines, '\n');
+  for (llvm::StringRef L : Lines)
+    if (L.contains("error"))
+      return L.trim().str();
+  return Lines.empty() ? std::string() : Lines.front().trim().str();
+}
+
 std::string capture(const std::vector<std::string> &Command) {
   llvm::SmallString<128> Out;
   llvm::sys::fs::createTemporaryFile("ppios-cc-showme", "txt", Out);
@@ -546,11 +581,23 @@ private:
     std::vector<std::string> Flags; // the unit's compile flags
   };
 
+  // The runtime, and the program's own I/O calls routed to it (ppios/interpose.def).
   std::vector<std::string> runtimeLinkFlags() const {
-    return {"-L" + Runtime.LibDir, "-Wl,-rpath," + Runtime.LibDir, "-lppios"};
+    std::string Wrap = "-Wl";
+#define PPIOS_INTERPOSE(Symbol) Wrap += ",--wrap=" #Symbol;
+#include "ppios/interpose.def"
+    return {"-L" + Runtime.LibDir, "-Wl,-rpath," + Runtime.LibDir, Wrap, "-lppios"};
   }
+  int compileOriginals(const std::string &Why);
+  void addRecords(const std::vector<std::pair<size_t, TransformResult>> &Results);
+  std::string objectOf(const std::string &Source) const;
+  void fixDependencyFiles(const std::vector<std::pair<std::string, std::string>> &Copies);
+  std::vector<std::string> transformedCopyFlags(const std::string &Source,
+                                                const std::string &Directory,
+                                                const std::string &Copy) const;
   std::optional<LinkUnit> unitOfInput(size_t InputIndex);
-  std::optional<std::string> compileUnit(const LinkUnit &U, const TransformResult &R);
+  std::optional<std::string> compileUnit(const LinkUnit &U, const TransformResult &R,
+                                         std::string *Why);
 
   const Invocation &Inv;
   RuntimePaths Runtime;
@@ -568,6 +615,7 @@ int Driver::emitSource() {
   }
   TransformResult R = transformFile(Inv.path(Inv.Inputs[0]),
                                     parserArgs(Inv.Flags, MpiCompileFlags), Inv.Options);
+  llvm::errs() << R.Diagnostics;
   if (!R.Success)
     return 1;
   if (Inv.Output.empty() || Inv.Output == "-") {
@@ -579,52 +627,133 @@ int Driver::emitSource() {
 
 // Each C input transformed alone and the whole command run by mpicc with the transformed
 // copies in place of the inputs: -c, -S, and links of fewer than two units. Objects made
-// by -c get their record.
+// by -c get their record. If a file cannot be transformed or its transformed copy does
+// not compile, the command runs on the original files, with one warning saying why: a
+// drop-in compiler never breaks a build.
 int Driver::compileOrLinkEachAlone() {
   if (!Temps.create())
     return 1;
-  std::vector<std::string> Command{Inv.Compiler, "-I" + Runtime.IncludeDir};
   std::vector<std::string> Passed = Inv.Passed;
   std::vector<std::string> Parse = parserArgs(Inv.Flags, MpiCompileFlags);
   std::vector<std::pair<size_t, TransformResult>> Results; // by input index
-  for (size_t N = 0; N < Inv.Inputs.size(); ++N) {
+  std::vector<std::string> Extra{"-I" + Runtime.IncludeDir};
+  std::vector<std::pair<std::string, std::string>> Copies; // (transformed copy, original)
+  std::string Why; // why the original files are compiled instead
+  for (size_t N = 0; N < Inv.Inputs.size() && Why.empty(); ++N) {
     const Input &In = Inv.Inputs[N];
     if (In.Kind != InputKind::CSource)
       continue;
     const std::string &Source = Inv.path(In);
     TransformResult R = transformFile(Source, Parse, Inv.Options);
-    if (!R.Success)
-      return 1;
+    if (!R.Success) {
+      Why = Source + " cannot be parsed for prefetching (" + firstError(R.Diagnostics) + ")";
+      break;
+    }
+    llvm::errs() << R.Diagnostics;
     if (R.Changed) {
       std::optional<std::string> Temp = writeTransformed(R, Source, Temps.slot(N));
       if (!Temp)
         return 1;
-      Command.push_back("-iquote");
-      Command.push_back(quoteDirOf(Source, ""));
+      std::vector<std::string> Own = transformedCopyFlags(Source, "", *Temp);
+      Extra.insert(Extra.end(), Own.begin(), Own.end());
       Passed[In.Position] = *Temp;
+      Copies.push_back({*Temp, Source});
     }
     Results.push_back({N, std::move(R)});
   }
-  Command.insert(Command.end(), Passed.begin(), Passed.end());
+  if (Why.empty()) {
+    std::vector<std::string> Command{Inv.Compiler};
+    Command.insert(Command.end(), Extra.begin(), Extra.end());
+    Command.insert(Command.end(), Passed.begin(), Passed.end());
+    if (Inv.links()) {
+      std::vector<std::string> Libs = runtimeLinkFlags();
+      Command.insert(Command.end(), Libs.begin(), Libs.end());
+    }
+    std::string Stderr;
+    if (runQuietly(Command, "", &Stderr) == 0) {
+      llvm::errs() << Stderr;
+      fixDependencyFiles(Copies);
+      addRecords(Results);
+      return 0;
+    }
+    // The original files decide: if they fail too, that is the program's own error.
+    Why = "the transformed program does not compile (" + firstError(Stderr) + ")";
+  }
+  return compileOriginals(Why);
+}
+
+// Runs the command on the original files (linking the runtime, so that objects other runs
+// of ppios-cc transformed still link); warns once with Why if that works.
+int Driver::compileOriginals(const std::string &Why) {
+  std::vector<std::string> Command{Inv.Compiler};
+  Command.insert(Command.end(), Inv.Passed.begin(), Inv.Passed.end());
   if (Inv.links()) {
     std::vector<std::string> Libs = runtimeLinkFlags();
     Command.insert(Command.end(), Libs.begin(), Libs.end());
   }
   if (run(Command) != 0)
     return 1;
+  llvm::errs() << "ppios-cc: warning: " << Why << "; compiled without prefetching\n";
+  return 0;
+}
 
+// Objects made by -c get the record of their source (see addRecord).
+void Driver::addRecords(const std::vector<std::pair<size_t, TransformResult>> &Results) {
   if (!Inv.Compile || Inv.Assemble)
-    return 0;
+    return;
   bool Warned = false;
   for (const auto &[N, R] : Results) {
     const std::string &Source = Inv.path(Inv.Inputs[N]);
-    // As mpicc names them: -o for one source, else <stem>.o in the current directory.
-    std::string Object = !Inv.Output.empty()
-                             ? Inv.Output
-                             : (llvm::sys::path::stem(Source) + ".o").str();
-    addRecord(Object, Source, Inv.Flags, R, Temps.slot(N), Warned);
+    addRecord(objectOf(Source), Source, Inv.Flags, R, Temps.slot(N), Warned);
   }
-  return 0;
+}
+
+// As mpicc names objects: -o for one source, else <stem>.o in the current directory.
+std::string Driver::objectOf(const std::string &Source) const {
+  return !Inv.Output.empty() ? Inv.Output : (llvm::sys::path::stem(Source) + ".o").str();
+}
+
+// -MD/-MMD at -c wrote dependency files that name the transformed copies: they must name
+// the user's files, or the next make looks for files that are gone.
+void Driver::fixDependencyFiles(const std::vector<std::pair<std::string, std::string>> &Copies) {
+  bool Wanted = false;
+  std::string Named; // -MF
+  for (size_t I = 0; I < Inv.Flags.size(); ++I) {
+    llvm::StringRef F = Inv.Flags[I];
+    Wanted |= F == "-MD" || F == "-MMD";
+    if (F == "-MF" && I + 1 < Inv.Flags.size())
+      Named = Inv.Flags[I + 1];
+    else if (F.startswith("-MF") && F.size() > 3)
+      Named = F.drop_front(3).str();
+  }
+  if (!Wanted || !Inv.Compile)
+    return;
+  for (const auto &[Copy, Source] : Copies) {
+    std::string DepFile = Named;
+    if (DepFile.empty()) {
+      llvm::SmallString<256> D(objectOf(Source));
+      llvm::sys::path::replace_extension(D, ".d");
+      DepFile = std::string(D);
+    }
+    auto Buffer = llvm::MemoryBuffer::getFile(DepFile);
+    if (!Buffer)
+      continue;
+    std::string Text = (*Buffer)->getBuffer().str();
+    for (size_t At = Text.find(Copy); At != std::string::npos; At = Text.find(Copy, At))
+      Text.replace(At, Copy.size(), Source);
+    writeAtomically(DepFile, Text);
+  }
+}
+
+// Compiler flags for a transformed copy Copy of Source (relative to Directory): its quoted
+// includes still find the neighbours of Source, and debug info names Source's directory.
+std::vector<std::string> Driver::transformedCopyFlags(const std::string &Source,
+                                                      const std::string &Directory,
+                                                      const std::string &Copy) const {
+  std::string Written(llvm::sys::path::parent_path(Source));
+  return {"-iquote", quoteDirOf(Source, Directory),
+          "-ffile-prefix-map=" + std::string(llvm::sys::path::parent_path(Copy)) + "/=" +
+              (Written.empty() ? "" : Written + "/")};
 }
 
 // The program unit of input InputIndex: a C source of this command, or an object with a
@@ -658,20 +787,26 @@ std::optional<Driver::LinkUnit> Driver::unitOfInput(size_t InputIndex) {
 
 // Compiles the transformed unit to a temporary object, in the unit's directory with its
 // own flags; returns the object's path.
-std::optional<std::string> Driver::compileUnit(const LinkUnit &U, const TransformResult &R) {
+std::optional<std::string> Driver::compileUnit(const LinkUnit &U, const TransformResult &R,
+                                               std::string *Why) {
   std::string Slot = Temps.slot(U.InputIndex);
   std::optional<std::string> Source = writeTransformed(R, U.Unit.Path, Slot);
   if (!Source)
     return std::nullopt;
   llvm::SmallString<256> Object(Slot);
   llvm::sys::path::append(Object, llvm::sys::path::stem(U.Unit.Path) + ".o");
-  std::vector<std::string> Command{Inv.Compiler, "-I" + Runtime.IncludeDir, "-iquote",
-                                   quoteDirOf(U.Unit.Path, U.Unit.Directory)};
+  std::vector<std::string> Command{Inv.Compiler, "-I" + Runtime.IncludeDir};
+  std::vector<std::string> Own = transformedCopyFlags(U.Unit.Path, U.Unit.Directory, *Source);
+  Command.insert(Command.end(), Own.begin(), Own.end());
   std::vector<std::string> Flags = unitCompileFlags(U.Flags);
   Command.insert(Command.end(), Flags.begin(), Flags.end());
   Command.insert(Command.end(), {"-c", *Source, "-o", std::string(Object)});
-  if (run(Command, U.Unit.Directory) != 0)
+  std::string Stderr;
+  if (runQuietly(Command, U.Unit.Directory, &Stderr) != 0) {
+    *Why = U.Unit.Path + ": the transformed file does not compile (" + firstError(Stderr) + ")";
     return std::nullopt;
+  }
+  llvm::errs() << Stderr;
   return std::string(Object);
 }
 
@@ -701,16 +836,21 @@ int Driver::link() {
   for (const LinkUnit &U : Units)
     Program.push_back(U.Unit);
   std::vector<TransformResult> Results = transformProgram(Program, Inv.Options);
-  if (Results.size() != Units.size() ||
-      std::any_of(Results.begin(), Results.end(),
-                  [](const TransformResult &R) { return !R.Success; })) {
-    if (!AnyRecord)
-      return 1;
+  auto Failed = std::find_if(Results.begin(), Results.end(),
+                             [](const TransformResult &R) { return !R.Success; });
+  if (Results.size() != Units.size() || Failed != Results.end()) {
+    std::string Why = "the program does not transform as a whole";
+    for (const TransformResult &R : Results)
+      if (!R.Success && !R.Diagnostics.empty())
+        Why += " (" + firstError(R.Diagnostics) + ")";
     // The objects were correct on their own; the program is still built, file by file.
-    llvm::errs() << "ppios-cc: warning: the program does not transform as a whole; objects "
-                    "are linked as they were compiled\n";
-    return compileOrLinkEachAlone();
+    if (AnyRecord)
+      llvm::errs() << "ppios-cc: warning: " << Why << "; objects are linked as they were "
+                   << "compiled\n";
+    return AnyRecord ? compileOrLinkEachAlone() : compileOriginals(Why);
   }
+  for (const TransformResult &R : Results)
+    llvm::errs() << R.Diagnostics;
 
   if (!Temps.create())
     return 1;
@@ -718,9 +858,10 @@ int Driver::link() {
   for (size_t N = 0; N < Units.size(); ++N) {
     if (!Results[N].Changed)
       continue;
-    std::optional<std::string> Object = compileUnit(Units[N], Results[N]);
+    std::string Why;
+    std::optional<std::string> Object = compileUnit(Units[N], Results[N], &Why);
     if (!Object)
-      return 1;
+      return compileOriginals(Why);
     Passed[Inv.Inputs[Units[N].InputIndex].Position] = *Object;
   }
   std::vector<std::string> Command{Inv.Compiler, "-I" + Runtime.IncludeDir};

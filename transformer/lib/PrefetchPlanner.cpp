@@ -15,6 +15,21 @@ namespace ppios {
 namespace {
 
 constexpr unsigned PfAfterWrite = 0x1u; // PPIOS_PF_AFTER_WRITE
+constexpr unsigned PfAfterSync = 0x2u;  // PPIOS_PF_AFTER_SYNC
+
+// MPI calls that only ask about the local process: no other rank's data becomes visible.
+bool isLocalMpiQuery(llvm::StringRef Name) {
+  static const char *const Local[] = {
+      "MPI_Comm_rank",  "MPI_Comm_size",       "MPI_Wtime",       "MPI_Wtick",
+      "MPI_Get_count",  "MPI_Get_elements",    "MPI_Type_size",   "MPI_Initialized",
+      "MPI_Finalized",  "MPI_Error_string",    "MPI_Error_class", "MPI_Get_processor_name",
+      "MPI_Query_thread", "MPI_Is_thread_main", "MPI_Get_version", "MPI_Type_get_extent",
+      "MPI_File_get_size", "MPI_File_get_position", "MPI_Get_address", "MPI_Comm_get_attr"};
+  for (const char *L : Local)
+    if (Name == L)
+      return true;
+  return false;
+}
 
 std::string quoted(const VarDecl *VD) { return "'" + VD->getNameAsString() + "'"; }
 
@@ -386,7 +401,7 @@ void PrefetchPlanner::closeSlice(bool UseBad, int RegionStart) {
       if (U->UnitKind == Unit::Jump) {
         // return always decides whether later I/O happens; break/continue when their loop
         // is part of the PT.
-        if (isa<ReturnStmt>(U->S)) {
+        if (isa<ReturnStmt>(U->S) || programExitCall(U->S)) {
           Needed = true;
         } else {
           for (const Unit *P = U->Parent; P; P = P->Parent)
@@ -876,7 +891,44 @@ void PrefetchPlanner::decideReads() {
     if (D.Site.HandleField ? WrittenFields.count(D.Site.HandleField) > 0
                            : WrittenHandles.count(H) || WritableHandles.count(H))
       D.Flags |= PfAfterWrite;
+    // The PT computes with the bytes of a copy read: they must not predate a
+    // synchronization the MT passes before this read (another rank may have written them
+    // before a barrier), so the PT waits until the MT is at the read.
+    if (D.Copy && synchronizesAfterStart())
+      D.Flags |= PfAfterSync;
   }
+}
+
+bool isMpiSynchronization(const CallExpr *Call) {
+  const FunctionDecl *Callee = Call->getDirectCallee();
+  if (!Callee || !Callee->getIdentifier())
+    return false;
+  llvm::StringRef Name = Callee->getName();
+  if (!Name.startswith("MPI_") && !Name.startswith("PMPI_"))
+    return false;
+  if (Name.startswith("PMPI_"))
+    Name = Name.drop_front(1);
+  if (isLocalMpiQuery(Name) || Name.startswith("MPI_Type_") || Name.startswith("MPI_Info_") ||
+      Name == "MPI_Init" || Name == "MPI_Init_thread")
+    return false;
+  // The program's file I/O calls are transfers, not synchronization (MPI_File_sync is).
+  if (IoCallTable::lookup(Call) && Name != "MPI_File_sync")
+    return false;
+  return true;
+}
+
+// A synchronization may run between the PT's start and its reads: in this function after
+// the start point (anywhere in a clone, whose caller the PT reached after starting), or in
+// another function of the file.
+bool PrefetchPlanner::synchronizesAfterStart() const {
+  if (Facts && Facts->SynchronizesOutsideMain)
+    return true;
+  for (const auto &Owned : Units.all())
+    if (AsClone || Owned->TopIndex >= Start)
+      for (const CallExpr *Call : Owned->Calls)
+        if (isMpiSynchronization(Call))
+          return true;
+  return false;
 }
 
 void PrefetchPlanner::collectCaptures() {

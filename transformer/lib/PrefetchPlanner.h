@@ -83,7 +83,15 @@ struct TranslationUnitFacts {
   CloneTable Clones;                                  // callees cloned so far
   llvm::DenseMap<const clang::FieldDecl *, IoInterface> HandleFields;
   llvm::DenseSet<const clang::VarDecl *> GlobalsWrittenOutsideMain;
+  // A function other than main() synchronizes with other processes (isMpiSynchronization):
+  // after the PT starts, bytes another rank writes may change under the PT's copy reads.
+  bool SynchronizesOutsideMain = false;
 };
+
+// True for MPI calls after which data another process wrote before may be visible:
+// collectives, receives, waits and tests, file syncs, one-sided synchronization. Local
+// queries (MPI_Comm_rank, MPI_Wtime, MPI_Get_count...) are not.
+bool isMpiSynchronization(const clang::CallExpr *Call);
 
 // A call in the slice to a function with a clone.
 struct CloneCallDecision {
@@ -133,6 +141,7 @@ private:
   void decideReads();
   void closeSlice(bool UseBad, int RegionStart);
   void collectCaptures();
+  bool synchronizesAfterStart() const;
   bool canExecuteInPt(const Unit &U) const;
   bool ancestorsGood(const Unit &U) const;
 public:

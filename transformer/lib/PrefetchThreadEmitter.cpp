@@ -156,6 +156,22 @@ std::string PrefetchThreadEmitter::declare(const VarDecl *VD) {
   return OS.str();
 }
 
+// The local variables of the function that S names.
+void PrefetchThreadEmitter::localsNamedIn(const Stmt *S, std::set<const VarDecl *> &Out) const {
+  llvm::SmallVector<const Stmt *, 16> Work{S};
+  while (!Work.empty()) {
+    const Stmt *St = Work.pop_back_val();
+    if (!St)
+      continue;
+    if (const auto *DRE = dyn_cast<DeclRefExpr>(St))
+      if (const auto *VD = dyn_cast<VarDecl>(DRE->getDecl()))
+        if (VD->hasLocalStorage() && !isa<ParmVarDecl>(VD))
+          Out.insert(VD);
+    for (const Stmt *Child : St->children())
+      Work.push_back(Child);
+  }
+}
+
 bool PrefetchThreadEmitter::capturedOnly(const Expr *E) const {
   llvm::SmallVector<const Stmt *, 8> Work{E};
   while (!Work.empty()) {
@@ -218,9 +234,13 @@ void PrefetchThreadEmitter::editCall(const IoCallSite &Site) {
     if (!D->Copy)
       DropArg(Info.BufferArg);
     DropArg(Info.StatusArg);
+    std::string Flags;
+    for (auto [Bit, Name] : {std::pair<unsigned, const char *>{0x1u, "PPIOS_PF_AFTER_WRITE"},
+                             {0x2u, "PPIOS_PF_AFTER_SYNC"}})
+      if (D->Flags & Bit)
+        Flags += (Flags.empty() ? "" : " | ") + std::string(Name);
     Edits.insert(Text.offset(Call->getRParenLoc()),
-                 ", ++" + Seq + ", " +
-                     (D->Flags ? "PPIOS_PF_AFTER_WRITE" : "0"));
+                 ", ++" + Seq + ", " + (Flags.empty() ? "0" : Flags));
     return;
   }
   if (Info.Kind == IoKind::Write) {
@@ -330,6 +350,12 @@ void PrefetchThreadEmitter::emitUnit(const Unit &U) {
       emitUnit(*Child);
     return;
   case Unit::Jump: {
+    if (programExitCall(U.S)) {
+      auto [Begin, End] = Text.statementRange(U.S);
+      Edits.replace(Begin, End, "ppios_pt_exit(); /* the program ends here: so does the "
+                                "prefetch thread */");
+      return;
+    }
     const auto *RS = dyn_cast<ReturnStmt>(U.S);
     if (!RS || !RS->getRetValue())
       return;
@@ -420,6 +446,47 @@ bool PrefetchThreadEmitter::emitClone() {
   return true;
 }
 
+// Every loop the PT runs polls the runtime once per iteration, so that the PT stops at
+// once when the program ends or prefetching is switched off, whatever the loop's condition
+// (a condition the PT cannot compute is dropped, leaving an endless loop). Added last:
+// insertions added after the other edits are never part of what those were computed from.
+void PrefetchThreadEmitter::addLoopPolls() {
+  const char *Poll = "ppios_pt_poll()";
+  auto Plain = [](const Stmt *St) {
+    return St && !St->getBeginLoc().isMacroID() && !St->getEndLoc().isMacroID();
+  };
+  auto IntoBody = [&](const Stmt *Body) {
+    if (!Plain(Body))
+      return false;
+    if (const auto *CS = dyn_cast<CompoundStmt>(Body)) {
+      Edits.insert(Text.offset(CS->getLBracLoc()) + 1, std::string(" ") + Poll + ";");
+      return true;
+    }
+    auto [Begin, End] = Text.statementRange(Body);
+    Edits.insert(Begin, std::string("{ ") + Poll + "; ");
+    Edits.insert(End, " }");
+    return true;
+  };
+  for (const auto &Owned : Units.all()) {
+    const Unit &U = *Owned;
+    if (U.UnitKind != Unit::Loop || !U.InSlice || U.TopIndex < Plan.startIndex())
+      continue;
+    if (const auto *FS = dyn_cast<ForStmt>(U.S)) {
+      // In the increment: the body may be a statement the PT replaces.
+      if (const Expr *Inc = FS->getInc()) {
+        if (Plain(Inc))
+          Edits.insert(Text.tokenEnd(Inc->getEndLoc()), std::string(", ") + Poll);
+      } else if (!FS->getRParenLoc().isMacroID()) {
+        Edits.insert(Text.offset(FS->getRParenLoc()), Poll);
+      }
+    } else if (const auto *WS = dyn_cast<WhileStmt>(U.S)) {
+      IntoBody(WS->getBody());
+    } else if (const auto *DS = dyn_cast<DoStmt>(U.S)) {
+      IntoBody(DS->getBody());
+    }
+  }
+}
+
 bool PrefetchThreadEmitter::usedElsewhere(const VarDecl *VD, const Unit &Self) const {
   for (const auto &Owned : Units.all())
     if (Owned.get() != &Self && Owned->InSlice && Owned->UnitKind != Unit::Block &&
@@ -451,13 +518,21 @@ bool PrefetchThreadEmitter::emit() {
   // Body: the user's statements from the start point to the end of the function.
   for (int I = S; I < static_cast<int>(Top.size()); ++I)
     emitUnit(*Top[I]);
+  addLoopPolls();
   std::string Body;
   if (Plan.isClone())
     return emitClone();
   if (S < static_cast<int>(Top.size())) {
-    unsigned Begin = Text.lineStart(Text.offset(Top[S]->S->getBeginLoc()));
+    // From the start of the line, unless something else precedes the statement there
+    // (main's opening brace, an earlier statement): statements are copied, not lines.
+    unsigned Begin = Text.statementRange(Top[S]->S).first;
+    unsigned LineBegin = Text.lineStart(Begin);
+    if (Text.buffer().substr(LineBegin, Begin - LineBegin).trim().empty())
+      Begin = LineBegin;
+    else
+      Body = "  ";
     unsigned End = Text.offset(cast<CompoundStmt>(Units.function()->getBody())->getRBracLoc());
-    Body = Edits.render(Text.buffer(), Begin, End);
+    Body += Edits.render(Text.buffer(), Begin, End);
   }
 
   // Prologue: captured values, then the descriptors the MT opened before the start.
@@ -467,6 +542,32 @@ bool PrefetchThreadEmitter::emit() {
     std::string Name = VD->getNameAsString();
     Prologue += Indent + declare(VD) + ";\n" + Indent + "__builtin_memcpy(&" + Name +
                 ", &ppios_ctx->" + Name + ", sizeof " + Name + ");\n";
+  }
+  // Locals declared before the start whose values the PT does not need but which its
+  // statements name (C89 style: `int i, fd;` at the top, set after the start): declared,
+  // zeroed, so that the thread compiles and never reads an indeterminate value.
+  std::set<const VarDecl *> Named;
+  for (int I = S; I < static_cast<int>(Top.size()); ++I)
+    if (Top[I]->InSlice)
+      localsNamedIn(Top[I]->S, Named);
+  std::set<const VarDecl *> CapturedSet(Plan.captured().begin(), Plan.captured().end());
+  std::vector<const VarDecl *> Undeclared;
+  for (const VarDecl *VD : Named) {
+    const Unit *D = Units.declaringUnit(VD);
+    if (D && D->TopIndex < S && !CapturedSet.count(VD))
+      Undeclared.push_back(VD);
+  }
+  std::sort(Undeclared.begin(), Undeclared.end(), [](const VarDecl *A, const VarDecl *B) {
+    return A->getLocation() < B->getLocation();
+  });
+  for (const VarDecl *VD : Undeclared) {
+    if (!nameableAtFileScope(VD->getType()) || VD->getType()->isIncompleteType()) {
+      Why = "the type of '" + VD->getNameAsString() + "' cannot be named outside " + Fn + "()";
+      return false;
+    }
+    std::string Name = VD->getNameAsString();
+    Prologue += Indent + declare(VD) + ";\n" + Indent + "__builtin_memset(&" + Name +
+                ", 0, sizeof " + Name + "); (void)" + Name + ";\n";
   }
   // The MT's start block gives the PT's copies of its handles handles of their own.
   std::vector<std::string> Reopens;

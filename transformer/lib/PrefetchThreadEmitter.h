@@ -8,6 +8,7 @@
 #include "PrefetchPlanner.h"
 #include "SourceText.h"
 
+#include <set>
 #include <string>
 
 namespace ppios {
@@ -37,6 +38,7 @@ public:
 
 private:
   void editCloneCall(const CloneCallDecision &C);
+  void addLoopPolls();
   bool emitClone();
   std::string keptCalls(const Unit &U);
   void emitUnit(const Unit &U);
@@ -47,6 +49,7 @@ private:
   std::string declare(const clang::VarDecl *VD);
   bool usedElsewhere(const clang::VarDecl *VD, const Unit &Self) const;
   bool capturedOnly(const clang::Expr *E) const;
+  void localsNamedIn(const clang::Stmt *S, std::set<const clang::VarDecl *> &Out) const;
 
   const SourceText &Text;
   FunctionUnits &Units;

@@ -54,8 +54,15 @@ std::string EditList::render(llvm::StringRef Buffer, unsigned Begin, unsigned En
   for (const Edit &E : Edits)
     if (E.Begin >= Begin && E.End <= End)
       Inside.push_back(&E);
+  // At one offset, insertions come before a replacement that starts there (they belong
+  // in front of it, and were not part of what it was computed from).
   std::stable_sort(Inside.begin(), Inside.end(), [](const Edit *A, const Edit *B) {
-    return A->Begin != B->Begin ? A->Begin < B->Begin : A->End > B->End;
+    if (A->Begin != B->Begin)
+      return A->Begin < B->Begin;
+    bool AInserts = A->Begin == A->End, BInserts = B->Begin == B->End;
+    if (AInserts != BInserts)
+      return AInserts;
+    return A->End > B->End;
   });
   std::string Out;
   unsigned Pos = Begin;

@@ -47,7 +47,9 @@ public:
   }
   void insert(unsigned At, std::string Text) { replace(At, At, std::move(Text)); }
   // The text of [Begin, End) with every edit inside applied; an edit inside another one
-  // is dropped (the outer one was computed from the rendering of the inner ones).
+  // is dropped (the outer one was computed from the rendering of the inner ones), so edits
+  // added after the outer one was computed must not start where it starts unless they are
+  // insertions, which are kept in front of it.
   std::string render(llvm::StringRef Buffer, unsigned Begin, unsigned End) const;
 
 private:

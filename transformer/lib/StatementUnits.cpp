@@ -301,6 +301,10 @@ Unit *FunctionUnits::build(const Stmt *S, Unit *Parent, int TopIndex) {
     U->UnitKind = Unit::Loop;
     analyze(*U, DS->getCond());
     U->Children.push_back(build(DS->getBody(), U, TopIndex));
+  } else if (programExitCall(S)) {
+    // exit(3), abort(), MPI_Abort(...): the PT keeps the guard around it and stops there
+    // (ppios_pt_exit), so that it never goes on where the program would not.
+    U->UnitKind = Unit::Jump;
   } else if (isa<ReturnStmt>(S) || isa<BreakStmt>(S) || isa<ContinueStmt>(S)) {
     // The PT returns nothing: a return's value is never evaluated there, unless it holds
     // I/O or a call with side effects (`return pread(...)`, `return helper(...)`), whose
@@ -320,6 +324,18 @@ Unit *FunctionUnits::build(const Stmt *S, Unit *Parent, int TopIndex) {
     analyze(*U, S);
   }
   return U;
+}
+
+const CallExpr *programExitCall(const Stmt *S) {
+  const auto *E = dyn_cast_or_null<Expr>(S);
+  const auto *Call = E ? dyn_cast<CallExpr>(E->IgnoreParenCasts()) : nullptr;
+  const FunctionDecl *Callee = Call ? Call->getDirectCallee() : nullptr;
+  if (!Callee || !Callee->getIdentifier())
+    return nullptr;
+  StringRef Name = Callee->getName();
+  bool Exits = Callee->isNoReturn() || Name == "exit" || Name == "_exit" || Name == "_Exit" ||
+               Name == "quick_exit" || Name == "abort" || Name == "MPI_Abort";
+  return Exits ? Call : nullptr;
 }
 
 void FunctionUnits::analyze(Unit &U, const Stmt *Part) {

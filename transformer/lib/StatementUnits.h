@@ -65,6 +65,10 @@ struct Unit {
   bool isWithin(const Unit *Ancestor) const;
 };
 
+// The call if S is a statement that ends the program (exit, abort, MPI_Abort, any
+// noreturn function): a Jump unit, which the PT turns into ppios_pt_exit().
+const clang::CallExpr *programExitCall(const clang::Stmt *S);
+
 class FunctionUnits {
 public:
   FunctionUnits(clang::ASTContext &Ctx, const clang::FunctionDecl *FD, SideEffectOracle &Oracle);

@@ -40,10 +40,10 @@
 #include "clang/AST/RecursiveASTVisitor.h"
 #include "clang/Frontend/CompilerInstance.h"
 #include "clang/Frontend/FrontendAction.h"
+#include "clang/Frontend/TextDiagnosticPrinter.h"
 #include "clang/Lex/Lexer.h"
 #include "clang/Lex/PPCallbacks.h"
 #include "clang/Lex/Preprocessor.h"
-#include "clang/Rewrite/Core/Rewriter.h"
 #include "clang/Tooling/Tooling.h"
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/MemoryBuffer.h"
@@ -53,6 +53,7 @@
 #include <functional>
 #include <map>
 #include <set>
+#include <tuple>
 
 using namespace clang;
 
@@ -130,6 +131,71 @@ std::string fieldKey(const FieldDecl *F) {
   return Record.empty() ? "" : Record + "." + F->getName().str();
 }
 
+// The text ppios-cc adds to a file, as insertions at offsets of the original, rendered
+// so that the original keeps its presumed name and line numbers: the output starts with
+// #line 1 "<name as the compiler was given it>" and every insertion is followed by a #line
+// directive naming the original line it resumes at. __FILE__, __LINE__, assert messages,
+// diagnostics and debug line tables then see the file the user wrote.
+class SourceInserts {
+public:
+  SourceInserts(const SourceManager &SM, const std::string &Name) : SM(SM), Name(Name) {}
+  // Text goes at Offset; at the same offset, a First insertion precedes the others.
+  void insert(unsigned Offset, std::string Text, bool First = false) {
+    Inserts.push_back({Offset, !First, Inserts.size(), std::move(Text)});
+  }
+  // Only the main file is rewritten: text at a location in a header is dropped.
+  void insert(SourceLocation Loc, std::string Text, bool First = false) {
+    SourceLocation At = SM.getExpansionLoc(Loc);
+    if (SM.isWrittenInMainFile(At))
+      insert(SM.getFileOffset(At), std::move(Text), First);
+  }
+  bool empty() const { return Inserts.empty(); }
+  std::string render() const {
+    StringRef Buf = SM.getBufferData(SM.getMainFileID());
+    std::vector<Insert> Sorted = Inserts;
+    std::sort(Sorted.begin(), Sorted.end(), [](const Insert &A, const Insert &B) {
+      return std::tie(A.Offset, A.Rank, A.Order) < std::tie(B.Offset, B.Rank, B.Order);
+    });
+    std::string Out = "#line 1 \"" + escaped(Name) + "\"\n";
+    unsigned Pos = 0, Line = 1;
+    for (size_t I = 0; I < Sorted.size(); ++I) {
+      unsigned At = std::min<unsigned>(Sorted[I].Offset, Buf.size());
+      Line += Buf.substr(Pos, At - Pos).count('\n');
+      Out += Buf.substr(Pos, At - Pos);
+      Pos = At;
+      if (!Out.empty() && Out.back() != '\n')
+        Out += '\n';
+      Out += StringRef(Sorted[I].Text).ltrim('\n');
+      if (Out.back() != '\n')
+        Out += '\n';
+      if (I + 1 == Sorted.size() || Sorted[I + 1].Offset != Sorted[I].Offset)
+        Out += "#line " + std::to_string(Line) + "\n";
+    }
+    Out += Buf.substr(Pos);
+    return Out;
+  }
+
+private:
+  struct Insert {
+    unsigned Offset;
+    bool Rank;
+    size_t Order;
+    std::string Text;
+  };
+  static std::string escaped(const std::string &S) {
+    std::string Out;
+    for (char C : S) {
+      if (C == '\\' || C == '"')
+        Out += '\\';
+      Out += C;
+    }
+    return Out;
+  }
+  const SourceManager &SM;
+  std::string Name;
+  std::vector<Insert> Inserts;
+};
+
 struct FoundCall {
   const CallExpr *Call;
   const IoCallInfo *Info;
@@ -186,6 +252,8 @@ public:
   bool TraverseUnaryExprOrTypeTraitExpr(UnaryExprOrTypeTraitExpr *) { return true; }
   bool VisitCallExpr(CallExpr *Call) {
     const FunctionDecl *Callee = Call->getDirectCallee();
+    if (Current && !Current->isMain() && isMpiSynchronization(Call))
+      Facts.SynchronizesOutsideMain = true;
     if (Current && Callee) {
       const FunctionDecl *Def = nullptr;
       if (Callee->hasBody(Def) && SM.isWrittenInMainFile(SM.getExpansionLoc(Def->getBeginLoc())))
@@ -383,27 +451,10 @@ public:
     if (!AnyRead && !Export)
       return;
 
-    Rewriter R(SM, Ctx.getLangOpts());
+    // The MT's text is kept as written (its I/O reaches the runtime at link time, see
+    // runtime/include/ppios/interpose.def); only the prefetch thread and its glue are added.
+    SourceInserts R(SM, Result.PresumedName);
     SourceText Text(SM, Ctx.getLangOpts());
-    // MT: every I/O call becomes the runtime's drop-in replacement.
-    for (const FoundCall &F : Collector.Calls) {
-      if (!IoCallTable::renamedInMainThread(*F.Info))
-        continue;
-      SourceLocation Callee = F.Call->getCallee()->getBeginLoc();
-      // A call written in a macro argument (SHOW("x", read(...))) is spelled in the file.
-      if (Callee.isMacroID() && SM.isMacroArgExpansion(Callee) &&
-          SM.isWrittenInMainFile(SM.getSpellingLoc(Callee)))
-        Callee = SM.getSpellingLoc(Callee);
-      if (Callee.isMacroID()) {
-        report(Diags, DiagnosticsEngine::Warning, Callee,
-               std::string("'") + F.Info->Name +
-                   "' is called through a macro; ppios-cc leaves it to the C library");
-        continue;
-      }
-      R.ReplaceText(Callee, static_cast<unsigned>(strlen(F.Info->Name)),
-                    std::string("ppios_") + F.Info->Name);
-    }
-
     // PT: the prefetch thread of main().
     std::vector<std::pair<const CallExpr *, std::string>> Missed;
     std::vector<const CallExpr *> Prefetched;
@@ -463,13 +514,10 @@ public:
         SourceLocation Before = Main->getBeginLoc();
         if (const RawComment *Comment = Ctx.getRawCommentForDeclNoCache(Main))
           Before = Comment->getBeginLoc();
-        R.InsertTextBefore(Before, Emitter.threadDefinition());
-        R.InsertTextAfter(SM.getLocForStartOfFile(SM.getMainFileID())
-                              .getLocWithOffset(Emitter.startOffset()),
-                          Emitter.startBlock());
+        R.insert(Before, Emitter.threadDefinition());
+        R.insert(Emitter.startOffset(), Emitter.startBlock());
         for (const auto &[Offset, Call] : Emitter.handoffs())
-          R.InsertTextAfter(SM.getLocForStartOfFile(SM.getMainFileID()).getLocWithOffset(Offset),
-                            Call);
+          R.insert(Offset, Call);
         for (const Unit *U : Plan.approximateSequence())
           report(Diags, DiagnosticsEngine::Remark, U->S->getBeginLoc(),
                  "prefetch sequence numbers after this statement are estimates: it performs "
@@ -561,19 +609,16 @@ public:
       for (const std::string &P : Prototypes)
         Include += P + "\n";
     }
+    unsigned IncludeAt = 0;
     if (LastInclude.isValid()) {
       unsigned Offset = SM.getFileOffset(SM.getExpansionLoc(LastInclude));
       StringRef Buf = SM.getBufferData(SM.getMainFileID());
       size_t EOL = Buf.find('\n', Offset);
-      // Before, so that it precedes a prefetch thread inserted at the same place.
-      R.InsertTextBefore(SM.getLocForStartOfFile(SM.getMainFileID())
-                             .getLocWithOffset(EOL == StringRef::npos ? Buf.size() : EOL + 1),
-                         Include.substr(1));
-    } else {
-      R.InsertTextBefore(SM.getLocForStartOfFile(SM.getMainFileID()), Include.substr(1));
+      IncludeAt = EOL == StringRef::npos ? Buf.size() : EOL + 1;
     }
-    if (const RewriteBuffer *Buf = R.getRewriteBufferFor(SM.getMainFileID()))
-      Result.Source = std::string(Buf->begin(), Buf->end());
+    // First, so that it precedes a prefetch thread inserted at the same place.
+    R.insert(IncludeAt, Include.substr(1), /*First=*/true);
+    Result.Source = R.render();
     Result.Changed = true;
   }
 
@@ -641,7 +686,7 @@ private:
   // Each reached clone goes right after the definition of its function (whose types and
   // globals it uses), with a prototype after the function's first declaration when that
   // comes earlier (callers may precede the definition).
-  void insertClones(ASTContext &Ctx, Rewriter &R, std::vector<std::unique_ptr<ClonePlan>> &Clones,
+  void insertClones(ASTContext &Ctx, SourceInserts &R, std::vector<std::unique_ptr<ClonePlan>> &Clones,
                     bool Stdio) {
     SourceManager &SM = Ctx.getSourceManager();
     const LangOptions &LO = Ctx.getLangOpts();
@@ -658,8 +703,7 @@ private:
           Def.erase(At, strlen("static "));
       }
       const auto *Body = cast<CompoundStmt>(FD->getBody());
-      R.InsertTextAfter(SM.getExpansionLoc(Body->getRBracLoc()).getLocWithOffset(1),
-                        "\n\n" + Def.substr(0, Def.size() - 1));
+      R.insert(SM.getExpansionLoc(Body->getRBracLoc()).getLocWithOffset(1), "\n" + Def);
       const FunctionDecl *First = FD->getFirstDecl();
       if (First != FD && !First->doesThisDeclarationHaveABody()) {
         std::string Proto = Def.substr(Def.find(C->Exported ? "__attribute__" : "static __attribute__"));
@@ -667,7 +711,7 @@ private:
         if (std::optional<Token> Semi =
                 Lexer::findNextToken(SM.getExpansionLoc(First->getEndLoc()), SM, LO))
           if (Semi->is(tok::semi))
-            R.InsertTextAfter(Semi->getEndLoc(), "\n" + Proto);
+            R.insert(Semi->getEndLoc(), Proto);
       }
     }
     (void)Any;
@@ -756,6 +800,29 @@ private:
   SourceLocation LastInclude;
 };
 
+// Runs one frontend action like tooling's default, but without the "N errors generated."
+// line: what clang reports is the driver's to show or not (see transformUnit).
+class QuietToolAction : public tooling::ToolAction {
+public:
+  explicit QuietToolAction(std::unique_ptr<FrontendAction> Action) : Action(std::move(Action)) {}
+  bool runInvocation(std::shared_ptr<CompilerInvocation> Invocation, FileManager *Files,
+                     std::shared_ptr<PCHContainerOperations> PCH,
+                     DiagnosticConsumer *Diags) override {
+    CompilerInstance CI(std::move(PCH));
+    CI.setInvocation(std::move(Invocation));
+    CI.setFileManager(Files);
+    CI.createDiagnostics(Diags, /*ShouldOwnClient=*/false);
+    CI.createSourceManager(*Files);
+    CI.setVerboseOutputStream(std::make_unique<llvm::raw_null_ostream>());
+    bool Ok = CI.ExecuteAction(*Action);
+    Files->clearStatCache();
+    return Ok;
+  }
+
+private:
+  std::unique_ptr<FrontendAction> Action;
+};
+
 } // namespace
 
 namespace {
@@ -763,10 +830,9 @@ TransformResult transformUnit(const std::string &Path, const std::vector<std::st
                               const TransformOptions &Options, const ProgramFacts *Import,
                               ProgramFacts *Export, bool Quiet) {
   TransformResult Result;
-  auto Code = llvm::MemoryBuffer::getFile(Path);
-  if (!Code) {
-    llvm::errs() << "ppios-cc: error: cannot read " << Path << ": " << Code.getError().message()
-                 << "\n";
+  Result.PresumedName = Path;
+  if (!llvm::sys::fs::exists(Path)) {
+    Result.Diagnostics = "ppios-cc: error: cannot read " + Path + "\n";
     return Result;
   }
   llvm::SmallString<256> Main(Path);
@@ -775,12 +841,27 @@ TransformResult transformUnit(const std::string &Path, const std::vector<std::st
   Result.Files.push_back(std::string(Main));
   // A round whose remarks are not shown shows no clang diagnostics either (the last
   // round, or the parse that fails, shows them).
-  std::vector<std::string> RunArgs = Args;
+  std::vector<std::string> CommandLine{"clang", "-fsyntax-only"};
+  CommandLine.insert(CommandLine.end(), Args.begin(), Args.end());
   if (Quiet)
-    RunArgs.push_back("-w");
-  bool Ok = tooling::runToolOnCodeWithArgs(
-      std::make_unique<TransformAction>(Options, Result, Import, Export, Quiet),
-      (*Code)->getBuffer(), RunArgs, Path, "clang");
+    CommandLine.push_back("-w");
+  CommandLine.push_back(Path);
+  // Diagnostics are held back: a file clang cannot parse is compiled without ppios-cc by
+  // the driver, and then only the real compiler's diagnostics count.
+  std::string Printed;
+  llvm::raw_string_ostream PrintedOS(Printed);
+  IntrusiveRefCntPtr<DiagnosticOptions> DiagOpts = new DiagnosticOptions();
+  TextDiagnosticPrinter Printer(PrintedOS, DiagOpts.get());
+  IntrusiveRefCntPtr<FileManager> Files(
+      new FileManager(FileSystemOptions(), llvm::vfs::getRealFileSystem()));
+  QuietToolAction Action(
+      std::make_unique<TransformAction>(Options, Result, Import, Export, Quiet));
+  tooling::ToolInvocation Invocation(CommandLine, &Action, Files.get(),
+                                     std::make_shared<PCHContainerOperations>());
+  Invocation.setDiagnosticConsumer(&Printer);
+  bool Ok = Invocation.run() && !Printer.getNumErrors();
+  PrintedOS.flush();
+  Result.Diagnostics = Printed;
   Result.Success = Ok;
   return Result;
 }
@@ -816,8 +897,6 @@ std::vector<TransformResult> transformProgram(const std::vector<ProgramUnit> &Un
     for (const ProgramUnit &U : Units) {
       Results.push_back(Transform(U, Round ? &Known : nullptr, &Found, /*Quiet=*/!Last));
       if (!Results.back().Success) {
-        if (!Last) // show clang's diagnostics once
-          Transform(U, nullptr, nullptr, /*Quiet=*/false);
         for (TransformResult &R : Results)
           R.Success = false;
         Results.resize(Units.size());

@@ -16,9 +16,14 @@ struct TransformOptions {
 };
 
 struct TransformResult {
-  bool Success = false; // false: clang reported errors (already printed)
+  bool Success = false; // false: clang reported errors (in Diagnostics)
   bool Changed = false; // false: no read calls, the file is used as it is
   std::string Source;   // the transformed file
+  // The file as the compiler was given it: the transformed file's #line name, so that
+  // __FILE__ and diagnostics say what they would say without ppios-cc.
+  std::string PresumedName;
+  // What clang reported (remarks, warnings, errors), in its text format, not yet printed.
+  std::string Diagnostics;
   // The files the parse read that are not system headers, as absolute paths, the C file
   // first: an object built from them is stale once one of them changes.
   std::vector<std::string> Files;
