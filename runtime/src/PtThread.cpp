@@ -186,6 +186,14 @@ bool PtResources::owns_stream(FILE *stream) {
 }
 
 int PtResources::open_regular(const char *path) {
+  // Not even opened unless it is a regular file: opening a FIFO's read end would let a
+  // writer waiting in open() go on, and then die of SIGPIPE when the PT closes it.
+  struct stat before;
+  if (stat(path, &before) != 0) return -1;
+  if (!S_ISREG(before.st_mode)) {
+    errno = ENXIO;
+    return -1;
+  }
   // O_NONBLOCK: opening a FIFO without a writer must not block; it is cleared again once
   // the file is known to be regular (where it changes nothing anyway).
   int fd = open(path, O_RDONLY | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
