@@ -273,3 +273,31 @@ TEST(PrefetchCache, ConcurrentPrefetchersAndMainThread) {
   EXPECT_LE(cache.counters().peak_bytes, 64u * 1024);
   std::printf("concurrent: %zu of %zu bytes served from the cache\n", hits, kBlocks * kBlock);
 }
+
+// The PT's own memory (ppios_pt_malloc) shares the capacity with prefetched bytes: it is
+// refused when it does not fit, and a prefetch that cannot fit beside it is too large
+// rather than a wait that would never end.
+TEST(PrefetchCacheTest, ExternalMemorySharesTheCapacity) {
+  PrefetchCache cache(1000);
+  EXPECT_TRUE(cache.take_external(600));
+  EXPECT_FALSE(cache.take_external(500));
+  EXPECT_EQ(prefetch(cache, 0, 500, 1), ReserveResult::TooLarge);
+  EXPECT_EQ(prefetch(cache, 0, 300, 1), ReserveResult::Reserved);
+  EXPECT_FALSE(cache.take_external(200));  // 600 + 300 in use
+  EXPECT_EQ(cache.counters().peak_bytes, 900u);
+  cache.give_external(600);
+  EXPECT_TRUE(cache.take_external(700));
+  EXPECT_EQ(cache.counters().external_bytes, 700u);
+}
+
+// Entries the MT never took a byte from are counted as unserved (PPIOS_STATS pt_mismatch).
+TEST(PrefetchCacheTest, UnservedEntriesAreCounted) {
+  PrefetchCache cache(1 << 20);
+  ASSERT_EQ(prefetch(cache, 0, 100, 1), ReserveResult::Reserved);
+  ASSERT_EQ(prefetch(cache, 1000, 100, 2), ReserveResult::Reserved);
+  ASSERT_EQ(prefetch(cache, 5000, 100, 3), ReserveResult::Reserved);
+  char buf[100];
+  EXPECT_EQ(cache.serve(kFile, kStamp, 0, 50, buf, InFlightPolicy::Wait).bytes, 50u);
+  cache.invalidate_file(kOther);
+  EXPECT_EQ(cache.counters().unserved_entries, 2u);
+}

@@ -1,0 +1,203 @@
+// The PT's handles, the pass-through decision and the signal trampolines, in one process
+// linked with libppios (no MPI needed; PPIOS_MODE=pp keeps the coordinator out).
+#include <gtest/gtest.h>
+
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+
+#include "PtThread.h"
+#include "ThreadState.h"
+#include "ppios/ppios.h"
+
+extern "C" {
+int __wrap_sigaction(int, const struct sigaction *, struct sigaction *);
+sighandler_t __wrap_signal(int, sighandler_t);
+ssize_t __wrap_read(int, void *, size_t);
+}
+
+using namespace ppios;
+
+namespace {
+
+std::string temp_path(const char *name) {
+  const char *dir = std::getenv("TMPDIR");
+  return std::string(dir ? dir : "/tmp") + "/ppios-pt-safety-" + std::to_string(getpid()) + "-" + name;
+}
+
+std::string make_file(const char *name, size_t bytes) {
+  std::string path = temp_path(name);
+  FILE *f = std::fopen(path.c_str(), "wb");
+  for (size_t i = 0; i < bytes; ++i) std::fputc(static_cast<int>(i * 7 + 3) & 0xff, f);
+  std::fclose(f);
+  return path;
+}
+
+}  // namespace
+
+TEST(PtSafetyTest, PtOpensOnlyRegularFilesAndOwnsThem) {
+  std::string file = make_file("regular", 1000);
+  int fd = ppios_pt_open(file.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  ASSERT_GE(fd, 0);
+  EXPECT_TRUE(PtResources::get().owns_fd(fd));
+  EXPECT_EQ(fcntl(fd, F_GETFL) & (O_ACCMODE | O_NONBLOCK), O_RDONLY);
+  struct stat st;
+  ASSERT_EQ(stat(file.c_str(), &st), 0);
+  EXPECT_EQ(st.st_size, 1000);  // never truncated
+  EXPECT_EQ(ppios_pt_close(fd), 0);
+  EXPECT_FALSE(PtResources::get().owns_fd(fd));
+
+  // A FIFO without a writer: refused at once (never blocks), as are devices and dirs.
+  std::string fifo = temp_path("fifo");
+  ASSERT_EQ(mkfifo(fifo.c_str(), 0600), 0);
+  for (const char *path : {fifo.c_str(), "/dev/null", "/dev/stdin", "/tmp"}) {
+    errno = 0;
+    EXPECT_EQ(ppios_pt_open(path, O_RDONLY), -1) << path;
+    EXPECT_EQ(ppios_pt_fopen(path, "r"), nullptr) << path;
+  }
+  ppios_pt_mpi_file token = reinterpret_cast<ppios_pt_mpi_file>(1);
+  EXPECT_NE(ppios_pt_MPI_File_open(fifo.c_str(), 0, &token), MPI_SUCCESS);
+  EXPECT_EQ(token, nullptr);
+  unlink(fifo.c_str());
+  unlink(file.c_str());
+}
+
+TEST(PtSafetyTest, PtCallsRefuseDescriptorsAndStreamsItDoesNotOwn) {
+  std::string file = make_file("foreign", 5000);
+  int mt_fd = open(file.c_str(), O_RDONLY);
+  ASSERT_GE(mt_fd, 0);
+  ASSERT_EQ(lseek(mt_fd, 100, SEEK_SET), 100);
+  char buf[64];
+  errno = 0;
+  EXPECT_EQ(ppios_prefetch_pread(mt_fd, 10, 0, 1, 0), -1);
+  EXPECT_EQ(errno, EBADF);
+  EXPECT_EQ(ppios_prefetch_read(mt_fd, 10, 1, 0), -1);
+  EXPECT_EQ(ppios_prefetch_read_copy(mt_fd, buf, sizeof buf, 1, 0), -1);
+  EXPECT_EQ(ppios_prefetch_pread_copy(mt_fd, buf, sizeof buf, 0, 1, 0), -1);
+  errno = 0;
+  EXPECT_EQ(ppios_pt_close(mt_fd), -1);
+  EXPECT_EQ(errno, EBADF);
+  EXPECT_EQ(lseek(mt_fd, 0, SEEK_CUR), 100);  // untouched, still open
+
+  FILE *mt_stream = fopen(file.c_str(), "rb");
+  ASSERT_NE(mt_stream, nullptr);
+  EXPECT_EQ(ppios_prefetch_fread(1, 10, mt_stream, 1, 0), 0u);
+  EXPECT_EQ(ppios_prefetch_fread_copy(buf, 1, 10, mt_stream, 1, 0), 0u);
+  EXPECT_EQ(ppios_pt_fclose(mt_stream), EOF);
+  EXPECT_EQ(ftell(mt_stream), 0);
+  EXPECT_EQ(ppios_pt_fclose(stdin), EOF);
+
+  // The PT's own reopened copy is its own, at the MT's position.
+  int pt_fd = ppios_pt_reopen_fd(mt_fd);
+  ASSERT_GE(pt_fd, 0);
+  EXPECT_EQ(lseek(pt_fd, 0, SEEK_CUR), 100);
+  EXPECT_EQ(ppios_prefetch_read_copy(pt_fd, buf, 10, 1, 0), 10);
+  EXPECT_EQ(buf[0], static_cast<char>(100 * 7 + 3));
+  EXPECT_EQ(lseek(mt_fd, 0, SEEK_CUR), 100);
+  EXPECT_EQ(ppios_pt_close(pt_fd), 0);
+  fclose(mt_stream);
+  close(mt_fd);
+  unlink(file.c_str());
+}
+
+TEST(PtSafetyTest, WrappersOnThePtTouchOnlyItsOwnDescriptors) {
+  std::string file = make_file("wrapped", 100);
+  int mt_fd = open(file.c_str(), O_RDONLY);
+  ThreadState saved = t_thread;
+  t_thread.role = ThreadRole::PT;  // as the PT's slice calls read()
+  char buf[10];
+  errno = 0;
+  EXPECT_EQ(__wrap_read(mt_fd, buf, sizeof buf), -1);
+  EXPECT_EQ(errno, EBADF);
+  EXPECT_EQ(__wrap_read(STDIN_FILENO, buf, sizeof buf), -1);
+  t_thread = saved;
+  EXPECT_EQ(lseek(mt_fd, 0, SEEK_CUR), 0);
+  close(mt_fd);
+  unlink(file.c_str());
+}
+
+TEST(PtSafetyTest, PassThroughInsideTheRuntimeAndInForkedChildren) {
+  EXPECT_FALSE(pass_through());
+  {
+    RuntimeScope scope;
+    EXPECT_TRUE(pass_through());
+  }
+  EXPECT_FALSE(pass_through());
+  pid_t pid = fork();
+  if (pid == 0) _exit(pass_through() ? 0 : 1);
+  int status = 0;
+  ASSERT_EQ(waitpid(pid, &status, 0), pid);
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+}
+
+namespace {
+volatile sig_atomic_t g_calls, g_in_handler, g_siginfo_ok;
+void first_handler(int) {}
+void counting_handler(int) {
+  ++g_calls;
+  g_in_handler = pass_through();
+}
+void info_handler(int sig, siginfo_t *info, void *) {
+  ++g_calls;
+  g_siginfo_ok = sig == SIGUSR2 && info != nullptr && info->si_signo == SIGUSR2;
+  g_in_handler = pass_through();
+}
+}  // namespace
+
+TEST(PtSafetyTest, ProgramHandlersRunBehindTheTrampolineAndAreReportedAsTheirOwn) {
+  EXPECT_EQ(__wrap_signal(SIGUSR1, first_handler), SIG_DFL);
+  EXPECT_EQ(__wrap_signal(SIGUSR1, counting_handler), first_handler);
+  struct sigaction real{};
+  ASSERT_EQ(sigaction(SIGUSR1, nullptr, &real), 0);
+  EXPECT_NE(real.sa_handler, counting_handler);  // the trampoline is installed
+  struct sigaction seen{};
+  ASSERT_EQ(__wrap_sigaction(SIGUSR1, nullptr, &seen), 0);
+  EXPECT_FALSE(seen.sa_flags & SA_SIGINFO);
+  EXPECT_EQ(seen.sa_handler, counting_handler);
+  g_calls = 0;
+  raise(SIGUSR1);
+  EXPECT_EQ(g_calls, 1);
+  EXPECT_TRUE(g_in_handler);  // calls made in the handler pass through
+  EXPECT_FALSE(pass_through());
+
+  struct sigaction act{}, old{};
+  act.sa_sigaction = info_handler;
+  act.sa_flags = SA_SIGINFO;
+  sigemptyset(&act.sa_mask);
+  ASSERT_EQ(__wrap_sigaction(SIGUSR2, &act, &old), 0);
+  EXPECT_EQ(old.sa_handler, SIG_DFL);
+  raise(SIGUSR2);
+  EXPECT_TRUE(g_siginfo_ok);
+  act.sa_handler = SIG_IGN;
+  act.sa_flags = 0;
+  ASSERT_EQ(__wrap_sigaction(SIGUSR2, &act, &old), 0);
+  EXPECT_TRUE(old.sa_flags & SA_SIGINFO);
+  EXPECT_EQ(old.sa_sigaction, info_handler);
+  ASSERT_EQ(sigaction(SIGUSR2, nullptr, &real), 0);
+  EXPECT_EQ(real.sa_handler, SIG_IGN);  // passed through unchanged
+  raise(SIGUSR2);  // ignored
+
+  errno = 0;
+  EXPECT_EQ(__wrap_sigaction(SIGKILL, &act, nullptr), -1);
+  EXPECT_EQ(errno, EINVAL);
+  EXPECT_EQ(__wrap_signal(0, first_handler), SIG_ERR);
+  __wrap_signal(SIGUSR1, SIG_DFL);
+}
+
+TEST(PtSafetyTest, IndexIsTheIdentityInBounds) {
+  EXPECT_EQ(ppios_pt_index(0, 1), 0);
+  EXPECT_EQ(ppios_pt_index(41, 42), 41);
+}
+
+// Outside the PT an escape is a misuse of the ABI, never a silent return.
+TEST(PtSafetyDeathTest, ExitOutsideThePtAborts) {
+  EXPECT_DEATH(ppios_pt_exit(), "outside the prefetch thread");
+  EXPECT_DEATH(ppios_pt_index(5, 5), "outside the prefetch thread");
+}
