@@ -477,6 +477,26 @@ bool PrefetchPlanner::canExecuteInPt(const Unit &U) const {
   return !U.Bad && ancestorsGood(U);
 }
 
+// A function the PT calls as it is (it has no clone) reads the globals it names in place:
+// never memory the MT may free or change through a global pointer, and other globals only
+// as a clone may (cloneGlobalProblem). Empty if the call is fine.
+std::string PrefetchPlanner::calleeGlobalProblem(const CallExpr *Call) const {
+  const FunctionDecl *Callee = Call->getDirectCallee();
+  if (!Callee || (Facts && Facts->Clones.count(Callee->getCanonicalDecl())))
+    return "";
+  CalleeEffect E = Units.oracle().classify(Callee);
+  if (E.Effect == CalleeEffect::Unsafe)
+    return "";
+  for (const VarDecl *G : E.GlobalsRead) {
+    std::string Why = G->getType()->isPointerType()
+                          ? "reads memory of the main thread through global " + quoted(G)
+                          : cloneGlobalProblem(G, false);
+    if (!Why.empty())
+      return "calls '" + Callee->getNameAsString() + "', which " + Why;
+  }
+  return "";
+}
+
 // A clone reads globals in place: only those of this file that only main() changes
 // (checked against the start point by the caller); it never stores to one.
 std::string PrefetchPlanner::cloneGlobalProblem(const VarDecl *VD, bool Store) const {
@@ -521,6 +541,14 @@ void PrefetchPlanner::markBad() {
       if (!declaredInRegion(VD) && !isStringPointer(VD->getType()) && !HandleInterface.count(VD) &&
           !(AsClone && isa<ParmVarDecl>(VD) && plainPointee(VD)))
         MarkBad(U, "reads memory of the main thread through " + quoted(VD));
+    // A function the PT calls as it is (no clone) reads globals in place: never memory the
+    // MT may free or change through a global pointer, and other globals only as a clone
+    // may (cloneGlobalProblem).
+    for (const CallExpr *Call : U.Calls) {
+      std::string Why = calleeGlobalProblem(Call);
+      if (!Why.empty() && MarkBad(U, Why))
+        break;
+    }
     if (AsClone)
       for (const VarSet *Set : {&U.Uses, &U.Defs, &U.PointerStores})
         for (const VarDecl *VD : *Set) {
@@ -874,6 +902,13 @@ void PrefetchPlanner::decideReads() {
                 D.TaintSource = VD;
               }
             }
+          if (const auto *Call = dyn_cast<CallExpr>(E)) {
+            std::string Problem = calleeGlobalProblem(Call);
+            if (!Problem.empty())
+              Why = "its " + std::string(Index == D.Site.Info->HandleArg ? "descriptor"
+                                                                          : "size or offset") +
+                    " " + Problem;
+          }
           if (isa<UnaryExprOrTypeTraitExpr>(E))
             continue;
           for (const Stmt *Child : E->children())

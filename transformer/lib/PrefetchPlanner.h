@@ -142,6 +142,7 @@ private:
   void closeSlice(bool UseBad, int RegionStart);
   void collectCaptures();
   bool synchronizesAfterStart() const;
+  std::string calleeGlobalProblem(const clang::CallExpr *Call) const;
   bool canExecuteInPt(const Unit &U) const;
   bool ancestorsGood(const Unit &U) const;
 public:

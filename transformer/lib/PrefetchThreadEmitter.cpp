@@ -487,6 +487,68 @@ void PrefetchThreadEmitter::addLoopPolls() {
   }
 }
 
+// The PT's own memory accesses must be safe whatever values it computes with (data that
+// another process has not written yet, a guard the PT could not evaluate): subscripts of
+// arrays of known size are checked (ppios_pt_index escapes when out of bounds), and the
+// PT allocates through the runtime, within PPIOS_CACHE_MB (ppios_pt_malloc escapes instead
+// of returning NULL). Added last, like the polls.
+void PrefetchThreadEmitter::addMemoryGuards() {
+  auto Parts = [](const Unit &U) {
+    std::vector<const Stmt *> P;
+    if (const auto *IS = dyn_cast<IfStmt>(U.S)) {
+      P = {IS->getInit(), IS->getCond()};
+    } else if (const auto *FS = dyn_cast<ForStmt>(U.S)) {
+      P = {FS->getInit(), FS->getCond(), FS->getInc()};
+    } else if (const auto *WS = dyn_cast<WhileStmt>(U.S)) {
+      P = {WS->getCond()};
+    } else if (const auto *DS = dyn_cast<DoStmt>(U.S)) {
+      P = {DS->getCond()};
+    } else if (U.UnitKind != Unit::Block) {
+      P = {U.S};
+    }
+    return P;
+  };
+  for (const auto &Owned : Units.all()) {
+    const Unit &U = *Owned;
+    if (!U.InSlice || U.TopIndex < Plan.startIndex() || U.Bad)
+      continue;
+    llvm::SmallVector<const Stmt *, 16> Work;
+    for (const Stmt *P : Parts(U))
+      if (P)
+        Work.push_back(P);
+    while (!Work.empty()) {
+      const Stmt *St = Work.pop_back_val();
+      for (const Stmt *Child : St->children())
+        if (Child)
+          Work.push_back(Child);
+      if (St->getBeginLoc().isMacroID() || St->getEndLoc().isMacroID())
+        continue;
+      if (const auto *Call = dyn_cast<CallExpr>(St)) {
+        const FunctionDecl *Callee = Call->getDirectCallee();
+        const Expr *Name = Call->getCallee()->IgnoreParenImpCasts();
+        if (Callee && Callee->getIdentifier() && !Name->getBeginLoc().isMacroID()) {
+          StringRef N = Callee->getName();
+          if (N == "malloc" || N == "calloc" || N == "realloc" || N == "free")
+            Edits.replace(Text.offset(Name->getBeginLoc()), Text.tokenEnd(Name->getEndLoc()),
+                          "ppios_pt_" + N.str());
+        }
+        continue;
+      }
+      const auto *AS = dyn_cast<ArraySubscriptExpr>(St);
+      if (!AS)
+        continue;
+      const auto *Array = dyn_cast_or_null<ConstantArrayType>(
+          AS->getBase()->IgnoreParenImpCasts()->getType()->getAsArrayTypeUnsafe());
+      const Expr *Index = AS->getIdx();
+      if (!Array || Index->isIntegerConstantExpr(Units.function()->getASTContext()))
+        continue;
+      Edits.insert(Text.offset(Index->getBeginLoc()), "ppios_pt_index(");
+      Edits.insert(Text.tokenEnd(Index->getEndLoc()),
+                   ", " + std::to_string(Array->getSize().getZExtValue()) + ")");
+    }
+  }
+}
+
 bool PrefetchThreadEmitter::usedElsewhere(const VarDecl *VD, const Unit &Self) const {
   for (const auto &Owned : Units.all())
     if (Owned.get() != &Self && Owned->InSlice && Owned->UnitKind != Unit::Block &&
@@ -519,6 +581,7 @@ bool PrefetchThreadEmitter::emit() {
   for (int I = S; I < static_cast<int>(Top.size()); ++I)
     emitUnit(*Top[I]);
   addLoopPolls();
+  addMemoryGuards();
   std::string Body;
   if (Plan.isClone())
     return emitClone();

@@ -1,5 +1,7 @@
 #include "SideEffects.h"
 
+#include <algorithm>
+
 #include "IoCallTable.h"
 
 #include "clang/AST/Decl.h"
@@ -166,8 +168,15 @@ public:
       fail("'" + FD->getNameAsString() + "' has a static local variable");
     return true;
   }
+  bool VisitDeclRefExpr(DeclRefExpr *DRE) {
+    if (const auto *VD = dyn_cast<VarDecl>(DRE->getDecl()))
+      noteGlobalRead(VD);
+    return true;
+  }
   bool VisitCallExpr(CallExpr *Call) {
     CalleeEffect E = Oracle.classify(Call->getDirectCallee());
+    for (const VarDecl *VD : E.GlobalsRead)
+      noteGlobalRead(VD);
     if (E.Effect == CalleeEffect::Unsafe) {
       fail(E.Why);
       // A callee that may store anywhere reaches the caller's memory only through the
@@ -204,6 +213,14 @@ private:
           Work.push_back(Child);
     }
     return false;
+  }
+  void noteGlobalRead(const VarDecl *VD) {
+    if (!VD->hasGlobalStorage() || VD->getType().isConstQualified() ||
+        VD->getType()->isFunctionType())
+      return;
+    if (std::find(Result.GlobalsRead.begin(), Result.GlobalsRead.end(), VD) ==
+        Result.GlobalsRead.end())
+      Result.GlobalsRead.push_back(VD);
   }
   void fail(const std::string &Why) {
     if (Result.Effect != CalleeEffect::Unsafe) {

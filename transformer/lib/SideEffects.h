@@ -7,6 +7,7 @@
 
 #include "llvm/ADT/DenseMap.h"
 #include <string>
+#include <vector>
 
 namespace clang {
 class Expr;
@@ -23,6 +24,9 @@ struct CalleeEffect {
   // Unsafe for other reasons (a helper that reads through r->fp leaves *r alone).
   bool StoresKnown = true;
   std::string Why;         // for Unsafe: what makes it so, for remarks
+  // The writable globals of this file the body reads, directly or through its callees: a
+  // PT calling it reads the main thread's current state (which may be freed, or not set yet).
+  std::vector<const clang::VarDecl *> GlobalsRead;
 };
 
 // Where an assignment or a pointer store lands.

@@ -74,6 +74,7 @@ public:
   FunctionUnits(clang::ASTContext &Ctx, const clang::FunctionDecl *FD, SideEffectOracle &Oracle);
 
   const clang::FunctionDecl *function() const { return FD; }
+  SideEffectOracle &oracle() const { return Oracle; }
   const std::vector<Unit *> &topLevel() const { return Top; }
   const std::vector<std::unique_ptr<Unit>> &all() const { return Units; }
   // Units in source order (parents before children).
