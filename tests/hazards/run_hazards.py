@@ -420,6 +420,34 @@ def check_dwarf(ref_bin, pp_bin, pp_builddir, failures):
                          f"{u.get('DW_AT_comp_dir')!r}, not the build directory {pp_builddir!r}")
 
 
+def find_ulimit(a, one_run, binary, env, failures):
+    """Sets a.ulimit_v to the smallest address-space limit (KiB, to 2 MiB) under which the
+    mpicc build still gives its unlimited output, plus a.ulimit_v_margin."""
+    a.ulimit_v = None
+    free_run, _ = one_run("mpicc-unlimited", binary, env)
+
+    def works(kib):
+        a.ulimit_v = kib
+        res, _ = one_run(f"mpicc-as{kib}", binary, env)
+        shutil.rmtree(res["workdir"], ignore_errors=True)
+        return res["code"] == free_run["code"] == 0 and res["out"] == free_run["out"]
+
+    lo, hi = 16 * 1024, 8 * 1024 * 1024  # KiB: 16 MiB fails, 8 GiB works
+    if not works(hi):
+        failures.add("the mpicc build does not work even under an 8 GiB limit (test bug)")
+        a.ulimit_v = None
+        return
+    while hi - lo > 2048:
+        mid = (lo + hi) // 2
+        if works(mid):
+            hi = mid
+        else:
+            lo = mid
+    a.ulimit_v = hi + a.ulimit_v_margin
+    print(f"  ulimit -v: the mpicc build needs {hi} KiB ({hi // 1024} MiB); every run gets "
+          f"{a.ulimit_v} KiB ({a.ulimit_v // 1024} MiB)", flush=True)
+
+
 # ---------------------------------------------------------------- main
 class Failures(list):
     def add(self, message):
@@ -468,6 +496,9 @@ def main():
     ap.add_argument("--fifo", action="append", default=[], help="PATH=FILE: FIFO fed FILE")
     ap.add_argument("--pass-fd", action="append", default=[], help="N=FILE open on fd N")
     ap.add_argument("--ulimit-v", type=int, help="address-space limit of each rank, KiB")
+    ap.add_argument("--ulimit-v-margin", type=int,
+                    help="KiB: limit every rank's address space to what the mpicc build "
+                    "needs (found by bisection) plus this margin")
     ap.add_argument("--check-dwarf", action="store_true")
     ap.add_argument("--keep", action="store_true", help="keep the work directory")
     ap.add_argument("args", nargs="*", help="program arguments (after --)")
@@ -551,6 +582,9 @@ def check(a, top, env, failures):
                    secs=secs, workdir=workdir)
         missing = [o for o in a.output if o not in res["files"]]
         return res, missing
+
+    if a.ulimit_v_margin is not None:
+        find_ulimit(a, one_run, builds["mpicc"], env, failures)
 
     refs = []
     for i in range(a.ref_runs):
