@@ -309,9 +309,12 @@ def is_temporary(name):
     return "/ppios-cc-" in name or not os.path.exists(name)
 
 
+DEPFILES = {}  # .d file (relative) -> the names the mpicc build's .d file lists
+
+
 def check_depfiles(builddir, failures, who):
     """Every .d file must name its real source and only files that exist (never a
-    temporary file of ppios-cc); headers of the project must be named by their path."""
+    temporary file of ppios-cc), and every file the mpicc build's .d file names."""
     deps = glob.glob(os.path.join(builddir, "**", "*.d"), recursive=True)
     if not deps:
         failures.add(f"{who}: no .d files were written")
@@ -333,6 +336,13 @@ def check_depfiles(builddir, failures, who):
             if is_temporary(full):
                 failures.add(f"{who}: {rel} names {name!r}, which is not a file (a temporary "
                              f"file of the compiler?)")
+        if who == "mpicc":
+            DEPFILES[rel] = names
+        else:
+            missing = sorted(DEPFILES.get(rel, set()) - names)
+            if missing:
+                failures.add(f"{who}: {rel} does not name {missing}, which the mpicc "
+                             f"build's {rel} names")
         source = os.path.splitext(os.path.basename(d))[0] + ".c"
         if source not in names and os.path.join(os.path.dirname(d), source) not in names:
             failures.add(f"{who}: {rel} does not name its source {source} "
