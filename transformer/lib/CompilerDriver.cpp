@@ -421,11 +421,6 @@ std::optional<std::string> writeTransformed(const TransformResult &R, const std:
   return std::string(Temp);
 }
 
-// Quoted includes of the original file must still find their neighbours.
-std::string quoteDirOf(const std::string &Source, const std::string &Directory) {
-  return std::string(llvm::sys::path::parent_path(absolutePath(Source, Directory)));
-}
-
 // ---- unit records
 
 struct RecordedFile {
@@ -593,7 +588,6 @@ private:
   std::string objectOf(const std::string &Source) const;
   void fixDependencyFiles(const std::vector<std::pair<std::string, std::string>> &Copies);
   std::vector<std::string> transformedCopyFlags(const std::string &Source,
-                                                const std::string &Directory,
                                                 const std::string &Copy) const;
   std::optional<LinkUnit> unitOfInput(size_t InputIndex);
   std::optional<std::string> compileUnit(const LinkUnit &U, const TransformResult &R,
@@ -636,7 +630,7 @@ int Driver::compileOrLinkEachAlone() {
   std::vector<std::string> Passed = Inv.Passed;
   std::vector<std::string> Parse = parserArgs(Inv.Flags, MpiCompileFlags);
   std::vector<std::pair<size_t, TransformResult>> Results; // by input index
-  std::vector<std::string> Extra{"-I" + Runtime.IncludeDir};
+  std::vector<std::string> Extra{"-isystem", Runtime.IncludeDir};
   std::vector<std::pair<std::string, std::string>> Copies; // (transformed copy, original)
   std::string Why; // why the original files are compiled instead
   for (size_t N = 0; N < Inv.Inputs.size() && Why.empty(); ++N) {
@@ -654,7 +648,7 @@ int Driver::compileOrLinkEachAlone() {
       std::optional<std::string> Temp = writeTransformed(R, Source, Temps.slot(N));
       if (!Temp)
         return 1;
-      std::vector<std::string> Own = transformedCopyFlags(Source, "", *Temp);
+      std::vector<std::string> Own = transformedCopyFlags(Source, *Temp);
       Extra.insert(Extra.end(), Own.begin(), Own.end());
       Passed[In.Position] = *Temp;
       Copies.push_back({*Temp, Source});
@@ -745,13 +739,14 @@ void Driver::fixDependencyFiles(const std::vector<std::pair<std::string, std::st
   }
 }
 
-// Compiler flags for a transformed copy Copy of Source (relative to Directory): its quoted
-// includes still find the neighbours of Source, and debug info names Source's directory.
+// Compiler flags for a transformed copy Copy of Source (relative to the directory the
+// command runs in): its quoted includes still find the neighbours of Source, named as the
+// user's compile would name them (dependency files), and debug info names Source's
+// directory. The runtime's header is a system header: not a dependency of the user's.
 std::vector<std::string> Driver::transformedCopyFlags(const std::string &Source,
-                                                      const std::string &Directory,
                                                       const std::string &Copy) const {
   std::string Written(llvm::sys::path::parent_path(Source));
-  return {"-iquote", quoteDirOf(Source, Directory),
+  return {"-iquote", Written.empty() ? "." : Written,
           "-ffile-prefix-map=" + std::string(llvm::sys::path::parent_path(Copy)) + "/=" +
               (Written.empty() ? "" : Written + "/")};
 }
@@ -795,8 +790,8 @@ std::optional<std::string> Driver::compileUnit(const LinkUnit &U, const Transfor
     return std::nullopt;
   llvm::SmallString<256> Object(Slot);
   llvm::sys::path::append(Object, llvm::sys::path::stem(U.Unit.Path) + ".o");
-  std::vector<std::string> Command{Inv.Compiler, "-I" + Runtime.IncludeDir};
-  std::vector<std::string> Own = transformedCopyFlags(U.Unit.Path, U.Unit.Directory, *Source);
+  std::vector<std::string> Command{Inv.Compiler, "-isystem", Runtime.IncludeDir};
+  std::vector<std::string> Own = transformedCopyFlags(U.Unit.Path, *Source);
   Command.insert(Command.end(), Own.begin(), Own.end());
   std::vector<std::string> Flags = unitCompileFlags(U.Flags);
   Command.insert(Command.end(), Flags.begin(), Flags.end());
