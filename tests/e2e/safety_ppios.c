@@ -54,7 +54,10 @@ static void prefetch_thread(void *arg) {
     char *huge = ppios_pt_malloc((size_t)64 << 20);
     huge[0] = 1;  /* never reached */
   } else if (is(s->scenario, "stuck")) {
-    for (;;) ppios_pt_poll();
+    for (;;) {
+      ppios_pt_poll();
+      usleep(100);  /* stuck, but leaving the cores to the MTs: the test times the exit */
+    }
   } else if (is(s->scenario, "foreign")) {
     /* The PT's slice got hold of the MT's descriptor, stream and stdin: every call on
      * them must be refused, or the MT's checksums and positions change. */
