@@ -9,6 +9,9 @@
  *              fifo      the MT reads a FIFO a thread of its own writes, and stdin
  *              signal    handlers that read with pread interrupt the MT's reads
  *              fork      children forked while the PT prefetches read the input
+ *              pipeslot  rank 0 blocks reading a FIFO whose writer waits until rank 1
+ *                        has read its input (under a cap of one storage access: the
+ *                        blocked read must not hold the slot)
  *
  * safety_ppios.c adds the PT (SAFETY_PT defined): it includes this file. */
 #include <errno.h>
@@ -73,11 +76,14 @@ static uint64_t pread_all(int fd, size_t size, size_t chunk, int rounds) {
 struct fifo_writer {
   const char *path;
   size_t bytes;
+  const char *wait_for;  /* a file to wait for before writing, or NULL */
 };
 
 static void *write_fifo(void *arg) {
   struct fifo_writer *w = arg;
   int fd = open(w->path, O_WRONLY);
+  struct stat flag;
+  while (w->wait_for != NULL && stat(w->wait_for, &flag) != 0) usleep(1000);
   char block[4096];
   for (size_t done = 0; done < w->bytes;) {
     size_t n = min_size(sizeof block, w->bytes - done);
@@ -153,7 +159,7 @@ int main(int argc, char **argv) {
     pthread_t stdin_writer = pipe_into_stdin();
     START_PT(&s);  /* before the writer exists: an open that blocked would hang the PT */
     usleep(100000);
-    struct fifo_writer w = {fifo, 3u << 20};
+    struct fifo_writer w = {fifo, 3u << 20, NULL};
     pthread_t writer;
     pthread_create(&writer, NULL, write_fifo, &w);
     int fd = open(fifo, O_RDONLY);
@@ -165,6 +171,27 @@ int main(int argc, char **argv) {
     pthread_join(stdin_writer, NULL);
     snprintf(line, sizeof line, "rank %d: fifo %016llx stdin %016llx\n", rank,
              (unsigned long long)fifo_sum, (unsigned long long)stdin_sum);
+  } else if (is(s.scenario, "pipeslot")) {
+    uint64_t sum = 0;
+    if (rank == 0) {
+      mkfifo("slot.fifo", 0600);
+      struct fifo_writer w = {"slot.fifo", 65536, "done.flag"};
+      pthread_t writer;
+      pthread_create(&writer, NULL, write_fifo, &w);
+      int fd = open("slot.fifo", O_RDONLY);
+      sum = read_all(fd, s.chunk, 0);
+      close(fd);
+      pthread_join(writer, NULL);
+      unlink("slot.fifo");
+    } else if (rank == 1) {
+      usleep(300000);  /* rank 0 is blocked in its read by now */
+      int fd = open(s.path, O_RDONLY);
+      sum = read_all(fd, s.chunk, 0);
+      close(fd);
+      close(open("done.flag.tmp", O_WRONLY | O_CREAT, 0600));
+      rename("done.flag.tmp", "done.flag");
+    }
+    snprintf(line, sizeof line, "rank %d: sum %016llx\n", rank, (unsigned long long)sum);
   } else if (is(s.scenario, "signal")) {
     s.mt_fd = g_signal_fd = open(s.path, O_RDONLY);
     char first[512];

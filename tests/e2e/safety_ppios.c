@@ -89,11 +89,11 @@ static void prefetch_thread(void *arg) {
       if (plain != NULL) fread(buf, 1, sizeof buf, plain);
       usleep(20000);
     }
-  } else {
-    /* signal, fork: prefetch the MT's preads, again and again */
+  } else if (is(s->scenario, "signal") || is(s->scenario, "fork")) {
+    /* prefetch the MT's preads, pass after pass */
     int fd = ppios_pt_open(s->path, O_RDONLY);
     ppios_seq_t seq = ppios_mt_seq();
-    for (;;) {
+    for (int pass = 0; pass < 25; ++pass) {
       for (size_t off = 0; off < s->size; off += s->chunk) {
         ppios_pt_poll();
         ppios_prefetch_pread(fd, s->chunk, (off_t)off, ++seq, 0);
