@@ -95,6 +95,10 @@ int __wrap___open64_2(const char *path, int flags) {
 int __wrap_close(int fd) {
   if (on_pt()) {
     if (!pt_owns(fd)) return -1;
+    if (PtResources::get().backs_stream(fd)) {  // the stream's fclose closes it
+      errno = EBADF;
+      return -1;
+    }
     PtResources::get().disown_fd(fd);
     return close(fd);
   }

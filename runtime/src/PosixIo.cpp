@@ -174,6 +174,10 @@ int ppios_pt_open(const char *path, int /*flags*/, ...) {
 int ppios_pt_close(int fd) {
   ppios::pt_checkpoint();
   if (refuse_foreign_fd(fd)) return -1;
+  if (PtResources::get().backs_stream(fd)) {  // the stream's fclose closes it
+    errno = EBADF;
+    return -1;
+  }
   PtResources::get().disown_fd(fd);
   return close(fd);
 }

@@ -185,6 +185,13 @@ bool PtResources::owns_stream(FILE *stream) {
   return std::find(streams_.begin(), streams_.end(), stream) != streams_.end();
 }
 
+bool PtResources::backs_stream(int fd) {
+  std::lock_guard<std::mutex> lock(streams_mu_);
+  for (FILE *stream : streams_)
+    if (fileno(stream) == fd) return true;
+  return false;
+}
+
 int PtResources::open_regular(const char *path) {
   // Not even opened unless it is a regular file: opening a FIFO's read end would let a
   // writer waiting in open() go on, and then die of SIGPIPE when the PT closes it.

@@ -74,6 +74,9 @@ class PtResources {
   void own_stream(FILE *stream);
   void disown_stream(FILE *stream);
   bool owns_stream(FILE *stream);
+  // Whether `fd` is the descriptor under one of the PT's streams (closing it alone would
+  // leave the stream to close a number the MT may have been given meanwhile).
+  bool backs_stream(int fd);
 
   // Opens `path` read-only for the PT: only a regular file (a FIFO must never block
   // the PT or lose bytes to it, a tty or device never be touched). Returns an owned

@@ -424,6 +424,7 @@ size_t Runtime::fetch(int fd, const FileKey &key, const FileStamp &stamp, off_t 
 void Runtime::waiting_thread_main(int index) {
   const int tid = kTraceFirstWT + index;
   t_trace_tid = tid;
+  t_thread.role = ThreadRole::WT;
   std::unique_lock<std::mutex> lock(wt_mu_);
   for (;;) {
     ++wt_idle_;

@@ -107,6 +107,21 @@ TEST(PtSafetyTest, PtCallsRefuseDescriptorsAndStreamsItDoesNotOwn) {
   unlink(file.c_str());
 }
 
+TEST(PtSafetyTest, StreamDescriptorIsClosedOnlyWithItsStream) {
+  std::string file = make_file("stream", 100);
+  FILE *fp = ppios_pt_fopen(file.c_str(), "r");
+  ASSERT_NE(fp, nullptr);
+  EXPECT_TRUE(PtResources::get().owns_stream(fp));
+  errno = 0;
+  EXPECT_EQ(ppios_pt_close(fileno(fp)), -1);
+  EXPECT_EQ(errno, EBADF);
+  EXPECT_EQ(ppios_prefetch_fread(1, 10, fp, 1, 0), 10u);
+  EXPECT_EQ(ftell(fp), 10);
+  EXPECT_EQ(ppios_pt_fclose(fp), 0);
+  EXPECT_FALSE(PtResources::get().owns_stream(fp));
+  unlink(file.c_str());
+}
+
 TEST(PtSafetyTest, WrappersOnThePtTouchOnlyItsOwnDescriptors) {
   std::string file = make_file("wrapped", 100);
   int mt_fd = open(file.c_str(), O_RDONLY);
