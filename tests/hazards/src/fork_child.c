@@ -1,6 +1,8 @@
 /* Case 10: fork after MPI_Init. Each rank forks a child that checksums the input with
  * stdio (fread) and with read(), writes the result to a pipe and _exits; meanwhile the
  * parent preads its share of the file. The parent waits for the child and prints both.
+ * With -DCHILD_EXIT=exit the child ends with exit() (atexit handlers, stdio flush) instead
+ * of _exit().
  * usage: fork_child <data.bin> */
 #include <fcntl.h>
 #include <sys/stat.h>
@@ -10,6 +12,10 @@
 #include "hz.h"
 
 #define BS 8192
+
+#ifndef CHILD_EXIT
+#define CHILD_EXIT _exit
+#endif
 
 static uint64_t child_sum(const char *path) {
   char buf[BS];
@@ -44,8 +50,8 @@ int main(int argc, char **argv) {
   if (pid == 0) {
     close(p[0]);
     uint64_t h = child_sum(argv[1]);
-    if (write(p[1], &h, sizeof h) != (ssize_t)sizeof h) _exit(1);
-    _exit(0);
+    if (write(p[1], &h, sizeof h) != (ssize_t)sizeof h) CHILD_EXIT(1);
+    CHILD_EXIT(0);
   }
   close(p[1]);
 
