@@ -9,6 +9,10 @@
  *              fifo      the MT reads a FIFO a thread of its own writes, and stdin
  *              signal    handlers that read with pread interrupt the MT's reads
  *              fork      children forked while the PT prefetches read the input
+ *              mt_segv   the MT dereferences NULL while the PT prefetches: the process
+ *                        dies as it would without ppios
+ *              mt_segv_handler  the same with a SIGSEGV handler of the program's,
+ *                        installed after the PT started: it runs, and exits 3
  *              pipeslot  rank 0 blocks reading a FIFO whose writer waits until rank 1
  *                        has read its input (under a cap of one storage access: the
  *                        blocked read must not hold the slot)
@@ -135,6 +139,12 @@ static void read_in_handler(void) {
 static void on_alarm(int sig) { (void)sig; read_in_handler(); }
 static void on_usr1(int sig, siginfo_t *info, void *ctx) { (void)sig; (void)info; (void)ctx; read_in_handler(); }
 static void other_handler(int sig) { (void)sig; }
+static void on_segv(int sig) {
+  static const char msg[] = "the program's SIGSEGV handler ran\n";
+  (void)sig;
+  write(STDOUT_FILENO, msg, sizeof msg - 1);
+  _exit(3);
+}
 
 int main(int argc, char **argv) {
   MPI_Init(&argc, &argv);
@@ -171,6 +181,22 @@ int main(int argc, char **argv) {
     pthread_join(stdin_writer, NULL);
     snprintf(line, sizeof line, "rank %d: fifo %016llx stdin %016llx\n", rank,
              (unsigned long long)fifo_sum, (unsigned long long)stdin_sum);
+  } else if (is(s.scenario, "mt_segv") || is(s.scenario, "mt_segv_handler")) {
+    s.mt_fd = open(s.path, O_RDONLY);
+    START_PT(&s);
+    if (is(s.scenario, "mt_segv_handler")) {
+      struct sigaction sa;
+      memset(&sa, 0, sizeof sa);
+      sa.sa_handler = on_segv;
+      sigemptyset(&sa.sa_mask);
+      sigaction(SIGSEGV, &sa, NULL);
+    }
+    uint64_t sum = pread_all(s.mt_fd, s.size / 2, s.chunk, 2);
+    printf("rank %d: sum %016llx\n", rank, (unsigned long long)sum);
+    fflush(stdout);
+    volatile int *null = NULL;
+    *null = (int)sum;
+    snprintf(line, sizeof line, "rank %d: not reached\n", rank);
   } else if (is(s.scenario, "pipeslot")) {
     uint64_t sum = 0;
     if (rank == 0) {

@@ -89,7 +89,7 @@ static void prefetch_thread(void *arg) {
       if (plain != NULL) fread(buf, 1, sizeof buf, plain);
       usleep(20000);
     }
-  } else if (is(s->scenario, "signal") || is(s->scenario, "fork")) {
+  } else if (is(s->scenario, "signal") || is(s->scenario, "fork") || !strncmp(s->scenario, "mt_segv", 7)) {
     /* prefetch the MT's preads, pass after pass */
     int fd = ppios_pt_open(s->path, O_RDONLY);
     ppios_seq_t seq = ppios_mt_seq();
