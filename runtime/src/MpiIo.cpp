@@ -17,6 +17,7 @@
 #include <mutex>
 #include <string>
 
+#include "ErrnoGuard.h"
 #include "FileProbe.h"
 #include "PtThread.h"
 #include "ThreadState.h"
@@ -215,12 +216,11 @@ int ppios_MPI_File_open(MPI_Comm comm, const char *filename, int amode, MPI_Info
   if (rc == MPI_SUCCESS && rt.caching()) {
     std::string path = strip_driver_prefix(filename);
     struct stat st;
-    int saved = errno;
+    ppios::ErrnoGuard errno_guard;
     if (stat(path.c_str(), &st) == 0 && S_ISREG(st.st_mode)) {
       std::lock_guard<std::mutex> lock(g_files_mu);
       g_files[*fh] = MpiFileInfo{path, ppios::key_of(st)};
     }
-    errno = saved;
   }
   return rc;
 }

@@ -65,10 +65,9 @@ int ppios_open(const char *path, int flags, ...) {
   int fd = open(path, flags, mode);
   Runtime &rt = Runtime::get();
   if (fd >= 0 && (flags & O_TRUNC) && (flags & O_ACCMODE) != O_RDONLY && rt.caching()) {
-    int saved = errno;
+    ppios::ErrnoGuard errno_guard;
     FileKey key;
     if (ppios::probe_regular_file(fd, &key)) rt.cache().invalidate_file(key);
-    errno = saved;
   }
   return fd;
 }

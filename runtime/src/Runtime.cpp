@@ -153,13 +153,12 @@ ssize_t Runtime::mt_write(const FileKey *file, off_t offset, size_t length,
     if (file != nullptr && caching()) cache_.begin_write(*file, offset, length);
     errno = saved_errno;
     result = do_write();
-    int saved_errno = errno;
     if (file != nullptr && caching()) {
+      ErrnoGuard errno_guard;  // the write's errno, not the refresh's
       FileStamp stamp;
       bool known = refresh(&stamp);
       cache_.end_write(*file, offset, length, known ? &stamp : nullptr);
     }
-    errno = saved_errno;
   }
   const uint64_t end = now_ns();
   stats_.mt_write_calls++;

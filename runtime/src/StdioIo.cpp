@@ -45,10 +45,9 @@ FILE *ppios_fopen(const char *path, const char *mode) {
   FILE *stream = fopen(path, mode);
   Runtime &rt = Runtime::get();
   if (stream != nullptr && truncating_mode(mode) && rt.caching()) {
-    int saved = errno;
+    ppios::ErrnoGuard errno_guard;
     FileKey key;
     if (ppios::probe_regular_file(fileno(stream), &key)) rt.cache().invalidate_file(key);
-    errno = saved;
   }
   return stream;
 }
@@ -67,11 +66,10 @@ int ppios_fclose(FILE *stream) {
   }
   int r = fclose(stream);
   if (held) {
-    int saved = errno;
+    ppios::ErrnoGuard errno_guard;
     Runtime &rt = Runtime::get();
     rt.cache().invalidate_file(key);  // the buffered bytes are in the file now
     rt.cache().unhold_file(key);
-    errno = saved;
   }
   return r;
 }
