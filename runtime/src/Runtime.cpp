@@ -3,6 +3,7 @@
 #include <fcntl.h>
 #include <mpi.h>
 #include <pthread.h>
+#include <signal.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -218,6 +219,13 @@ void Runtime::start_pt(void (*entry)(void *), const void *ctx, size_t ctx_size) 
   auto *start = new PtStart{entry, std::vector<char>(static_cast<const char *>(ctx),
                                                      static_cast<const char *>(ctx) + ctx_size)};
   std::lock_guard<std::mutex> lock(lifecycle_mu_);  // pt_thread_ is set before the PT ends
+  // The PT (and the WTs it starts) take no asynchronous signal: the program's handlers
+  // run on the program's threads, as without ppios. Faults stay deliverable for the
+  // fault net. The mask is inherited at creation, so there is no window.
+  sigset_t blocked, saved_mask;
+  sigfillset(&blocked);
+  for (int sig : {SIGSEGV, SIGBUS, SIGFPE, SIGILL}) sigdelset(&blocked, sig);
+  pthread_sigmask(SIG_BLOCK, &blocked, &saved_mask);
   std::thread pt([this, start] {
     t_thread.role = ThreadRole::PT;
     t_trace_tid = kTracePT;
@@ -225,6 +233,7 @@ void Runtime::start_pt(void (*entry)(void *), const void *ctx, size_t ctx_size) 
     delete start;
     pt_ended(why);
   });
+  pthread_sigmask(SIG_SETMASK, &saved_mask, nullptr);
   pt_thread_ = pt.native_handle();
   pt.detach();  // shutdown() waits for it through pt_running_, with a time limit
 }

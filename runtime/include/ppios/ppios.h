@@ -81,7 +81,10 @@ typedef uint64_t ppios_seq_t;
 /* Starts the prefetch thread: it runs entry(copy of ctx). ctx (ctx_size bytes) is copied
  * before the call returns, so the caller may reuse it. Call it from the MT once the values
  * the PT needs are known (after MPI_Init, after broadcasts). Does nothing in
- * PPIOS_MODE=off or if a PT was already started. Returns 0, or -1 with errno set. */
+ * PPIOS_MODE=off or if a PT was already started. Returns 0, or -1 with errno set.
+ * entry runs under the PT's escape (see above); the PT blocks every asynchronous signal
+ * (the program's handlers run on the program's threads) and has a fault net for
+ * SIGSEGV, SIGBUS, SIGFPE and SIGILL. */
 int ppios_pt_start(void (*entry)(void *ctx), const void *ctx, size_t ctx_size);
 
 /* The number of data transfers (reads and writes through ppios_* calls) the MT has
