@@ -66,6 +66,8 @@ int SignalTable::program_sigaction(int sig, const struct sigaction *act, struct 
   const uintptr_t handler = handler_of(*act);
   struct sigaction install = *act;
   const bool was_set = mine.set.load(std::memory_order_acquire);
+  const uintptr_t was_handler = mine.handler.load(std::memory_order_relaxed);
+  const int was_flags = mine.flags.load(std::memory_order_relaxed);
   const struct sigaction was_full = mine.full;
   if (is_function(handler)) {
     install.sa_sigaction = &trampoline;
@@ -75,7 +77,12 @@ int SignalTable::program_sigaction(int sig, const struct sigaction *act, struct 
     mine.flags.store(act->sa_flags, std::memory_order_relaxed);
     mine.set.store(true, std::memory_order_release);
   }
-  if (sigaction(sig, &install, &real_old) != 0) return -1;
+  if (sigaction(sig, &install, &real_old) != 0) {  // SIGKILL, SIGSTOP, a bad mask...
+    mine.handler.store(was_handler, std::memory_order_relaxed);
+    mine.flags.store(was_flags, std::memory_order_relaxed);
+    mine.set.store(was_set, std::memory_order_release);
+    return -1;
+  }
   if (is_function(handler)) {
     mine.full = *act;
   } else {

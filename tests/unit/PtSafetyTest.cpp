@@ -203,6 +203,10 @@ TEST(PtSafetyTest, ProgramHandlersRunBehindTheTrampolineAndAreReportedAsTheirOwn
   EXPECT_EQ(__wrap_sigaction(SIGKILL, &act, nullptr), -1);
   EXPECT_EQ(errno, EINVAL);
   EXPECT_EQ(__wrap_signal(0, first_handler), SIG_ERR);
+  EXPECT_EQ(__wrap_signal(SIGKILL, first_handler), SIG_ERR);
+  g_calls = 0;
+  raise(SIGUSR1);  // the failed calls changed nothing
+  EXPECT_EQ(g_calls, 1);
   __wrap_signal(SIGUSR1, SIG_DFL);
 }
 
