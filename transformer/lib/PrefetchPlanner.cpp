@@ -1,4 +1,5 @@
 #include "PrefetchPlanner.h"
+#include "SourceText.h"
 
 #include "clang/AST/ASTContext.h"
 #include "clang/AST/Decl.h"
@@ -487,6 +488,10 @@ std::string PrefetchPlanner::calleeGlobalProblem(const CallExpr *Call) const {
   CalleeEffect E = Units.oracle().classify(Callee);
   if (E.Effect == CalleeEffect::Unsafe)
     return "";
+  if (!E.ReadsGlobalPointer.empty())
+    return "calls '" + Callee->getNameAsString() +
+           "', which reads memory of the main thread through global '" + E.ReadsGlobalPointer +
+           "'";
   for (const VarDecl *G : E.GlobalsRead) {
     std::string Why = G->getType()->isPointerType()
                           ? "reads memory of the main thread through global " + quoted(G)
@@ -802,14 +807,21 @@ std::string PrefetchPlanner::checkCloneArgument(const Expr *Arg, ParamRole Role,
   return "";
 }
 
+// A call the PT can write: spelled in the file, possibly as a macro argument
+// (`CHECK(pread(...))`), not in a macro's definition.
+bool PrefetchPlanner::spelledInFile(const CallExpr *Call) const {
+  const SourceManager &SM = Units.function()->getASTContext().getSourceManager();
+  return spelledInMainFile(SM, Call->getBeginLoc()) && spelledInMainFile(SM, Call->getEndLoc());
+}
+
 void PrefetchPlanner::decideCloneCalls() {
   for (CloneCallDecision &C : CloneCalls) {
     const Unit &U = *C.Owner;
     C.Active = false;
     const CloneSummary *S = summaryOf(C.Callee);
     std::string Why;
-    if (C.Call->getBeginLoc().isMacroID())
-      Why = "the call is inside a macro expansion";
+    if (!spelledInFile(C.Call))
+      Why = "the call is inside a macro definition";
     else if (U.TopIndex < Start)
       Why = "the call runs before the prefetch thread can start";
     else if (U.isControl())
@@ -848,8 +860,8 @@ void PrefetchPlanner::decideReads() {
     const Unit &U = *D.Owner;
     const VarDecl *H = D.Site.Handle;
     D.Prefetched = false;
-    if (D.Site.Call->getBeginLoc().isMacroID()) {
-      D.Reason = "the call is inside a macro expansion";
+    if (!spelledInFile(D.Site.Call)) {
+      D.Reason = "the call is inside a macro definition";
       continue;
     }
     if (U.TopIndex < Start) {

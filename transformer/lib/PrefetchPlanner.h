@@ -143,6 +143,7 @@ private:
   void collectCaptures();
   bool synchronizesAfterStart() const;
   std::string calleeGlobalProblem(const clang::CallExpr *Call) const;
+  bool spelledInFile(const clang::CallExpr *Call) const;
   bool canExecuteInPt(const Unit &U) const;
   bool ancestorsGood(const Unit &U) const;
 public:

@@ -177,6 +177,8 @@ public:
     CalleeEffect E = Oracle.classify(Call->getDirectCallee());
     for (const VarDecl *VD : E.GlobalsRead)
       noteGlobalRead(VD);
+    if (Result.ReadsGlobalPointer.empty())
+      Result.ReadsGlobalPointer = E.ReadsGlobalPointer;
     if (E.Effect == CalleeEffect::Unsafe) {
       fail(E.Why);
       // A callee that may store anywhere reaches the caller's memory only through the
@@ -221,6 +223,8 @@ private:
     if (std::find(Result.GlobalsRead.begin(), Result.GlobalsRead.end(), VD) ==
         Result.GlobalsRead.end())
       Result.GlobalsRead.push_back(VD);
+    if (VD->getType()->isPointerType() && Result.ReadsGlobalPointer.empty())
+      Result.ReadsGlobalPointer = VD->getNameAsString();
   }
   void fail(const std::string &Why) {
     if (Result.Effect != CalleeEffect::Unsafe) {

@@ -27,6 +27,9 @@ struct CalleeEffect {
   // The writable globals of this file the body reads, directly or through its callees: a
   // PT calling it reads the main thread's current state (which may be freed, or not set yet).
   std::vector<const clang::VarDecl *> GlobalsRead;
+  // The name of a global pointer among them, the first one met (kept across files, unlike
+  // GlobalsRead): through it the body reads memory the main thread may free.
+  std::string ReadsGlobalPointer;
 };
 
 // Where an assignment or a pointer store lands.

@@ -11,19 +11,44 @@ namespace ppios {
 SourceText::SourceText(const SourceManager &SM, const LangOptions &LO)
     : SM(SM), LO(LO), Buffer(SM.getBufferData(SM.getMainFileID())) {}
 
+// Where the text at Loc is written in the file: a macro argument's token where the user
+// wrote it (`CHECK(pread(...))`), a token of a macro's definition at that macro's
+// invocation (the first or last token of it, for End), through any nesting.
+SourceLocation SourceText::written(SourceLocation Loc, bool End) const {
+  while (Loc.isMacroID()) {
+    if (SM.isMacroArgExpansion(Loc)) {
+      Loc = SM.getImmediateSpellingLoc(Loc);
+    } else {
+      CharSourceRange Range = SM.getImmediateExpansionRange(Loc);
+      Loc = End ? Range.getEnd() : Range.getBegin();
+    }
+  }
+  return Loc;
+}
+
+bool SourceText::spelledInFile(SourceLocation Loc) const { return spelledInMainFile(SM, Loc); }
+
+bool spelledInMainFile(const SourceManager &SM, SourceLocation Loc) {
+  while (Loc.isMacroID()) {
+    if (!SM.isMacroArgExpansion(Loc))
+      return false;
+    Loc = SM.getImmediateSpellingLoc(Loc);
+  }
+  return SM.isWrittenInMainFile(Loc);
+}
+
 unsigned SourceText::offset(SourceLocation Loc) const {
-  return SM.getFileOffset(SM.getExpansionLoc(Loc));
+  return SM.getFileOffset(written(Loc, /*End=*/false));
 }
 
 unsigned SourceText::tokenEnd(SourceLocation Loc) const {
-  SourceLocation Expansion = SM.getExpansionRange(Loc).getEnd();
-  return SM.getFileOffset(Lexer::getLocForEndOfToken(Expansion, 0, SM, LO));
+  return SM.getFileOffset(Lexer::getLocForEndOfToken(written(Loc, /*End=*/true), 0, SM, LO));
 }
 
 std::pair<unsigned, unsigned> SourceText::statementRange(const Stmt *S) const {
   unsigned Begin = offset(S->getBeginLoc());
   unsigned End = tokenEnd(S->getEndLoc());
-  SourceLocation Last = SM.getExpansionRange(S->getEndLoc()).getEnd();
+  SourceLocation Last = written(S->getEndLoc(), /*End=*/true);
   if (std::optional<Token> Next = Lexer::findNextToken(Last, SM, LO))
     if (Next->is(tok::semi) && !isa<CompoundStmt>(S))
       End = SM.getFileOffset(Next->getEndLoc());

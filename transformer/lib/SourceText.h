@@ -16,12 +16,19 @@ class Stmt;
 
 namespace ppios {
 
+// See SourceText::spelledInFile.
+bool spelledInMainFile(const clang::SourceManager &SM, clang::SourceLocation Loc);
+
 class SourceText {
 public:
   SourceText(const clang::SourceManager &SM, const clang::LangOptions &LO);
 
-  // File offset of a location (macro locations map to their expansion).
+  // File offset of a location: a macro argument's token where it is written, any other
+  // macro location at its expansion.
   unsigned offset(clang::SourceLocation Loc) const;
+  // True if Loc is text of the main file as written: a file location, or a token of a macro
+  // argument written there (through any number of macro arguments).
+  bool spelledInFile(clang::SourceLocation Loc) const;
   // Offset just past the token at Loc.
   unsigned tokenEnd(clang::SourceLocation Loc) const;
   // [begin, end) of a statement, with its terminating ';' when it has one.
@@ -35,6 +42,8 @@ public:
   llvm::StringRef buffer() const { return Buffer; }
 
 private:
+  clang::SourceLocation written(clang::SourceLocation Loc, bool End) const;
+
   const clang::SourceManager &SM;
   const clang::LangOptions &LO;
   llvm::StringRef Buffer;

@@ -274,7 +274,12 @@ Unit *FunctionUnits::build(const Stmt *S, Unit *Parent, int TopIndex) {
   U->S = S;
   U->Parent = Parent;
   U->TopIndex = TopIndex;
-  if (const auto *CS = dyn_cast<CompoundStmt>(S)) {
+  if (writtenAsOneMacro(S)) {
+    // `CHECK(pread(...));`: the macro's own statements (an error message, an abort) are
+    // not the PT's to run; one unit, so that it is emitted as its prefetches alone.
+    U->UnitKind = Unit::Simple;
+    analyze(*U, S);
+  } else if (const auto *CS = dyn_cast<CompoundStmt>(S)) {
     U->UnitKind = Unit::Block;
     for (const Stmt *Child : CS->body())
       U->Children.push_back(build(Child, U, TopIndex));
@@ -324,6 +329,30 @@ Unit *FunctionUnits::build(const Stmt *S, Unit *Parent, int TopIndex) {
     analyze(*U, S);
   }
   return U;
+}
+
+// A statement that a macro expands to, running its parts at most once: the usual
+// `do { ... } while (0)` or an expression or if. Loops written by a macro are left to the
+// slicer, which leaves the reads in them alone.
+bool writtenAsOneMacro(const Stmt *S) {
+  if (!S->getBeginLoc().isMacroID() || isa<CompoundStmt>(S))
+    return false;
+  llvm::SmallVector<const Stmt *, 16> Work{S};
+  while (!Work.empty()) {
+    const Stmt *St = Work.pop_back_val();
+    if (!St)
+      continue;
+    if (isa<ForStmt>(St) || isa<WhileStmt>(St) || isa<SwitchStmt>(St) || isa<GotoStmt>(St))
+      return false;
+    if (const auto *DS = dyn_cast<DoStmt>(St)) {
+      const auto *Zero = dyn_cast<IntegerLiteral>(DS->getCond()->IgnoreParenImpCasts());
+      if (!Zero || Zero->getValue() != 0)
+        return false;
+    }
+    for (const Stmt *Child : St->children())
+      Work.push_back(Child);
+  }
+  return true;
 }
 
 const CallExpr *programExitCall(const Stmt *S) {

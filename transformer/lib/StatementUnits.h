@@ -69,6 +69,10 @@ struct Unit {
 // noreturn function): a Jump unit, which the PT turns into ppios_pt_exit().
 const clang::CallExpr *programExitCall(const clang::Stmt *S);
 
+// True for a statement that one macro expands to and that runs its parts at most once
+// (`CHECK(pread(...));`, `do { ... } while (0)`): the slicer sees it as one statement.
+bool writtenAsOneMacro(const clang::Stmt *S);
+
 class FunctionUnits {
 public:
   FunctionUnits(clang::ASTContext &Ctx, const clang::FunctionDecl *FD, SideEffectOracle &Oracle);

@@ -104,6 +104,7 @@ struct ExportedFunction {
   int Score = 0;
   bool operator==(const ExportedFunction &O) const {
     return Effect.Effect == O.Effect.Effect && Effect.StoredArgs == O.Effect.StoredArgs &&
+           Effect.ReadsGlobalPointer == O.Effect.ReadsGlobalPointer &&
            Effect.StoresKnown == O.Effect.StoresKnown && HasClone == O.HasClone &&
            Params == O.Params && HandleInterfaces == O.HandleInterfaces && Score == O.Score;
   }
@@ -730,6 +731,9 @@ private:
         continue;
       ExportedFunction E;
       E.Effect = Oracle.classify(FD);
+      // Declarations of this unit's AST mean nothing to the others: what they need to
+      // know of its globals is in ReadsGlobalPointer.
+      E.Effect.GlobalsRead.clear();
       for (const auto &C : Clones)
         if (C->Function == FD && C->Exported) {
           const CloneSummary &S = Facts.Clones[FD->getCanonicalDecl()];
