@@ -12,7 +12,8 @@
  *  - Prefetch-thread (PT) calls, ppios_pt_<name> and ppios_prefetch_<name>, used only
  *    inside the function passed to ppios_pt_start. The PT works on descriptors and
  *    streams of its own (opened read-only by ppios_pt_open/ppios_pt_fopen), so plain
- *    lseek/fseek/ftell/fstat on them need no wrapper. A prefetch call fetches the bytes
+ *    lseek/fseek/ftell/fstat on them need no wrapper (in a wrapped build they reach the
+ *    real call once the handle is known to be the PT's own). A prefetch call fetches the bytes
  *    the original read would return into the process's prefetch cache and returns the
  *    value that read is predicted to return, so the pre-executed slice can keep going
  *    (e.g. `while ((n = read(fd, buf, BS)) > 0)`). The PT never performs a side effect.
@@ -40,7 +41,8 @@
  * PT) on any other descriptor or stream fail with EBADF and touch nothing.
  *
  * Configuration comes from PPIOS_* environment variables, read once when the library is
- * loaded (see README.md). All functions are thread-safe.
+ * loaded (see README.md). All functions are thread-safe; ppios_pt_malloc and friends are
+ * for the PT thread only.
  */
 #ifndef PPIOS_PPIOS_H
 #define PPIOS_PPIOS_H
