@@ -31,25 +31,43 @@ void ppios_pt_out_of_bounds(void) { ppios::pt_escape(PtStop::Bounds); }
 
 void ppios_pt_poll(void) { ppios::pt_checkpoint(); }
 
+// The allocations run as runtime code: a fault inside malloc (a heap the slice broke)
+// must not become an escape that leaves malloc's locks held.
 void *ppios_pt_malloc(size_t size) {
   ppios::pt_checkpoint();
-  Runtime &rt = Runtime::get();
-  return or_escape(PtResources::get().allocate(size, rt.cache()));
+  void *block;
+  {
+    ppios::RuntimeScope scope;
+    block = PtResources::get().allocate(size, Runtime::get().cache());
+  }
+  return or_escape(block);
 }
 
 void *ppios_pt_calloc(size_t nmemb, size_t size) {
   ppios::pt_checkpoint();
   if (size != 0 && nmemb > SIZE_MAX / size) ppios::pt_escape(PtStop::Budget);
-  void *block = or_escape(PtResources::get().allocate(nmemb * size, Runtime::get().cache()));
-  std::memset(block, 0, nmemb * size);
-  return block;
+  void *block;
+  {
+    ppios::RuntimeScope scope;
+    block = PtResources::get().allocate(nmemb * size, Runtime::get().cache());
+    if (block != nullptr) std::memset(block, 0, nmemb * size);
+  }
+  return or_escape(block);
 }
 
 void *ppios_pt_realloc(void *ptr, size_t size) {
   ppios::pt_checkpoint();
-  return or_escape(PtResources::get().reallocate(ptr, size, Runtime::get().cache()));
+  void *block;
+  {
+    ppios::RuntimeScope scope;
+    block = PtResources::get().reallocate(ptr, size, Runtime::get().cache());
+  }
+  return or_escape(block);
 }
 
-void ppios_pt_free(void *ptr) { PtResources::get().release(ptr, Runtime::get().cache()); }
+void ppios_pt_free(void *ptr) {
+  ppios::RuntimeScope scope;
+  PtResources::get().release(ptr, Runtime::get().cache());
+}
 
 }  // extern "C"
