@@ -223,7 +223,6 @@ size_t ppios_prefetch_fread(size_t size, size_t nmemb, FILE *stream, ppios_seq_t
                             unsigned flags) {
   ppios::pt_checkpoint();
   if (stream == nullptr || refuse_foreign_stream(stream)) return 0;
-  RuntimeScope scope;
   if (size == 0 || nmemb == 0 || nmemb > SIZE_MAX / size) return 0;
   off_t offset = ftello(stream);
   int fd = fileno(stream);
