@@ -11,9 +11,12 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
+#include <atomic>
 #include <string>
 
 #include "PtThread.h"
+#include "Runtime.h"
 #include "ThreadState.h"
 #include "ppios/ppios.h"
 
@@ -219,4 +222,48 @@ TEST(PtSafetyTest, IndexIsTheIdentityInBounds) {
 TEST(PtSafetyDeathTest, ExitOutsideThePtAborts) {
   EXPECT_DEATH(ppios_pt_exit(), "outside the prefetch thread");
   EXPECT_DEATH(ppios_pt_index(5, 5), "outside the prefetch thread");
+}
+
+namespace {
+std::atomic<int> g_pt_fd{-1}, g_pt_stream_fd{-1};
+std::atomic<bool> g_pt_after_fault{false};
+
+void faulting_slice(void *ctx) {
+  const char *path = static_cast<const char *>(ctx);
+  g_pt_fd = ppios_pt_open(path, O_RDONLY);
+  FILE *fp = ppios_pt_fopen(path, "r");
+  g_pt_stream_fd = fp != nullptr ? fileno(fp) : -1;
+  char *table = static_cast<char *>(ppios_pt_malloc(4096));
+  table[0] = 1;
+  volatile int *null = nullptr;
+  *null = 1;
+  g_pt_after_fault = true;  // never reached
+}
+}  // namespace
+
+// One PT per process: its slice faults; the PT escapes with one warning line, releases
+// its descriptors, stream and memory, and the process goes on.
+TEST(PtSafetyTest, FaultingSliceEscapesAndReleasesEverything) {
+  std::string file = make_file("slice", 1000);
+  static char path[256];
+  std::snprintf(path, sizeof path, "%s", file.c_str());
+  testing::internal::CaptureStderr();
+  ASSERT_EQ(ppios_pt_start(faulting_slice, path, std::strlen(path) + 1), 0);
+  // Released once the PT has ended: the owned descriptors are closed again.
+  bool released = false;
+  for (int i = 0; i < 5000 && !released; ++i) {
+    usleep(1000);
+    released = g_pt_fd >= 0 && g_pt_stream_fd >= 0 && !PtResources::get().owns_fd(g_pt_fd) &&
+               !PtResources::get().owns_fd(g_pt_stream_fd);
+  }
+  usleep(20000);
+  std::string err = testing::internal::GetCapturedStderr();
+  ASSERT_TRUE(released);
+  EXPECT_EQ(fcntl(g_pt_fd, F_GETFD), -1);
+  EXPECT_EQ(fcntl(g_pt_stream_fd, F_GETFD), -1);
+  EXPECT_EQ(Runtime::get().cache().counters().external_bytes, 0u);  // the table is freed
+  EXPECT_FALSE(g_pt_after_fault);
+  EXPECT_EQ(err, "ppios: warning: the prefetch thread stopped after signal 11 (SIGSEGV) at 0x0; "
+                 "the program goes on without prefetching\n");
+  unlink(file.c_str());
 }
