@@ -91,6 +91,8 @@ def main():
                     help="KEY=VALUE every rank's PPIOS_STATS must show (modes other than off)")
     ap.add_argument("--min-stat", action="append", default=[],
                     help="KEY=N: the ranks' KEY must sum to at least N (every mode)")
+    ap.add_argument("--min-pt-stat", action="append", default=[],
+                    help="KEY=N: like --min-stat, in the modes other than off")
     ap.add_argument("--stderr-lines", action="append", default=[],
                     help="REGEX=N: exactly N stderr lines match (modes other than off; 0 in off); "
                          "the other stderr lines must be the plain build's")
@@ -234,7 +236,7 @@ def check(a, args, base_env, failures):
                 for s in stats:
                     if str(s.get(key)) != value:
                         failures.append(f"{label}: rank {s['rank']} {key}={s.get(key)}, expected {value}")
-            for spec in a.min_stat:
+            for spec in a.min_stat + (a.min_pt_stat if mode != "off" else []):
                 key, value = spec.split("=", 1)
                 total = sum(s.get(key, 0) for s in stats)
                 if total < float(value):
