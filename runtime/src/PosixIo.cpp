@@ -37,7 +37,7 @@ ssize_t write_at(Runtime &rt, int fd, off_t offset, size_t length, bool whole_fi
   {
     ppios::ErrnoGuard errno_guard;
     regular = rt.caching() && ppios::probe_regular_file(fd, &key);
-    storage = regular || ppios::storage_backed(fd);
+    storage = regular || !rt.scheduling() || ppios::storage_backed(fd);
   }
   return rt.mt_write(regular ? &key : nullptr, whole_file ? 0 : offset, whole_file ? 0 : length,
                      do_write, [fd](FileStamp *stamp) {
@@ -95,7 +95,7 @@ ssize_t ppios_pread(int fd, void *buf, size_t count, off_t offset) {
   {
     ppios::ErrnoGuard errno_guard;
     cacheable = rt.caching() && offset >= 0 && ppios::probe_readable_file(fd, &file);
-    if (!cacheable) storage_io = ppios::storage_backed(fd);
+    if (!cacheable && rt.scheduling()) storage_io = ppios::storage_backed(fd);
   }
   char *out = static_cast<char *>(buf);
   return rt.mt_read(cacheable ? &file : nullptr, offset, count, out,
@@ -120,7 +120,7 @@ ssize_t ppios_read(int fd, void *buf, size_t count) {
     if (rt.caching() && ppios::probe_readable_file(fd, &file)) {
       offset = lseek(fd, 0, SEEK_CUR);
       cacheable = offset >= 0;
-    } else {
+    } else if (rt.scheduling()) {
       storage_io = ppios::storage_backed(fd);  // a pipe or tty may block for a long time
     }
   }

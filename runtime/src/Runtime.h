@@ -91,6 +91,9 @@ class Runtime {
   Mode mode() const { return config_.mode; }
   // True when MT reads look in the cache (any mode but off).
   bool caching() const { return config_.mode != Mode::Off; }
+  // True when MT storage accesses take the process I/O token and a coordinator slot
+  // (intra, ppios); elsewhere both are free, and telling storage from pipes is not needed.
+  bool scheduling() const { return config_.mode == Mode::Intra || config_.mode == Mode::PPIOS; }
   Stats &stats() { return stats_; }
   Trace &trace() { return trace_; }
 

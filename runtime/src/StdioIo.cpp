@@ -88,7 +88,7 @@ size_t ppios_fread(void *ptr, size_t size, size_t nmemb, FILE *stream) {
     if (rt.caching() && sized && !feof(stream) && fd >= 0 && ppios::probe_readable_file(fd, &file)) {
       offset = ftello(stream);
       cacheable = offset >= 0;
-    } else if (fd >= 0) {
+    } else if (fd >= 0 && rt.scheduling()) {
       storage_io = ppios::storage_backed(fd);  // stdin from a pipe may block for a long time
     }
   }
@@ -127,7 +127,8 @@ size_t ppios_fwrite(const void *ptr, size_t size, size_t nmemb, FILE *stream) {
         if (g_writers.emplace(stream, key).second) rt.cache().hold_file(key);
       }
     }
-    if (!regular && fd >= 0) storage_io = ppios::storage_backed(fd);  // stdout to a pipe or tty
+    if (!regular && fd >= 0 && rt.scheduling())
+      storage_io = ppios::storage_backed(fd);  // stdout to a pipe or tty
   }
   size_t items = 0;
   rt.mt_write(regular ? &key : nullptr, 0, 0,
