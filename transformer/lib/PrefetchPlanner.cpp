@@ -34,6 +34,7 @@ bool isLocalMpiQuery(llvm::StringRef Name) {
 
 std::string quoted(const VarDecl *VD) { return "'" + VD->getNameAsString() + "'"; }
 
+
 // Strings (char pointers and arrays of them, like argv) are read-only inputs in practice;
 // the PT may read them. Other memory reached through MT pointers may change under it.
 bool isStringPointer(QualType T) {
@@ -111,6 +112,16 @@ bool hasCopyVariant(const IoCallInfo &Info) {
 
 } // namespace
 
+std::string shadowName(const VarDecl *VD) { return "ppios_pt_g_" + VD->getNameAsString(); }
+
+std::vector<const HandoffPoint *> PrefetchPlanner::handoffsAt(const Unit &U) const {
+  std::vector<const HandoffPoint *> Out;
+  for (const HandoffPoint &H : Handoffs)
+    if (H.At == &U)
+      Out.push_back(&H);
+  return Out;
+}
+
 const HandoffPoint *PrefetchPlanner::handoffAt(const Unit &U) const {
   for (const HandoffPoint &H : Handoffs)
     if (H.At == &U)
@@ -169,6 +180,10 @@ void PrefetchPlanner::collectHandles() {
           if (VD->getType()->isIntegerType() || VD->getType()->isPointerType())
             HandleInterface[VD] = Site.Info->Interface;
   });
+  // Global handles: every PT reference is to the PT's shadow (see TranslationUnitFacts).
+  if (Facts)
+    for (const auto &[G, Iface] : Facts->GlobalHandles)
+      HandleInterface[G] = Iface;
   // main(): a variable the program reads, seeks or closes through is a handle too, however
   // it got its value (a helper's open, another file's): the PT reopens what the MT holds.
   if (!AsClone)
@@ -196,19 +211,33 @@ void PrefetchPlanner::collectUnsafeHandles() {
       if (Units.declaringUnit(VD) == &U && !VD->getInit())
         continue; // `int fd;` declares, sets nothing
       // A statement of main() that runs once, setting a local handle: handed over.
+      // So is a global handle a call of such a statement sets (init() opening it).
+      bool Local = VD->hasLocalStorage() && !isa<ParmVarDecl>(VD) && Units.declaringUnit(VD) &&
+                   Units.declaringUnit(VD) != &U;
+      bool Global = Facts && Facts->isGlobalHandle(VD);
       if (!canExecuteInPt(U) && !AsClone && !HasGoto && !U.Parent &&
-          U.UnitKind != Unit::Loop && VD->hasLocalStorage() && !isa<ParmVarDecl>(VD) &&
-          Units.declaringUnit(VD) && Units.declaringUnit(VD) != &U && !countTransfers(U)) {
+          U.UnitKind != Unit::Loop && (Local || Global) && !countTransfers(U)) {
         Handoffs.push_back({&U, VD, HandleInterface.find(VD)->second,
                             static_cast<unsigned>(Handoffs.size())});
         continue;
       }
       if (!canExecuteInPt(U)) {
         const SourceManager &SM = VD->getASTContext().getSourceManager();
-        UnsafeHandles[VD] = "its descriptor " + quoted(VD) + " is set at line " +
+        std::string Where;
+        if (Global)
+          Where = AsClone ? " (the prefetch thread's copy of a global is only updated after "
+                            "statements of main())"
+                  : U.Parent || U.UnitKind == Unit::Loop
+                      ? " (inside a loop or condition: the main thread hands a global over only "
+                        "after a top-level statement of main())"
+                  : HasGoto ? " (main() has goto: the handover point is unclear)"
+                  : countTransfers(U) ? " (the statement also does I/O of its own)"
+                              : std::string();
+        UnsafeHandles[VD] = std::string(Global ? "its descriptor, global " : "its descriptor ") +
+                            quoted(VD) + ", is set at line " +
                             std::to_string(SM.getPresumedLineNumber(U.S->getBeginLoc())) +
                             " by a statement the prefetch thread does not run" +
-                            (U.Bad ? " (it " + U.BadWhy + ")" : std::string());
+                            (U.Bad ? " (it " + U.BadWhy + ")" : std::string()) + Where;
       }
     }
   }
@@ -376,6 +405,11 @@ void PrefetchPlanner::closeSlice(bool UseBad, int RegionStart) {
         OnlyWrites &= Site.Info->Kind == IoKind::Write;
       if (UseBad && handoffAt(*U))
         continue; // the PT takes the handle: it needs nothing of the statement
+      // A clone call needs the global handles the clone reads through.
+      for (const CloneCallDecision &C : CloneCalls)
+        if (C.Owner == U && (!UseBad || C.Active))
+          if (const CloneSummary *S = summaryOf(C.Callee))
+            Relevant.insert(S->GlobalHandles.begin(), S->GlobalHandles.end());
       if (!OnlyWrites) {
         if (UseBad && U->Bad)
           activeOperands(*U, Relevant);
@@ -493,6 +527,9 @@ std::string PrefetchPlanner::calleeGlobalProblem(const CallExpr *Call) const {
            "', which reads memory of the main thread through global '" + E.ReadsGlobalPointer +
            "'";
   for (const VarDecl *G : E.GlobalsRead) {
+    if (Facts && Facts->isGlobalHandle(G))
+      return "calls '" + Callee->getNameAsString() + "', which uses the main thread's descriptor " +
+             quoted(G);
     std::string Why = G->getType()->isPointerType()
                           ? "reads memory of the main thread through global " + quoted(G)
                           : cloneGlobalProblem(G, false);
@@ -511,6 +548,8 @@ std::string PrefetchPlanner::cloneGlobalProblem(const VarDecl *VD, bool Store) c
     return "";
   if (Store)
     return "stores to global " + quoted(VD);
+  if (Facts && Facts->isGlobalHandle(VD))
+    return ""; // the PT's shadow
   if (VD->getType().isVolatileQualified())
     return "reads volatile global " + quoted(VD);
   if (VD->getType().isConstQualified())
@@ -842,6 +881,12 @@ void PrefetchPlanner::decideCloneCalls() {
         Why = "argument " + std::to_string(I + 1) + " of '" + C.Callee->getNameAsString() +
               "': " + ArgWhy;
     }
+    // The shadows of the global handles it reads through must be current here.
+    for (const VarDecl *G : S->GlobalHandles)
+      if (Why.empty() && UnsafeHandles.count(G))
+        Why = "'" + C.Callee->getNameAsString() + "' reads through global " + quoted(G) +
+              ", which" +
+              UnsafeHandles.find(G)->second.substr(UnsafeHandles.find(G)->second.find(" is set"));
     // Globals the clone reads in place must keep their value once the PT started.
     if (!AsClone)
       for (const VarDecl *G : S->Globals)
@@ -876,6 +921,13 @@ void PrefetchPlanner::decideReads() {
       Why = fieldHandleProblem(D.Site, &U);
     } else if (!H || !HandleInterface.count(H)) {
       Why = "its descriptor is not a variable the prefetch thread can have";
+      if (H && Facts && H->hasGlobalStorage()) {
+        auto P = Facts->GlobalHandleProblems.find(H->getCanonicalDecl());
+        Why = "its descriptor is global " + quoted(H) + ", which the prefetch thread cannot "
+              "have a copy of: " +
+              (P != Facts->GlobalHandleProblems.end() ? P->second
+                                                      : std::string("the program never opens it"));
+      }
     } else if (UnsafeHandles.count(H)) {
       Why = UnsafeHandles.find(H)->second;
     }
@@ -1055,13 +1107,20 @@ void PrefetchPlanner::collectCaptures() {
           if (const auto *VD = dyn_cast<VarDecl>(DRE->getDecl()))
             Used.insert(VD);
   }
+  for (const CloneCallDecision &C : CloneCalls)
+    if (C.Active)
+      for (const VarDecl *G : summaryOf(C.Callee)->GlobalHandles)
+        Used.insert(G);
   if (AsClone)
     return;
   for (const VarDecl *H : Used) {
     auto Iface = HandleInterface.find(H);
     if (Iface == HandleInterface.end() || !DeclaredBeforeStart(H))
       continue;
-    bool SetBefore = isa<ParmVarDecl>(H) || H->hasGlobalStorage();
+    // A global handle is reopened only if a statement before the start sets it (else the
+    // shadow keeps its invalid initial value).
+    bool SetBefore =
+        isa<ParmVarDecl>(H) || (H->hasGlobalStorage() && !(Facts && Facts->isGlobalHandle(H)));
     for (const auto &Owned : Units.all())
       SetBefore |= Owned->TopIndex < Start && Owned->Defs.count(H) &&
                    !(Units.declaringUnit(H) == Owned.get() && !H->getInit());
@@ -1170,6 +1229,14 @@ bool PrefetchPlanner::plan() {
   Units.forEach([&](const Unit &U) {
     HasGoto |= isa<GotoStmt>(U.S) || isa<IndirectGotoStmt>(U.S) || isa<LabelStmt>(U.S);
   });
+  // A statement calling a function that sets a global handle (init() opening it) sets it.
+  if (Facts && !Facts->GlobalHandles.empty())
+    for (const auto &Owned : Units.all())
+      for (const CallExpr *Call : Owned->Calls)
+        if (const FunctionDecl *Callee = Call->getDirectCallee())
+          for (const VarDecl *G : Units.oracle().classify(Callee).GlobalsStored)
+            if (Facts->isGlobalHandle(G))
+              Owned->Defs.insert(G);
   collectHandles();
   Units.forEach([&](const Unit &U) {
     for (const IoCallSite &Site : U.IoCalls)
@@ -1274,7 +1341,18 @@ CloneSummary PrefetchPlanner::summarize() const {
     for (const VarDecl *G : Callee->Globals)
       if (std::find(S.Globals.begin(), S.Globals.end(), G) == S.Globals.end())
         S.Globals.push_back(G);
+    for (const VarDecl *G : Callee->GlobalHandles)
+      if (std::find(S.GlobalHandles.begin(), S.GlobalHandles.end(), G) == S.GlobalHandles.end())
+        S.GlobalHandles.push_back(G);
   }
+  if (Facts)
+    for (const auto &Owned : Units.all())
+      if (Owned->InSlice && Owned->UnitKind != Unit::Block)
+        for (const VarDecl *VD : Owned->Uses)
+          if (Facts->isGlobalHandle(VD) &&
+              std::find(S.GlobalHandles.begin(), S.GlobalHandles.end(), VD) ==
+                  S.GlobalHandles.end())
+            S.GlobalHandles.push_back(VD);
   for (const ParmVarDecl *P : FD->parameters()) {
     ParamRole Role = ParamRole::Unused;
     IoInterface Iface = IoInterface::Posix;

@@ -74,7 +74,13 @@ struct CloneSummary {
   // once the PT started.
   llvm::SmallVector<const clang::VarDecl *, 4> Globals;
   int Score = 0; // how much it prefetches (reads in loops count more)
+  // Global handles the clone (and the clones it calls) reads through (their PT shadows):
+  // the caller must have them current where it calls.
+  llvm::SmallVector<const clang::VarDecl *, 2> GlobalHandles;
 };
+
+// The PT's file-scope shadow of a global handle.
+std::string shadowName(const clang::VarDecl *VD);
 
 using CloneTable = llvm::DenseMap<const clang::FunctionDecl *, CloneSummary>;
 
@@ -83,6 +89,15 @@ struct TranslationUnitFacts {
   CloneTable Clones;                                  // callees cloned so far
   llvm::DenseMap<const clang::FieldDecl *, IoInterface> HandleFields;
   llvm::DenseSet<const clang::VarDecl *> GlobalsWrittenOutsideMain;
+  // Global handles: file-scope descriptors (static int fd, FILE *, MPI_File) the file only
+  // sets from opens (or closes). The PT never touches them: every PT reference is to a
+  // shadow of its own (shadowName), reopened at the start or handed over after the main()
+  // statement that sets it. Descriptor-typed globals that are not: why, for remarks.
+  llvm::DenseMap<const clang::VarDecl *, IoInterface> GlobalHandles;
+  llvm::DenseMap<const clang::VarDecl *, std::string> GlobalHandleProblems;
+  bool isGlobalHandle(const clang::VarDecl *VD) const {
+    return GlobalHandles.count(VD->getCanonicalDecl());
+  }
   // A function other than main() synchronizes with other processes (isMpiSynchronization):
   // after the PT starts, bytes another rank writes may change under the PT's copy reads.
   bool SynchronizesOutsideMain = false;
@@ -122,6 +137,8 @@ public:
   const std::vector<ReopenedHandle> &reopened() const { return Reopened; }
   const std::vector<HandoffPoint> &handoffs() const { return Handoffs; }
   const HandoffPoint *handoffAt(const Unit &U) const;
+  std::vector<const HandoffPoint *> handoffsAt(const Unit &U) const;
+  const TranslationUnitFacts *facts() const { return Facts; }
   bool isHandle(const clang::VarDecl *VD) const { return HandleInterface.count(VD); }
   const ReadDecision *decisionFor(const clang::CallExpr *Call) const;
   bool isCountBlock(const Unit &U) const { return CountBlocks.count(&U); }

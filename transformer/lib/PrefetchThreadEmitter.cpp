@@ -324,17 +324,27 @@ void PrefetchThreadEmitter::emitUnit(const Unit &U) {
     }
     return;
   }
-  if (const HandoffPoint *H = Plan.handoffAt(U)) {
-    const char *Iface = handleSuffix(H->Interface);
-    std::string Name = H->Var->getNameAsString(), Slot = std::to_string(H->Slot);
+  std::vector<const HandoffPoint *> Handoffs = Plan.handoffsAt(U);
+  if (!Handoffs.empty()) {
     std::string Line = std::to_string(Text.line(U.S->getBeginLoc()));
     auto [Begin, End] = Text.statementRange(U.S);
+    std::string Takes;
+    for (const HandoffPoint *H : Handoffs) {
+      const char *Iface = handleSuffix(H->Interface);
+      std::string Name = H->Var->getNameAsString(), Slot = std::to_string(H->Slot);
+      // A global handle: the PT's is its shadow.
+      bool Global = Plan.facts() && Plan.facts()->isGlobalHandle(H->Var);
+      Takes += (Takes.empty() ? "" : " ") + (Global ? shadowName(H->Var) : Name) +
+               " = ppios_pt_take_" + Iface + "(" + Slot + ");";
+      MtHandoffs.push_back({End, "\n" + Text.indentation(Begin) + "ppios_mt_handoff_" + Iface +
+                                     "(" + Slot + ", " + Name +
+                                     "); /* ppios-cc: for the prefetch thread */"});
+    }
     Edits.replace(Begin, End,
-                  Name + " = ppios_pt_take_" + Iface + "(" + Slot +
-                      "); /* line " + Line + " sets it: the main thread hands it over */");
-    MtHandoffs.push_back({End, "\n" + Text.indentation(Begin) + "ppios_mt_handoff_" + Iface +
-                                   "(" + Slot + ", " + Name +
-                                   "); /* ppios-cc: for the prefetch thread */"});
+                  Takes + " /* line " + Line + " sets " +
+                      (Handoffs.size() == 1 ? "it" : "them") +
+                      ": the main thread hands " + (Handoffs.size() == 1 ? "it" : "them") +
+                      " over */");
     return;
   }
   switch (U.UnitKind) {
@@ -549,6 +559,24 @@ void PrefetchThreadEmitter::addMemoryGuards() {
   }
 }
 
+void PrefetchThreadEmitter::renameGlobalHandles() {
+  const TranslationUnitFacts *Facts = Plan.facts();
+  if (!Facts || Facts->GlobalHandles.empty())
+    return;
+  llvm::SmallVector<const Stmt *, 16> Work{Units.function()->getBody()};
+  while (!Work.empty()) {
+    const Stmt *St = Work.pop_back_val();
+    if (const auto *DRE = dyn_cast<DeclRefExpr>(St))
+      if (const auto *VD = dyn_cast<VarDecl>(DRE->getDecl()))
+        if (Facts->isGlobalHandle(VD) && Text.spelledInFile(DRE->getLocation()))
+          Edits.replace(Text.offset(DRE->getLocation()), Text.tokenEnd(DRE->getLocation()),
+                        shadowName(VD));
+    for (const Stmt *Child : St->children())
+      if (Child)
+        Work.push_back(Child);
+  }
+}
+
 bool PrefetchThreadEmitter::usedElsewhere(const VarDecl *VD, const Unit &Self) const {
   for (const auto &Owned : Units.all())
     if (Owned.get() != &Self && Owned->InSlice && Owned->UnitKind != Unit::Block &&
@@ -577,6 +605,9 @@ bool PrefetchThreadEmitter::emit() {
     }
   }
 
+  // Global handles: every reference of the PT is to its shadow. First, so that the edits
+  // computed from renderings include them.
+  renameGlobalHandles();
   // Body: the user's statements from the start point to the end of the function.
   for (int I = S; I < static_cast<int>(Top.size()); ++I)
     emitUnit(*Top[I]);
@@ -603,6 +634,11 @@ bool PrefetchThreadEmitter::emit() {
   std::string Indent = "  ";
   for (const VarDecl *VD : Plan.captured()) {
     std::string Name = VD->getNameAsString();
+    if (Plan.facts() && Plan.facts()->isGlobalHandle(VD)) {
+      // Reopened by the start block into the context; the PT's is the shadow.
+      Prologue += Indent + shadowName(VD) + " = ppios_ctx->" + Name + ";\n";
+      continue;
+    }
     Prologue += Indent + declare(VD) + ";\n" + Indent + "__builtin_memcpy(&" + Name +
                 ", &ppios_ctx->" + Name + ", sizeof " + Name + ");\n";
   }

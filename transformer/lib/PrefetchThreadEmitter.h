@@ -39,6 +39,7 @@ public:
 private:
   void editCloneCall(const CloneCallDecision &C);
   void addLoopPolls();
+  void renameGlobalHandles();
   void addMemoryGuards();
   bool emitClone();
   std::string keptCalls(const Unit &U);

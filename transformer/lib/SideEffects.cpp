@@ -161,6 +161,11 @@ public:
   bool VisitUnaryOperator(UnaryOperator *UO) {
     if (UO->isIncrementDecrementOp())
       noteStore(UO->getSubExpr());
+    if (UO->getOpcode() == UO_AddrOf) {
+      StoreTarget T = classifyStore(UO->getSubExpr());
+      if (T.Target == StoreTarget::Variable)
+        noteGlobalStored(T.Var);
+    }
     return true;
   }
   bool VisitVarDecl(VarDecl *VD) {
@@ -177,6 +182,8 @@ public:
     CalleeEffect E = Oracle.classify(Call->getDirectCallee());
     for (const VarDecl *VD : E.GlobalsRead)
       noteGlobalRead(VD);
+    for (const VarDecl *VD : E.GlobalsStored)
+      noteGlobalStored(VD);
     if (Result.ReadsGlobalPointer.empty())
       Result.ReadsGlobalPointer = E.ReadsGlobalPointer;
     if (E.Effect == CalleeEffect::Unsafe) {
@@ -226,6 +233,12 @@ private:
     if (VD->getType()->isPointerType() && Result.ReadsGlobalPointer.empty())
       Result.ReadsGlobalPointer = VD->getNameAsString();
   }
+  void noteGlobalStored(const VarDecl *VD) {
+    if (VD->hasGlobalStorage() &&
+        std::find(Result.GlobalsStored.begin(), Result.GlobalsStored.end(), VD) ==
+            Result.GlobalsStored.end())
+      Result.GlobalsStored.push_back(VD);
+  }
   void fail(const std::string &Why) {
     if (Result.Effect != CalleeEffect::Unsafe) {
       Result.Effect = CalleeEffect::Unsafe;
@@ -251,6 +264,7 @@ private:
   void noteStore(const Expr *LValue) {
     StoreTarget T = classifyStore(LValue);
     if (T.Target == StoreTarget::Variable) {
+      noteGlobalStored(T.Var);
       if (!T.Var->hasLocalStorage())
         fail("'" + FD->getNameAsString() + "' stores to global '" + T.Var->getNameAsString() +
              "'");
@@ -263,6 +277,7 @@ private:
   }
   void noteArgumentStore(const Expr *Arg) {
     if (const VarDecl *VD = addressedVariable(Arg)) {
+      noteGlobalStored(VD);
       if (!VD->hasLocalStorage())
         fail("'" + FD->getNameAsString() + "' stores to global '" + VD->getNameAsString() + "'");
       return;

@@ -30,6 +30,10 @@ struct CalleeEffect {
   // The name of a global pointer among them, the first one met (kept across files, unlike
   // GlobalsRead): through it the body reads memory the main thread may free.
   std::string ReadsGlobalPointer;
+  // The globals of this file the body may set, directly or through its callees (stores,
+  // `&g` passed anywhere: MPI_File_open(..., &g)), even when it is Unsafe: a statement
+  // calling it sets them (global handles, see Transformer.cpp).
+  std::vector<const clang::VarDecl *> GlobalsStored;
 };
 
 // Where an assignment or a pointer store lands.

@@ -52,6 +52,7 @@
 #include <algorithm>
 #include <functional>
 #include <map>
+#include <optional>
 #include <set>
 #include <tuple>
 
@@ -271,6 +272,26 @@ public:
           if (Info->Kind == IoKind::Open)
             candidate(ME, Info->Interface);
         }
+    // MPI_File_open(..., &fh) of a global: a global handle (MPI_File_close(&fh) keeps it one).
+    if (Info && (Info->Kind == IoKind::Open || Info->Kind == IoKind::Close) && Info->HandleIsOut &&
+        Info->HandleArg < static_cast<int>(Call->getNumArgs()))
+      if (const auto *UO = dyn_cast<UnaryOperator>(Call->getArg(Info->HandleArg)->IgnoreParenImpCasts()))
+        if (UO->getOpcode() == UO_AddrOf)
+          if (const VarDecl *G = fileGlobal(UO->getSubExpr())) {
+            GlobalOpenOut.insert(UO);
+            globalSet(G, Info->Kind == IoKind::Open ? Info->Interface : std::optional<IoInterface>(),
+                      "");
+          }
+    if (Callee)
+      ++DirectCalls[Callee->getCanonicalDecl()];
+    return true;
+  }
+  bool VisitDeclRefExpr(DeclRefExpr *DRE) {
+    if (const auto *FD = dyn_cast<FunctionDecl>(DRE->getDecl()))
+      ++FunctionRefs[FD->getCanonicalDecl()];
+    if (const VarDecl *G = fileGlobal(DRE))
+      if (!spelledInMainFile(SM, DRE->getLocation()))
+        GlobalProblems.insert({G, "it is named inside a macro definition"});
     return true;
   }
   bool VisitBinaryOperator(BinaryOperator *BO) {
@@ -285,6 +306,14 @@ public:
       else
         disqualify(ME);
     }
+    if (const VarDecl *G = fileGlobal(LHS)) {
+      const auto *Call = dyn_cast<CallExpr>(BO->getRHS()->IgnoreParenCasts());
+      const IoCallInfo *Info = Call ? IoCallTable::lookup(Call) : nullptr;
+      if (BO->getOpcode() == BO_Assign && Info && Info->Kind == IoKind::Open && !Info->HandleIsOut)
+        globalSet(G, Info->Interface, "");
+      else
+        globalSet(G, std::nullopt, "line " + line(BO) + " sets it to something other than an open's result");
+    }
     globalStore(BO->getLHS());
     return true;
   }
@@ -293,11 +322,18 @@ public:
     if (UO->isIncrementDecrementOp()) {
       if (const auto *ME = dyn_cast<MemberExpr>(Sub))
         disqualify(ME);
+      if (const VarDecl *G = fileGlobal(Sub))
+        globalSet(G, std::nullopt, "line " + line(UO) + " changes it arithmetically");
       globalStore(Sub);
     }
     if (UO->getOpcode() == UO_AddrOf) {
       if (const auto *ME = dyn_cast<MemberExpr>(Sub))
         AddressTaken.push_back(ME);
+      if (const VarDecl *G = fileGlobal(Sub)) {
+        GlobalAddressTaken.push_back({UO, G});
+        if (std::find(GlobalOrder.begin(), GlobalOrder.end(), G) == GlobalOrder.end())
+          GlobalOrder.push_back(G);
+      }
       // A global whose address is taken may change anywhere.
       StoreTarget T = classifyStore(Sub);
       if (T.Target == StoreTarget::Variable && T.Var->hasGlobalStorage())
@@ -353,7 +389,97 @@ public:
   }
   llvm::DenseSet<const FieldDecl *> Seen;
 
+  // Global handles (see TranslationUnitFacts): static variables of this file, of the type
+  // of their interface's descriptor, set by nothing but opens and closes, whose address is
+  // only taken for those, named only in the file's own text, and set only by functions
+  // called directly and not recursively (the side-effect summaries then say which calls
+  // set them). OnCycle: the functions on call cycles.
+  void finishGlobals(const llvm::DenseSet<const FunctionDecl *> &OnCycle) {
+    for (const auto &[UO, G] : GlobalAddressTaken)
+      if (!GlobalOpenOut.count(UO))
+        GlobalProblems.insert({G, "its address is taken at line " + line(UO)});
+    for (const VarDecl *G : GlobalOrder) {
+      auto Iface = GlobalIface.find(G);
+      std::string Why;
+      auto P = GlobalProblems.find(G);
+      if (P != GlobalProblems.end())
+        Why = P->second;
+      else if (Iface == GlobalIface.end())
+        Why = "it is only closed, never opened";
+      else if (G->getMostRecentDecl() != G)
+        Why = "it is declared more than once";
+      else if (G->isExternallyVisible())
+        Why = "it is not static (other files may set it)";
+      else if (G->getType().isVolatileQualified() || !descriptorType(G->getType(), Iface->second))
+        Why = "its type is not its interface's descriptor type";
+      for (const FunctionDecl *FD : Setters[G]) {
+        if (!Why.empty())
+          break;
+        if (OnCycle.count(FD))
+          Why = "'" + FD->getNameAsString() + "', which sets it, is recursive";
+        else if (!FD->isMain() && FunctionRefs[FD->getCanonicalDecl()] > DirectCalls[FD->getCanonicalDecl()])
+          Why = "'" + FD->getNameAsString() + "', which sets it, is called through a pointer";
+      }
+      if (Why.empty())
+        Facts.GlobalHandles[G] = Iface->second;
+      else
+        Facts.GlobalHandleProblems[G] = Why;
+    }
+  }
+
 private:
+  static bool descriptorType(QualType T, IoInterface Iface) {
+    T = T.getUnqualifiedType();
+    switch (Iface) {
+    case IoInterface::Posix:
+      return T->isSpecificBuiltinType(BuiltinType::Int);
+    case IoInterface::Stdio:
+      return T->isPointerType() && T->getPointeeType().getUnqualifiedType().getAsString() == "FILE";
+    case IoInterface::MpiIo:
+      return T.getAsString() == "MPI_File";
+    case IoInterface::Mpi:
+      return false;
+    }
+    return false;
+  }
+  std::string line(const Stmt *S) const {
+    return std::to_string(SM.getPresumedLineNumber(S->getBeginLoc()));
+  }
+  // A variable of this file's scope (not a static local) that `E` names.
+  const VarDecl *fileGlobal(const Expr *E) const {
+    const auto *DRE = dyn_cast<DeclRefExpr>(E->IgnoreParenImpCasts());
+    const auto *VD = DRE ? dyn_cast<VarDecl>(DRE->getDecl()) : nullptr;
+    if (!VD || !VD->hasGlobalStorage() || VD->isStaticLocal() || !VD->isFileVarDecl())
+      return nullptr;
+    if (!SM.isWrittenInMainFile(SM.getExpansionLoc(VD->getLocation())))
+      return nullptr;
+    return VD->getCanonicalDecl();
+  }
+  // G set from an open of Iface, a close (no interface), or otherwise (Why).
+  void globalSet(const VarDecl *G, std::optional<IoInterface> Iface, const std::string &Why) {
+    if (std::find(GlobalOrder.begin(), GlobalOrder.end(), G) == GlobalOrder.end())
+      GlobalOrder.push_back(G);
+    if (Current)
+      Setters[G].insert(Current);
+    if (!Why.empty()) {
+      GlobalProblems.insert({G, Why});
+      return;
+    }
+    if (!Iface)
+      return;
+    auto It = GlobalIface.find(G);
+    if (It != GlobalIface.end() && It->second != *Iface)
+      GlobalProblems.insert({G, "it is opened through two interfaces"});
+    GlobalIface[G] = *Iface;
+  }
+  std::vector<const VarDecl *> GlobalOrder;
+  llvm::DenseMap<const VarDecl *, IoInterface> GlobalIface;
+  std::map<const VarDecl *, std::string> GlobalProblems; // the first problem met
+  llvm::DenseMap<const VarDecl *, std::set<const FunctionDecl *>> Setters;
+  llvm::DenseSet<const UnaryOperator *> GlobalOpenOut;
+  std::vector<std::pair<const UnaryOperator *, const VarDecl *>> GlobalAddressTaken;
+  llvm::DenseMap<const FunctionDecl *, unsigned> FunctionRefs, DirectCalls;
+
   void candidate(const MemberExpr *ME, IoInterface Iface) {
     const auto *F = dyn_cast<FieldDecl>(ME->getMemberDecl());
     if (!F)
@@ -605,6 +731,21 @@ public:
     std::string Include = "\n#include <ppios/ppios.h> /* added by ppios-cc */\n";
     if (StdioAtInclude)
       Include += StdioHelpers;
+    // The PT's shadows of the file's global handles (see TranslationUnitFacts), in
+    // declaration order: invalid until the start block or a handoff gives them a handle.
+    std::vector<std::pair<const VarDecl *, IoInterface>> Shadows(Facts.GlobalHandles.begin(),
+                                                                 Facts.GlobalHandles.end());
+    std::sort(Shadows.begin(), Shadows.end(), [&](const auto &A, const auto &B) {
+      return SM.isBeforeInTranslationUnit(A.first->getLocation(), B.first->getLocation());
+    });
+    if (!Shadows.empty())
+      Include += "/* ppios-cc: the prefetch thread's own copies of global descriptors */\n";
+    for (const auto &[G, Iface] : Shadows)
+      Include += std::string("static __attribute__((unused)) ") +
+                 (Iface == IoInterface::Posix   ? "int "
+                  : Iface == IoInterface::Stdio ? "FILE *"
+                                                : "MPI_File ") +
+                 shadowName(G) + (Iface == IoInterface::Posix ? " = -1;\n" : " = 0;\n");
     if (!Prototypes.empty()) {
       Include += "/* ppios-cc: prefetch-thread clones of functions of other files */\n";
       for (const std::string &P : Prototypes)
@@ -651,6 +792,7 @@ private:
     for (const FunctionDecl *FD : Scan.Defined)
       if (State[FD] == 0)
         Visit(FD);
+    Scan.finishGlobals(OnCycle);
     for (const FunctionDecl *FD : Order) {
       if (FD->isMain() || OnCycle.count(FD) || FD->isVariadic() ||
           IoCallTable::lookup(FD->getName()) || FD->getName().startswith("ppios_"))
@@ -734,6 +876,7 @@ private:
       // Declarations of this unit's AST mean nothing to the others: what they need to
       // know of its globals is in ReadsGlobalPointer.
       E.Effect.GlobalsRead.clear();
+      E.Effect.GlobalsStored.clear();
       for (const auto &C : Clones)
         if (C->Function == FD && C->Exported) {
           const CloneSummary &S = Facts.Clones[FD->getCanonicalDecl()];
