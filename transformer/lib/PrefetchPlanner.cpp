@@ -225,19 +225,21 @@ void PrefetchPlanner::collectUnsafeHandles() {
         const SourceManager &SM = VD->getASTContext().getSourceManager();
         std::string Where;
         if (Global)
-          Where = AsClone ? " (the prefetch thread's copy of a global is only updated after "
-                            "statements of main())"
+          Where = AsClone ? ", in '" + Units.function()->getNameAsString() +
+                                "' (the main thread hands a global over only after a statement "
+                                "of main())"
                   : U.Parent || U.UnitKind == Unit::Loop
-                      ? " (inside a loop or condition: the main thread hands a global over only "
+                      ? ", inside a loop or condition (the main thread hands a global over only "
                         "after a top-level statement of main())"
-                  : HasGoto ? " (main() has goto: the handover point is unclear)"
+                  : HasGoto ? " (main() has goto: no point to hand it over at)"
                   : countTransfers(U) ? " (the statement also does I/O of its own)"
                               : std::string();
         UnsafeHandles[VD] = std::string(Global ? "its descriptor, global " : "its descriptor ") +
                             quoted(VD) + ", is set at line " +
                             std::to_string(SM.getPresumedLineNumber(U.S->getBeginLoc())) +
                             " by a statement the prefetch thread does not run" +
-                            (U.Bad ? " (it " + U.BadWhy + ")" : std::string()) + Where;
+                            (U.Bad && !Global ? " (it " + U.BadWhy + ")" : std::string()) +
+                            Where;
       }
     }
   }
