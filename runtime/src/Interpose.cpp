@@ -37,6 +37,14 @@ bool pt_owns(int fd) {
   return false;
 }
 
+// Off the PT: a descriptor of the PT's does not exist for the program (without ppios
+// that number would not be open): the call fails with EBADF, as it would.
+bool pts_own(int fd) {
+  if (!PtResources::get().owns_fd(fd)) return false;
+  errno = EBADF;
+  return true;
+}
+
 bool pt_owns(FILE *stream) {
   if (PtResources::get().owns_stream(stream)) return true;
   errno = EBADF;
@@ -102,6 +110,7 @@ int __wrap_close(int fd) {
     PtResources::get().disown_fd(fd);
     return close(fd);
   }
+  if (pts_own(fd)) return -1;
   if (ppios::pass_through()) return close(fd);
   RuntimeScope scope;
   return ppios_close(fd);
@@ -109,6 +118,7 @@ int __wrap_close(int fd) {
 
 ssize_t __wrap_read(int fd, void *buf, size_t count) {
   if (on_pt()) return pt_owns(fd) ? read(fd, buf, count) : -1;
+  if (pts_own(fd)) return -1;
   if (ppios::pass_through()) return read(fd, buf, count);
   RuntimeScope scope;
   return ppios_read(fd, buf, count);
@@ -121,6 +131,7 @@ ssize_t __wrap___read_chk(int fd, void *buf, size_t count, size_t buflen) {
 
 ssize_t __wrap_pread(int fd, void *buf, size_t count, off_t offset) {
   if (on_pt()) return pt_owns(fd) ? pread(fd, buf, count, offset) : -1;
+  if (pts_own(fd)) return -1;
   if (ppios::pass_through()) return pread(fd, buf, count, offset);
   RuntimeScope scope;
   return ppios_pread(fd, buf, count, offset);
@@ -143,6 +154,7 @@ ssize_t __wrap___pread64_chk(int fd, void *buf, size_t count, off64_t offset, si
 // The PT never writes: its descriptors are read-only, and the program's are not its own.
 ssize_t __wrap_write(int fd, const void *buf, size_t count) {
   if (on_pt()) return pt_owns(fd) ? write(fd, buf, count) : -1;
+  if (pts_own(fd)) return -1;
   if (ppios::pass_through()) return write(fd, buf, count);
   RuntimeScope scope;
   return ppios_write(fd, buf, count);
@@ -150,6 +162,7 @@ ssize_t __wrap_write(int fd, const void *buf, size_t count) {
 
 ssize_t __wrap_pwrite(int fd, const void *buf, size_t count, off_t offset) {
   if (on_pt()) return pt_owns(fd) ? pwrite(fd, buf, count, offset) : -1;
+  if (pts_own(fd)) return -1;
   if (ppios::pass_through()) return pwrite(fd, buf, count, offset);
   RuntimeScope scope;
   return ppios_pwrite(fd, buf, count, offset);
@@ -161,6 +174,7 @@ ssize_t __wrap_pwrite64(int fd, const void *buf, size_t count, off64_t offset) {
 
 off_t __wrap_lseek(int fd, off_t offset, int whence) {
   if (on_pt()) return pt_owns(fd) ? lseek(fd, offset, whence) : -1;
+  if (pts_own(fd)) return -1;
   if (ppios::pass_through()) return lseek(fd, offset, whence);
   RuntimeScope scope;
   return ppios_lseek(fd, offset, whence);

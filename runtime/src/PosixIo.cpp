@@ -201,7 +201,7 @@ int ppios_pt_reopen_fd(int mt_fd) {
   if (fd >= 0) {
     int flags = fcntl(fd, F_GETFL);
     if (flags >= 0) fcntl(fd, F_SETFL, flags & ~O_NONBLOCK);
-    PtResources::get().own_fd(fd);
+    fd = PtResources::get().adopt_fd(fd);
   }
   return fd;
 }

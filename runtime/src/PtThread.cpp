@@ -2,6 +2,7 @@
 
 #include <fcntl.h>
 #include <setjmp.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -10,6 +11,7 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "ErrnoGuard.h"
 #include "PrefetchCache.h"
 #include "Runtime.h"
 #include "Signals.h"
@@ -213,6 +215,29 @@ int PtResources::open_regular(const char *path) {
   }
   int flags = fcntl(fd, F_GETFL);
   if (flags >= 0) fcntl(fd, F_SETFL, flags & ~O_NONBLOCK);
+  return adopt_fd(fd);
+}
+
+// Half the descriptor limit: far above what programs normally reach, below the limit.
+int PtResources::high_fd_base() {
+  struct rlimit limit;
+  rlim_t cur = getrlimit(RLIMIT_NOFILE, &limit) == 0 ? limit.rlim_cur : 1024;
+  if (cur == RLIM_INFINITY || cur > (1 << 16)) cur = 1 << 16;
+  return static_cast<int>(std::max<rlim_t>(cur / 2, 3));
+}
+
+int PtResources::adopt_fd(int fd) {
+  static const int base = high_fd_base();
+  if (fd < base) {
+    ErrnoGuard errno_guard;
+    int high = fcntl(fd, F_DUPFD_CLOEXEC, base);
+    if (high >= 0 && high < kMaxFds) {
+      close(fd);
+      fd = high;
+    } else if (high >= 0) {
+      close(high);
+    }
+  }
   own_fd(fd);
   return fd;
 }

@@ -78,6 +78,13 @@ class PtResources {
   // leave the stream to close a number the MT may have been given meanwhile).
   bool backs_stream(int fd);
 
+  // Moves a new PT descriptor to a high number (closing `fd`) and owns it: the PT's
+  // descriptors never take the low numbers the program's own open() calls would get.
+  // Returns the descriptor to use (`fd` itself if it cannot be moved).
+  int adopt_fd(int fd);
+  // The lowest number for descriptors of the runtime's own threads.
+  static int high_fd_base();
+
   // Opens `path` read-only for the PT: only a regular file (a FIFO must never block
   // the PT or lose bytes to it, a tty or device never be touched). Returns an owned
   // descriptor, or -1 with errno set.

@@ -47,6 +47,14 @@ void Runtime::load() {
     std::exit(2);
   }
   g_runtime = new Runtime(config);
+  // The PT's descriptors take high numbers (PtResources::adopt_fd). Growing the
+  // descriptor table there once the process has threads waits for an RCU grace period
+  // (milliseconds, on the PT's path); grown now, while the process has one thread, it
+  // costs nothing later.
+  if (config.mode != Mode::Off) {
+    int probe = fcntl(STDERR_FILENO, F_DUPFD_CLOEXEC, PtResources::high_fd_base());
+    if (probe >= 0) close(probe);
+  }
   // A child forked without exec has none of the parent's threads (no PT) and may hold
   // copies of runtime locks that were held at the fork: everything passes straight
   // through in it, and it never writes the parent's statistics or trace.
@@ -261,7 +269,9 @@ void Runtime::prefetch(int fd, const struct stat &st, off_t offset, size_t lengt
     // before `seq`; the PT itself runs on.
     std::lock_guard<std::mutex> lock(wt_mu_);
     size_t bound = 4 * static_cast<size_t>(config_.max_waiting_threads);
-    int copy = wt_jobs_.size() < bound ? fcntl(fd, F_DUPFD_CLOEXEC, 0) : -1;
+    // A high number, like the PT's own: the program's open() calls keep their numbers.
+    static const int high_fd = PtResources::high_fd_base();
+    int copy = wt_jobs_.size() < bound ? fcntl(fd, F_DUPFD_CLOEXEC, high_fd) : -1;
     if (copy < 0) {
       stats_.wt_dropped++;
       return;

@@ -293,7 +293,7 @@ int main(int argc, char **argv) {
     s.mt_fd = open(s.path, O_RDONLY);
     s.mt_stream = fopen(s.path, "rb");
     START_PT(&s);
-    uint64_t sum = read_all(s.mt_fd, s.chunk, 4);
+    uint64_t sum = read_all(s.mt_fd, s.chunk, 16);
     off_t end = lseek(s.mt_fd, 0, SEEK_CUR);
     char *buf = malloc(s.chunk);
     uint64_t fsum = FNV_START;

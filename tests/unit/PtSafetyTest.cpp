@@ -24,6 +24,7 @@ extern "C" {
 int __wrap_sigaction(int, const struct sigaction *, struct sigaction *);
 sighandler_t __wrap_signal(int, sighandler_t);
 ssize_t __wrap_read(int, void *, size_t);
+int __wrap_close(int);
 }
 
 using namespace ppios;
@@ -51,6 +52,18 @@ TEST(PtSafetyTest, PtOpensOnlyRegularFilesAndOwnsThem) {
   ASSERT_GE(fd, 0);
   EXPECT_TRUE(PtResources::get().owns_fd(fd));
   EXPECT_EQ(fcntl(fd, F_GETFL) & (O_ACCMODE | O_NONBLOCK), O_RDONLY);
+  // A high number: the program's next open() gets the number it gets without ppios.
+  EXPECT_GE(fd, PtResources::high_fd_base());
+  int next = open(file.c_str(), O_RDONLY);
+  EXPECT_LT(next, 64);
+  close(next);
+  // Off the PT, the PT's descriptor does not exist for the program's calls.
+  char byte;
+  errno = 0;
+  EXPECT_EQ(__wrap_read(fd, &byte, 1), -1);
+  EXPECT_EQ(errno, EBADF);
+  EXPECT_EQ(__wrap_close(fd), -1);
+  EXPECT_TRUE(PtResources::get().owns_fd(fd));
   struct stat st;
   ASSERT_EQ(stat(file.c_str(), &st), 0);
   EXPECT_EQ(st.st_size, 1000);  // never truncated
