@@ -215,8 +215,12 @@ void PrefetchPlanner::collectUnsafeHandles() {
       bool Local = VD->hasLocalStorage() && !isa<ParmVarDecl>(VD) && Units.declaringUnit(VD) &&
                    Units.declaringUnit(VD) != &U;
       bool Global = Facts && Facts->isGlobalHandle(VD);
+      // (Not when the statement also calls a clone: the take replaces the statement.)
+      bool CallsClone = false;
+      for (const CallExpr *Call : U.Calls)
+        CallsClone |= summaryOf(Call->getDirectCallee()) != nullptr;
       if (!canExecuteInPt(U) && !AsClone && !HasGoto && !U.Parent &&
-          U.UnitKind != Unit::Loop && (Local || Global) && !countTransfers(U)) {
+          U.UnitKind != Unit::Loop && (Local || (Global && !CallsClone)) && !countTransfers(U)) {
         Handoffs.push_back({&U, VD, HandleInterface.find(VD)->second,
                             static_cast<unsigned>(Handoffs.size())});
         continue;
@@ -233,7 +237,9 @@ void PrefetchPlanner::collectUnsafeHandles() {
                         "after a top-level statement of main())"
                   : HasGoto ? " (main() has goto: no point to hand it over at)"
                   : countTransfers(U) ? " (the statement also does I/O of its own)"
-                              : std::string();
+                  : CallsClone ? " (the statement also calls a function whose reads the "
+                                 "prefetch thread pre-executes)"
+                               : std::string();
         UnsafeHandles[VD] = std::string(Global ? "its descriptor, global " : "its descriptor ") +
                             quoted(VD) + ", is set at line " +
                             std::to_string(SM.getPresumedLineNumber(U.S->getBeginLoc())) +

@@ -311,6 +311,8 @@ public:
       const IoCallInfo *Info = Call ? IoCallTable::lookup(Call) : nullptr;
       if (BO->getOpcode() == BO_Assign && Info && Info->Kind == IoKind::Open && !Info->HandleIsOut)
         globalSet(G, Info->Interface, "");
+      else if (BO->getOpcode() == BO_Assign && closedValue(BO->getRHS()))
+        globalSet(G, std::nullopt, ""); // `df = NULL;` `fd = -1;` after a close
       else
         globalSet(G, std::nullopt, "line " + line(BO) + " sets it to something other than an open's result");
     }
@@ -440,6 +442,18 @@ private:
     case IoInterface::Mpi:
       return false;
     }
+    return false;
+  }
+  // NULL, or a negative integer constant: what a closed handle is set to.
+  bool closedValue(const Expr *E) const {
+    if (!Current)
+      return false;
+    ASTContext &Ctx = Current->getASTContext();
+    if (E->getType()->isPointerType() || E->IgnoreParenCasts()->getType()->isPointerType())
+      return E->isNullPointerConstant(Ctx, Expr::NPC_ValueDependentIsNotNull) !=
+             Expr::NPCK_NotNull;
+    if (std::optional<llvm::APSInt> V = E->getIntegerConstantExpr(Ctx))
+      return V->isNegative();
     return false;
   }
   std::string line(const Stmt *S) const {
@@ -818,6 +832,9 @@ private:
           C->Exported = true;
           for (const VarDecl *G : Facts.Clones[FD->getCanonicalDecl()].Globals)
             C->Exported &= !G->isExternallyVisible();
+          // Nor if it reads through a global handle: only this unit's main() keeps the
+          // shadow current.
+          C->Exported &= Facts.Clones[FD->getCanonicalDecl()].GlobalHandles.empty();
         }
       }
       CloneOf[FD->getCanonicalDecl()] = C.get();
