@@ -114,6 +114,9 @@ struct ProgramFacts {
   std::map<std::string, ExportedFunction> Functions; // every unit's extern functions
   std::map<std::string, IoInterface> FieldOpens;     // "reader.fp": set from opens somewhere
   std::set<std::string> FieldOthers;                 // set to something else somewhere
+  // Per name of a global with external linkage: how many units declare it (outside system
+  // headers). One that only its defining unit names may be a global handle there.
+  std::map<std::string, unsigned> GlobalNames;
   bool handleField(const std::string &Key, IoInterface &Iface) const {
     auto It = FieldOpens.find(Key);
     if (Key.empty() || It == FieldOpens.end() || FieldOthers.count(Key))
@@ -358,6 +361,12 @@ public:
     Seen.insert(F);
     return true;
   }
+  bool VisitVarDecl(VarDecl *VD) {
+    if (VD->isFileVarDecl() && VD->hasExternalFormalLinkage() && VD->getIdentifier() &&
+        !SM.isInSystemHeader(SM.getExpansionLoc(VD->getLocation())))
+      ExternNames.insert(VD->getName().str());
+    return true;
+  }
   // Alone, a field is a descriptor field if this file sets it from opens only; in a
   // program, if no unit sets it otherwise (Out collects this unit's part, In is the whole).
   void finish(ProgramFacts *Out, const ProgramFacts *In) {
@@ -365,6 +374,8 @@ public:
       if (!OpenOut.count(ME))
         disqualify(ME);
     if (Out) {
+      for (const std::string &Name : ExternNames)
+        ++Out->GlobalNames[Name];
       for (const auto &[F, Iface] : Candidates) {
         std::string Key = fieldKey(F);
         auto It = Out->FieldOpens.find(Key);
@@ -396,7 +407,9 @@ public:
   // only taken for those, named only in the file's own text, and set only by functions
   // called directly and not recursively (the side-effect summaries then say which calls
   // set them). OnCycle: the functions on call cycles.
-  void finishGlobals(const llvm::DenseSet<const FunctionDecl *> &OnCycle) {
+  // In is what the units of a program say (an extern global is a global handle only if no
+  // other unit declares it), null for a file compiled alone.
+  void finishGlobals(const llvm::DenseSet<const FunctionDecl *> &OnCycle, const ProgramFacts *In) {
     for (const auto &[UO, G] : GlobalAddressTaken)
       if (!GlobalOpenOut.count(UO))
         GlobalProblems.insert({G, "its address is taken at line " + line(UO)});
@@ -410,8 +423,10 @@ public:
         Why = "it is only closed, never opened";
       else if (G->getMostRecentDecl() != G)
         Why = "it is declared more than once";
-      else if (G->isExternallyVisible())
-        Why = "it is not static (other files may set it)";
+      else if (G->isExternallyVisible() && !In)
+        Why = "it is not static (other files may set it; linking with ppios-cc checks them)";
+      else if (G->isExternallyVisible() && !onlyHere(G, *In))
+        Why = "it is not static and another file of the program declares it";
       else if (G->getType().isVolatileQualified() || !descriptorType(G->getType(), Iface->second))
         Why = "its type is not its interface's descriptor type";
       for (const FunctionDecl *FD : Setters[G]) {
@@ -430,6 +445,11 @@ public:
   }
 
 private:
+  bool onlyHere(const VarDecl *G, const ProgramFacts &In) const {
+    auto It = In.GlobalNames.find(G->getName().str());
+    return G->hasDefinition() != VarDecl::DeclarationOnly && It != In.GlobalNames.end() &&
+           It->second == 1 && ExternNames.count(G->getName().str());
+  }
   static bool descriptorType(QualType T, IoInterface Iface) {
     T = T.getUnqualifiedType();
     switch (Iface) {
@@ -493,6 +513,7 @@ private:
   llvm::DenseSet<const UnaryOperator *> GlobalOpenOut;
   std::vector<std::pair<const UnaryOperator *, const VarDecl *>> GlobalAddressTaken;
   llvm::DenseMap<const FunctionDecl *, unsigned> FunctionRefs, DirectCalls;
+  std::set<std::string> ExternNames;
 
   void candidate(const MemberExpr *ME, IoInterface Iface) {
     const auto *F = dyn_cast<FieldDecl>(ME->getMemberDecl());
@@ -806,7 +827,7 @@ private:
     for (const FunctionDecl *FD : Scan.Defined)
       if (State[FD] == 0)
         Visit(FD);
-    Scan.finishGlobals(OnCycle);
+    Scan.finishGlobals(OnCycle, Import);
     for (const FunctionDecl *FD : Order) {
       if (FD->isMain() || OnCycle.count(FD) || FD->isVariadic() ||
           IoCallTable::lookup(FD->getName()) || FD->getName().startswith("ppios_"))
@@ -1070,7 +1091,8 @@ std::vector<TransformResult> transformProgram(const std::vector<ProgramUnit> &Un
     if (Last)
       break;
     bool Stable = Round > 0 && Found.Functions == Known.Functions &&
-                  Found.FieldOpens == Known.FieldOpens && Found.FieldOthers == Known.FieldOthers;
+                  Found.FieldOpens == Known.FieldOpens && Found.FieldOthers == Known.FieldOthers &&
+                  Found.GlobalNames == Known.GlobalNames;
     Known = std::move(Found);
     if (Stable)
       MaxRounds = Round + 1; // one more, reporting
