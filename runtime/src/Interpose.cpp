@@ -7,6 +7,7 @@
 #include <fcntl.h>
 #include <mpi.h>
 #include <signal.h>
+#include <sys/mman.h>
 #include <stdio.h>
 #include <unistd.h>
 
@@ -14,7 +15,10 @@
 #include <cstdarg>
 #include <cstdint>
 
+#include "ErrnoGuard.h"
+#include "FileProbe.h"
 #include "PtThread.h"
+#include "Runtime.h"
 #include "Signals.h"
 #include "ThreadState.h"
 #include "ppios/ppios.h"
@@ -68,6 +72,16 @@ void check_open_2(int flags) {
   if ((flags & O_CREAT) || (flags & O_TMPFILE) == O_TMPFILE) __chk_fail();
 }
 
+// A regular file mapped shared and writable: its bytes change with every store through
+// the mapping, which the runtime never sees, so the cache never serves it again (the hold
+// is never released; PT prefetches of it are refused too).
+void hold_mapped_file(int fd) {
+  ppios::ErrnoGuard errno_guard;
+  ppios::Runtime &rt = ppios::Runtime::get();
+  ppios::FileKey key;
+  if (rt.caching() && ppios::probe_regular_file(fd, &key)) rt.cache().hold_file(key);
+}
+
 }  // namespace
 
 extern "C" {
@@ -114,6 +128,25 @@ int __wrap_close(int fd) {
   if (ppios::pass_through()) return close(fd);
   RuntimeScope scope;
   return ppios_close(fd);
+}
+
+void *__wrap_mmap(void *addr, size_t length, int prot, int flags, int fd, off_t offset) {
+  if (on_pt()) {
+    if (fd >= 0 && !(flags & MAP_ANONYMOUS) && !pt_owns(fd)) return MAP_FAILED;
+    return mmap(addr, length, prot, flags, fd, offset);
+  }
+  if (fd >= 0 && !(flags & MAP_ANONYMOUS) && pts_own(fd)) return MAP_FAILED;
+  void *mapped = mmap(addr, length, prot, flags, fd, offset);
+  if (mapped != MAP_FAILED && fd >= 0 && !(flags & MAP_ANONYMOUS) && (prot & PROT_WRITE) &&
+      (flags & MAP_SHARED) && !ppios::pass_through()) {
+    RuntimeScope scope;
+    hold_mapped_file(fd);
+  }
+  return mapped;
+}
+
+void *__wrap_mmap64(void *addr, size_t length, int prot, int flags, int fd, off64_t offset) {
+  return __wrap_mmap(addr, length, prot, flags, fd, static_cast<off_t>(offset));
 }
 
 ssize_t __wrap_read(int fd, void *buf, size_t count) {
