@@ -259,7 +259,7 @@ void *PtResources::allocate(size_t bytes, PrefetchCache &cache) {
 }
 
 void PtResources::release(void *p, PrefetchCache &cache) {
-  if (p == nullptr) return;
+  if (p == nullptr || !owns_block(p)) return;  // not the PT's: never the PT's to free
   Block *block = static_cast<Block *>(p) - 1;
   if (block->prev != nullptr) block->prev->next = block->next;
   else blocks_ = block->next;
@@ -268,8 +268,18 @@ void PtResources::release(void *p, PrefetchCache &cache) {
   std::free(block);
 }
 
+// Whether p came from allocate(): the PT frees and reallocates only its own blocks (a
+// generated free() of memory the PT did not allocate must not reach the allocator). The
+// list is short: PT code allocates little and frees what it allocates.
+bool PtResources::owns_block(const void *p) const {
+  for (const Block *b = blocks_; b != nullptr; b = b->next)
+    if (b + 1 == p) return true;
+  return false;
+}
+
 void *PtResources::reallocate(void *p, size_t bytes, PrefetchCache &cache) {
   if (p == nullptr) return allocate(bytes, cache);
+  if (!owns_block(p)) return nullptr;
   Block *old = static_cast<Block *>(p) - 1;
   void *fresh = allocate(bytes, cache);
   if (fresh == nullptr) return nullptr;  // the old block stays, as with realloc

@@ -95,6 +95,7 @@ class PtResources {
   void *allocate(size_t bytes, PrefetchCache &cache);
   void *reallocate(void *block, size_t bytes, PrefetchCache &cache);
   void release(void *block, PrefetchCache &cache);
+  bool owns_block(const void *p) const;
 
   // Closes every owned stream and descriptor and frees every block: the PT has ended.
   void release_all(PrefetchCache &cache);

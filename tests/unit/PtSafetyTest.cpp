@@ -280,3 +280,22 @@ TEST(PtSafetyTest, FaultingSliceEscapesAndReleasesEverything) {
                  "the program goes on without prefetching\n");
   unlink(file.c_str());
 }
+
+// Generated PT code may free a pointer the PT did not allocate (a copy of the program's
+// pointer): the runtime frees only its own blocks and gives their bytes back to the budget.
+TEST(PtSafetyTest, PtFreesOnlyItsOwnBlocks) {
+  PrefetchCache cache(1 << 20);
+  PtResources resources;
+  void *own = resources.allocate(4096, cache);
+  ASSERT_NE(own, nullptr);
+  EXPECT_EQ(cache.counters().external_bytes, 4096u);
+  auto *program = static_cast<char *>(std::malloc(64));
+  std::strcpy(program, "the program's memory");
+  resources.release(program, cache);  // not the PT's: left alone
+  EXPECT_STREQ(program, "the program's memory");
+  EXPECT_EQ(resources.reallocate(program, 128, cache), nullptr);
+  EXPECT_EQ(cache.counters().external_bytes, 4096u);
+  resources.release(own, cache);
+  EXPECT_EQ(cache.counters().external_bytes, 0u);
+  std::free(program);
+}

@@ -113,7 +113,8 @@ void ppios_pt_poll(void);
  * PPIOS_CACHE_MB budget as the prefetch cache. They never return NULL: over budget or out
  * of memory the PT escapes (pt_stop "budget"). ppios_pt_realloc(NULL, n) allocates;
  * ppios_pt_free(NULL) does nothing. Every block still allocated when the PT ends (or
- * escapes) is freed then. Only for blocks from these functions. */
+ * escapes) is freed then. A pointer that is not such a block (the program's memory) is
+ * never freed: ppios_pt_free ignores it, ppios_pt_realloc escapes. */
 void *ppios_pt_malloc(size_t size);
 void *ppios_pt_calloc(size_t nmemb, size_t size);
 void *ppios_pt_realloc(void *ptr, size_t size);
