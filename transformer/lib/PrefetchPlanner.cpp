@@ -241,7 +241,7 @@ void PrefetchPlanner::collectUnsafeHandles() {
                                  "prefetch thread pre-executes)"
                                : std::string();
         UnsafeHandles[VD] = std::string(Global ? "its descriptor, global " : "its descriptor ") +
-                            quoted(VD) + ", is set at line " +
+                            quoted(VD) + (Global ? ", is set at line " : " is set at line ") +
                             std::to_string(SM.getPresumedLineNumber(U.S->getBeginLoc())) +
                             " by a statement the prefetch thread does not run" +
                             (U.Bad && !Global ? " (it " + U.BadWhy + ")" : std::string()) +

@@ -407,6 +407,9 @@ void PrefetchThreadEmitter::emitUnit(const Unit &U) {
     std::string Replacement = keptCalls(U);
     if (Others)
       Replacement += " " + countStatement(Seq, Others, Names + ": not run by the prefetch thread");
+    // Several calls where one statement stands (`for (...) s += f(i) + g(i);`): a block.
+    if (U.Parent && U.Parent->UnitKind != Unit::Block && !Replacement.empty())
+      Replacement = "{ " + Replacement + " }";
     removeUnit(U, Replacement);
     return;
   }
