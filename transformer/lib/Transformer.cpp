@@ -18,6 +18,19 @@
 // the PT's copy of a struct its own handles (ppios_pt_reopen_*). Clones are written after
 // their functions (prototypes after earlier declarations) and only when main()'s PT reaches them.
 //
+// Global handles. A file-scope descriptor (int fd, FILE *, MPI_File; static, or at a
+// whole-program link extern and declared by no other unit) that the program only sets
+// from opens, closes or NULL/-1, whose address is only taken for MPI_File_open/close, and
+// whose setters are called directly and not recursively (FileFacts::finishGlobals), is
+// never touched by the PT: the file gets a shadow `static ... ppios_pt_g_<name>` (after the
+// runtime header, invalid at first), and every PT reference, in main()'s PT and in clones,
+// is renamed to it. A main() statement that sets it (directly, or through a call whose
+// side-effect summary lists it in GlobalsStored) is like any handle's: before the start,
+// the start block reopens it into the context and the PT copies that into the shadow;
+// after, a top-level statement the PT does not run hands it over (the take goes to the
+// shadow); in a loop or a condition it gets a remark. Clones read through shadows freely
+// (CloneSummary::GlobalHandles); a caller whose shadow may be stale does not call them.
+//
 // Other translation units (transformProgram, ppios-cc's link step). The units are parsed
 // in rounds; each round exports, by name, what the others need: the clone summaries of its
 // extern functions, their side effects, and which struct fields it sets from opens only. A
