@@ -570,6 +570,37 @@ struct ClonePlan {
   std::string Why;
 };
 
+// What the passes of TransformConsumer know about one translation unit (see
+// HandleTranslationUnit for their order).
+struct UnitState {
+  explicit UnitState(ASTContext &Ctx)
+      : Ctx(Ctx), SM(Ctx.getSourceManager()), Text(SM, Ctx.getLangOpts()), Collector(SM) {}
+  ASTContext &Ctx;
+  SourceManager &SM;
+  SourceText Text;
+  // findIoCalls: the file's I/O calls and main().
+  IoCallCollector Collector;
+  bool AnyRead = false;
+  SideEffectOracle Oracle;
+  TranslationUnitFacts Facts;
+  // importOtherUnits (program mode): clones other units export, with their prototypes.
+  llvm::DenseMap<const FunctionDecl *, std::string> ImportedClones;
+  // planClones: a clone plan for every function of the file that leads to reads.
+  std::vector<std::unique_ptr<ClonePlan>> Clones;
+  llvm::DenseMap<const FunctionDecl *, ClonePlan *> CloneOf;
+  bool CloneStdio = false;
+  // planMainThread: main()'s prefetch thread.
+  std::unique_ptr<FunctionUnits> MainUnits;
+  std::unique_ptr<PrefetchPlanner> MainPlan;
+  std::unique_ptr<PrefetchThreadEmitter> MainEmitter;
+  std::vector<const PrefetchPlanner *> Roots; // whose clone calls the emitted code makes
+  // reachClones: prototypes of other units' clones the emitted code calls.
+  std::set<std::string> Prototypes;
+  // Every pass: the reads, prefetched or not (with the reason).
+  std::vector<std::pair<const CallExpr *, std::string>> Missed;
+  std::vector<const CallExpr *> Prefetched;
+};
+
 class TransformConsumer : public ASTConsumer {
 public:
   TransformConsumer(CompilerInstance &CI, const TransformOptions &Options,
@@ -578,160 +609,168 @@ public:
       : CI(CI), Options(Options), Result(Result), LastInclude(LastInclude), Import(Import),
         Export(Export), Quiet(Quiet) {}
 
+  // The passes over one translation unit, in order; each reads what the ones before left
+  // in the UnitState and adds its own result.
   void HandleTranslationUnit(ASTContext &Ctx) override {
-    SourceManager &SM = Ctx.getSourceManager();
-    DiagnosticsEngine &Diags = CI.getDiagnostics();
-    if (Diags.hasErrorOccurred())
+    if (CI.getDiagnostics().hasErrorOccurred())
       return;
-    IoCallCollector Collector(SM);
-    Collector.TraverseDecl(Ctx.getTranslationUnitDecl());
-    bool AnyRead = false;
-    for (const FoundCall &F : Collector.Calls)
-      AnyRead |= F.Info->Kind == IoKind::Read;
-    Result.Source = SM.getBufferData(SM.getMainFileID()).str();
-    bool ProgramMode = Import || Export;
-    SideEffectOracle Oracle;
-    TranslationUnitFacts Facts;
-    // Program mode: what the other units say about the functions this one only declares.
-    llvm::DenseMap<const FunctionDecl *, std::string> ImportedClones; // -> prototype
-    if (Import)
-      for (const Decl *D : Ctx.getTranslationUnitDecl()->decls()) {
-        const auto *FD = dyn_cast<FunctionDecl>(D);
-        if (!FD || FD->hasBody() || !FD->getIdentifier() || !FD->isExternallyVisible())
-          continue;
-        auto It = Import->Functions.find(FD->getName().str());
-        if (It == Import->Functions.end())
-          continue;
-        const ExportedFunction &E = It->second;
-        Oracle.seed(FD, E.Effect);
-        if (!E.HasClone || E.Params.size() != FD->getNumParams() || FD->isVariadic())
-          continue;
-        CloneSummary S;
-        S.Name = "ppios_pt_" + FD->getName().str();
-        S.Params = E.Params;
-        S.HandleInterfaces = E.HandleInterfaces;
-        S.Score = E.Score;
-        Facts.Clones[FD->getCanonicalDecl()] = S;
-        PrintingPolicy Policy(Ctx.getLangOpts());
-        std::string Proto = "void " + S.Name + "(";
-        for (const ParmVarDecl *P : FD->parameters()) {
-          std::string Param;
-          llvm::raw_string_ostream OS(Param);
-          P->getType().print(OS, Policy, P->getName());
-          Proto += OS.str() + ", ";
-        }
-        ImportedClones[FD->getCanonicalDecl()] = Proto + "ppios_seq_t *ppios_seq);";
-        AnyRead = true; // its calls may lead to reads
-      }
-    if (!AnyRead && !Export)
+    UnitState U(Ctx);
+    Result.Source = U.SM.getBufferData(U.SM.getMainFileID()).str();
+    findIoCalls(U);
+    importOtherUnits(U);
+    if (!U.AnyRead && !Export)
       return;
-
     // The MT's text is kept as written (its I/O reaches the runtime at link time, see
     // runtime/include/ppios/interpose.def); only the prefetch thread and its glue are added.
-    SourceInserts R(SM, Result.PresumedName);
-    SourceText Text(SM, Ctx.getLangOpts());
-    // PT: the prefetch thread of main().
-    std::vector<std::pair<const CallExpr *, std::string>> Missed;
-    std::vector<const CallExpr *> Prefetched;
-    // A call into another file whose reads the PT does not pre-execute from here.
-    auto MissedInOtherFile = [&](const CloneCallDecision &C, const std::string &Why) {
-      Missed.push_back({C.Call, "the reads of '" + C.Callee->getNameAsString() +
-                                    "' (another file) are not pre-executed" + Why});
-    };
-    std::string Failure;
-    std::vector<std::unique_ptr<ClonePlan>> Clones;
-    llvm::DenseMap<const FunctionDecl *, ClonePlan *> CloneOf;
-    if (Collector.Main || ProgramMode)
-      planClones(Ctx, Oracle, Text, Facts, Clones, CloneOf);
+    SourceInserts R(U.SM, Result.PresumedName);
+    if (U.Collector.Main || Import || Export)
+      planClones(Ctx, U.Oracle, U.Text, U.Facts, U.Clones, U.CloneOf);
     if (Export)
-      exportFunctions(Ctx, Oracle, Facts, Clones);
-    if (!AnyRead)
+      exportFunctions(Ctx, U.Oracle, U.Facts, U.Clones);
+    if (!U.AnyRead)
       return;
-    bool CloneStdio = false;
-    for (const auto &C : Clones)
-      CloneStdio |= C->Emitted && C->Emitter->usesStdio();
-    StdioAtInclude = CloneStdio;
+    for (const auto &C : U.Clones)
+      U.CloneStdio |= C->Emitted && C->Emitter->usesStdio();
     // The planners whose clone calls the emitted code makes: main()'s PT and, in a program,
     // the exported clones.
-    std::vector<const PrefetchPlanner *> Roots;
-    for (const auto &C : Clones)
+    for (const auto &C : U.Clones)
       if (C->Exported) {
         C->Reached = true;
-        Roots.push_back(C->Planner.get());
+        U.Roots.push_back(C->Planner.get());
       }
-    std::unique_ptr<FunctionUnits> MainUnits;
-    std::unique_ptr<PrefetchPlanner> MainPlan;
-    std::unique_ptr<PrefetchThreadEmitter> MainEmitter;
-    if (Collector.Main) {
-      MainUnits = std::make_unique<FunctionUnits>(Ctx, Collector.Main, Oracle);
-      MainPlan = std::make_unique<PrefetchPlanner>(*MainUnits, &Facts, /*AsClone=*/false);
-      FunctionUnits &Units = *MainUnits;
-      PrefetchPlanner &Plan = *MainPlan;
-      bool Planned = Plan.plan();
-      MainEmitter = std::make_unique<PrefetchThreadEmitter>(Text, Units, Plan);
-      PrefetchThreadEmitter &Emitter = *MainEmitter;
-      if (CloneStdio)
-        Emitter.setStdioHelpersProvided();
-      if (Planned && !Emitter.emit()) {
-        Planned = false;
-        Failure = Emitter.why();
+    if (U.Collector.Main)
+      planMainThread(U, R);
+    reachClones(U);
+    insertClones(Ctx, R, U.Clones, U.CloneStdio);
+    judgeHelperReads(U);
+    reportReads(U);
+    R.insert(includeOffset(U), headerText(U), /*First=*/true);
+    Result.Source = R.render();
+    Result.Changed = true;
+  }
+
+private:
+  void findIoCalls(UnitState &U) {
+    U.Collector.TraverseDecl(U.Ctx.getTranslationUnitDecl());
+    for (const FoundCall &F : U.Collector.Calls)
+      U.AnyRead |= F.Info->Kind == IoKind::Read;
+  }
+
+  // Program mode: what the other units say about the functions this one only declares.
+  void importOtherUnits(UnitState &U) {
+    if (!Import)
+      return;
+    for (const Decl *D : U.Ctx.getTranslationUnitDecl()->decls()) {
+      const auto *FD = dyn_cast<FunctionDecl>(D);
+      if (!FD || FD->hasBody() || !FD->getIdentifier() || !FD->isExternallyVisible())
+        continue;
+      auto It = Import->Functions.find(FD->getName().str());
+      if (It == Import->Functions.end())
+        continue;
+      const ExportedFunction &E = It->second;
+      U.Oracle.seed(FD, E.Effect);
+      if (!E.HasClone || E.Params.size() != FD->getNumParams() || FD->isVariadic())
+        continue;
+      CloneSummary S;
+      S.Name = "ppios_pt_" + FD->getName().str();
+      S.Params = E.Params;
+      S.HandleInterfaces = E.HandleInterfaces;
+      S.Score = E.Score;
+      U.Facts.Clones[FD->getCanonicalDecl()] = S;
+      PrintingPolicy Policy(U.Ctx.getLangOpts());
+      std::string Proto = "void " + S.Name + "(";
+      for (const ParmVarDecl *P : FD->parameters()) {
+        std::string Param;
+        llvm::raw_string_ostream OS(Param);
+        P->getType().print(OS, Policy, P->getName());
+        Proto += OS.str() + ", ";
       }
-      for (const ReadDecision &D : Plan.decisions()) {
-        if (Planned && D.Prefetched)
-          Prefetched.push_back(D.Site.Call);
-        else
-          Missed.push_back({D.Site.Call, D.Prefetched ? "the prefetch thread cannot be built: " +
-                                                            Failure
-                                                      : D.Reason});
-      }
-      if (Planned) {
-        const FunctionDecl *Main = Collector.Main;
-        SourceLocation Before = Main->getBeginLoc();
-        if (const RawComment *Comment = Ctx.getRawCommentForDeclNoCache(Main))
-          Before = Comment->getBeginLoc();
-        R.insert(Before, Emitter.threadDefinition());
-        R.insert(Emitter.startOffset(), Emitter.startBlock());
-        for (const auto &[Offset, Call] : Emitter.handoffs())
-          R.insert(Offset, Call);
-        for (const Unit *U : Plan.approximateSequence())
-          report(Diags, DiagnosticsEngine::Remark, U->S->getBeginLoc(),
-                 "prefetch sequence numbers after this statement are estimates: it performs "
-                 "I/O a number of times the prefetch thread cannot compute");
-        Roots.push_back(&Plan);
-      } else {
-        for (const CloneCallDecision &C : Plan.cloneCalls()) {
-          if (ImportedClones.count(C.Callee))
-            MissedInOtherFile(C, ": main() gets no prefetch thread");
-          auto It = CloneOf.find(C.Callee);
-          if (It != CloneOf.end() && It->second->Why.empty())
-            It->second->Why = "main() gets no prefetch thread";
-        }
-      }
+      U.ImportedClones[FD->getCanonicalDecl()] = Proto + "ppios_seq_t *ppios_seq);";
+      U.AnyRead = true; // its calls may lead to reads
     }
-    // The clones the roots reach through active calls, transitively; calls into other
-    // units need the callee's prototype here.
-    std::set<std::string> Prototypes;
-    std::vector<const PrefetchPlanner *> Work = Roots;
+  }
+
+  // A call into another file whose reads the PT does not pre-execute from here.
+  static void missedInOtherFile(UnitState &U, const CloneCallDecision &C, const std::string &Why) {
+    U.Missed.push_back({C.Call, "the reads of '" + C.Callee->getNameAsString() +
+                                    "' (another file) are not pre-executed" + Why});
+  }
+
+  // main()'s prefetch thread: planned, emitted, and its definition, start block and
+  // handoffs inserted; its reads judged.
+  void planMainThread(UnitState &U, SourceInserts &R) {
+    DiagnosticsEngine &Diags = CI.getDiagnostics();
+    U.MainUnits = std::make_unique<FunctionUnits>(U.Ctx, U.Collector.Main, U.Oracle);
+    U.MainPlan = std::make_unique<PrefetchPlanner>(*U.MainUnits, &U.Facts, /*AsClone=*/false);
+    PrefetchPlanner &Plan = *U.MainPlan;
+    bool Planned = Plan.plan();
+    U.MainEmitter = std::make_unique<PrefetchThreadEmitter>(U.Text, *U.MainUnits, Plan);
+    PrefetchThreadEmitter &Emitter = *U.MainEmitter;
+    if (U.CloneStdio)
+      Emitter.setStdioHelpersProvided();
+    std::string Failure;
+    if (Planned && !Emitter.emit()) {
+      Planned = false;
+      Failure = Emitter.why();
+    }
+    for (const ReadDecision &D : Plan.decisions()) {
+      if (Planned && D.Prefetched)
+        U.Prefetched.push_back(D.Site.Call);
+      else
+        U.Missed.push_back({D.Site.Call, D.Prefetched
+                                             ? "the prefetch thread cannot be built: " + Failure
+                                             : D.Reason});
+    }
+    if (!Planned) {
+      for (const CloneCallDecision &C : Plan.cloneCalls()) {
+        if (U.ImportedClones.count(C.Callee))
+          missedInOtherFile(U, C, ": main() gets no prefetch thread");
+        auto It = U.CloneOf.find(C.Callee);
+        if (It != U.CloneOf.end() && It->second->Why.empty())
+          It->second->Why = "main() gets no prefetch thread";
+      }
+      return;
+    }
+    const FunctionDecl *Main = U.Collector.Main;
+    SourceLocation Before = Main->getBeginLoc();
+    if (const RawComment *Comment = U.Ctx.getRawCommentForDeclNoCache(Main))
+      Before = Comment->getBeginLoc();
+    R.insert(Before, Emitter.threadDefinition());
+    R.insert(Emitter.startOffset(), Emitter.startBlock());
+    for (const auto &[Offset, Call] : Emitter.handoffs())
+      R.insert(Offset, Call);
+    for (const Unit *Approximate : Plan.approximateSequence())
+      report(Diags, DiagnosticsEngine::Remark, Approximate->S->getBeginLoc(),
+             "prefetch sequence numbers after this statement are estimates: it performs "
+             "I/O a number of times the prefetch thread cannot compute");
+    U.Roots.push_back(&Plan);
+  }
+
+  // The clones the roots reach through active calls, transitively; calls into other
+  // units need the callee's prototype here.
+  void reachClones(UnitState &U) {
+    std::vector<const PrefetchPlanner *> Work = U.Roots;
     while (!Work.empty()) {
       const PrefetchPlanner *P = Work.back();
       Work.pop_back();
       for (const CloneCallDecision &C : P->cloneCalls()) {
-        auto Imported = ImportedClones.find(C.Callee);
-        if (Imported != ImportedClones.end()) {
+        auto Imported = U.ImportedClones.find(C.Callee);
+        if (Imported != U.ImportedClones.end()) {
           if (C.Active)
-            Prototypes.insert(Imported->second);
+            U.Prototypes.insert(Imported->second);
           else
-            MissedInOtherFile(C, " from this call: " + C.Reason);
+            missedInOtherFile(U, C, " from this call: " + C.Reason);
           continue;
         }
-        auto It = CloneOf.find(C.Callee);
-        if (It == CloneOf.end())
+        auto It = U.CloneOf.find(C.Callee);
+        if (It == U.CloneOf.end())
           continue;
         if (!C.Active) {
           if (It->second->Why.empty())
-            It->second->Why = "the call at line " +
-                              std::to_string(SM.getPresumedLineNumber(C.Call->getBeginLoc())) +
-                              ": " + C.Reason;
+            It->second->Why =
+                "the call at line " +
+                std::to_string(U.SM.getPresumedLineNumber(C.Call->getBeginLoc())) + ": " +
+                C.Reason;
           continue;
         }
         if (!It->second->Reached) {
@@ -740,51 +779,63 @@ public:
         }
       }
     }
-    insertClones(Ctx, R, Clones, CloneStdio);
-    for (const FoundCall &F : Collector.Calls) {
-      if (F.Info->Kind != IoKind::Read || F.Function == Collector.Main)
+  }
+
+  // The reads in functions other than main(): prefetched if their clone is emitted and
+  // reached, else the reason.
+  void judgeHelperReads(UnitState &U) {
+    for (const FoundCall &F : U.Collector.Calls) {
+      if (F.Info->Kind != IoKind::Read || F.Function == U.Collector.Main)
         continue;
-      auto It = CloneOf.find(F.Function);
+      auto It = U.CloneOf.find(F.Function);
       const ReadDecision *D =
-          It != CloneOf.end() ? It->second->Planner->decisionFor(F.Call) : nullptr;
+          It != U.CloneOf.end() ? It->second->Planner->decisionFor(F.Call) : nullptr;
       std::string In = "it is in '" + F.Function->getNameAsString() + "'";
       if (!D) {
-        Missed.push_back({F.Call, In + ", which the prefetch thread cannot pre-execute" +
-                                      (Collector.Main ? std::string(" (recursion or no call "
-                                                                    "from main())")
-                                                      : std::string())});
+        U.Missed.push_back({F.Call, In + ", which the prefetch thread cannot pre-execute" +
+                                        (U.Collector.Main ? std::string(" (recursion or no call "
+                                                                        "from main())")
+                                                          : std::string())});
       } else if (!D->Prefetched) {
-        Missed.push_back({F.Call, D->Reason});
+        U.Missed.push_back({F.Call, D->Reason});
       } else if (!It->second->Emitted) {
-        Missed.push_back({F.Call, In + ", whose clone cannot be built: " + It->second->Why});
+        U.Missed.push_back({F.Call, In + ", whose clone cannot be built: " + It->second->Why});
       } else if (!It->second->Reached) {
-        Missed.push_back({F.Call, In + ", which no call of the prefetch thread reaches" +
-                                      (It->second->Why.empty() ? std::string()
-                                                               : " (" + It->second->Why + ")")});
+        U.Missed.push_back({F.Call, In + ", which no call of the prefetch thread reaches" +
+                                        (It->second->Why.empty() ? std::string()
+                                                                 : " (" + It->second->Why + ")")});
       } else {
-        Prefetched.push_back(F.Call);
+        U.Prefetched.push_back(F.Call);
       }
     }
-    if (!Collector.Main && !ProgramMode)
-      for (auto &M : Missed)
+  }
+
+  void reportReads(UnitState &U) {
+    DiagnosticsEngine &Diags = CI.getDiagnostics();
+    if (!U.Collector.Main && !Import && !Export)
+      for (auto &M : U.Missed)
         M.second += " (this file has no main(); linking it with ppios-cc pre-executes reads "
                     "other files' prefetch threads reach)";
-    for (const auto &[Call, Why] : Missed)
+    for (const auto &[Call, Why] : U.Missed)
       reportMissed(Diags, Call->getBeginLoc(), Why);
     if (Options.ReportPrefetched)
-      for (const CallExpr *Call : Prefetched)
+      for (const CallExpr *Call : U.Prefetched)
         report(Diags, DiagnosticsEngine::Remark, Call->getBeginLoc(),
                "read prefetched by the prefetch thread");
+  }
 
-    std::string Include = "\n#include <ppios/ppios.h> /* added by ppios-cc */\n";
-    if (StdioAtInclude)
+  // What goes after the file's last #include: the runtime's header, the stdio helpers the
+  // clones share, the PT's shadows of global handles, prototypes of other units' clones.
+  std::string headerText(const UnitState &U) const {
+    std::string Include = "#include <ppios/ppios.h> /* added by ppios-cc */\n";
+    if (U.CloneStdio)
       Include += StdioHelpers;
     // The PT's shadows of the file's global handles (see TranslationUnitFacts), in
     // declaration order: invalid until the start block or a handoff gives them a handle.
-    std::vector<std::pair<const VarDecl *, IoInterface>> Shadows(Facts.GlobalHandles.begin(),
-                                                                 Facts.GlobalHandles.end());
+    std::vector<std::pair<const VarDecl *, IoInterface>> Shadows(U.Facts.GlobalHandles.begin(),
+                                                                 U.Facts.GlobalHandles.end());
     std::sort(Shadows.begin(), Shadows.end(), [&](const auto &A, const auto &B) {
-      return SM.isBeforeInTranslationUnit(A.first->getLocation(), B.first->getLocation());
+      return U.SM.isBeforeInTranslationUnit(A.first->getLocation(), B.first->getLocation());
     });
     if (!Shadows.empty())
       Include += "/* ppios-cc: the prefetch thread's own copies of global descriptors */\n";
@@ -794,25 +845,25 @@ public:
                   : Iface == IoInterface::Stdio ? "FILE *"
                                                 : "MPI_File ") +
                  shadowName(G) + (Iface == IoInterface::Posix ? " = -1;\n" : " = 0;\n");
-    if (!Prototypes.empty()) {
+    if (!U.Prototypes.empty()) {
       Include += "/* ppios-cc: prefetch-thread clones of functions of other files */\n";
-      for (const std::string &P : Prototypes)
+      for (const std::string &P : U.Prototypes)
         Include += P + "\n";
     }
-    unsigned IncludeAt = 0;
-    if (LastInclude.isValid()) {
-      unsigned Offset = SM.getFileOffset(SM.getExpansionLoc(LastInclude));
-      StringRef Buf = SM.getBufferData(SM.getMainFileID());
-      size_t EOL = Buf.find('\n', Offset);
-      IncludeAt = EOL == StringRef::npos ? Buf.size() : EOL + 1;
-    }
-    // First, so that it precedes a prefetch thread inserted at the same place.
-    R.insert(IncludeAt, Include.substr(1), /*First=*/true);
-    Result.Source = R.render();
-    Result.Changed = true;
+    return Include;
   }
 
-private:
+  // Right after the line of the file's last #include (the user's headers and feature-test
+  // macros come first), or at the top.
+  unsigned includeOffset(const UnitState &U) const {
+    if (!LastInclude.isValid())
+      return 0;
+    unsigned Offset = U.SM.getFileOffset(U.SM.getExpansionLoc(LastInclude));
+    StringRef Buf = U.SM.getBufferData(U.SM.getMainFileID());
+    size_t EOL = Buf.find('\n', Offset);
+    return EOL == StringRef::npos ? Buf.size() : EOL + 1;
+  }
+
   // Plans a clone for every function of the file that leads to reads, callees first (a
   // caller needs its callees' summaries); functions on a call cycle get none.
   void planClones(ASTContext &Ctx, SideEffectOracle &Oracle, const SourceText &Text,
@@ -968,7 +1019,6 @@ private:
   CompilerInstance &CI;
   const TransformOptions &Options;
   TransformResult &Result;
-  bool StdioAtInclude = false;
   SourceLocation &LastInclude;
   const ProgramFacts *Import;
   ProgramFacts *Export;
