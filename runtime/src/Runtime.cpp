@@ -1,5 +1,8 @@
 #include "Runtime.h"
 
+#include <malloc.h>
+#include <sys/resource.h>
+
 #include <fcntl.h>
 #include <mpi.h>
 #include <pthread.h>
@@ -224,6 +227,7 @@ void Runtime::start_pt(void (*entry)(void *), const void *ctx, size_t ctx_size) 
     MPI_Initialized(&initialized);
     if (initialized && !finalized) MPI_Comm_rank(MPI_COMM_WORLD, &rank_);
   }
+  limit_thread_arenas();
   auto *start = new PtStart{entry, std::vector<char>(static_cast<const char *>(ctx),
                                                      static_cast<const char *>(ctx) + ctx_size)};
   std::lock_guard<std::mutex> lock(lifecycle_mu_);  // pt_thread_ is set before the PT ends
@@ -244,6 +248,17 @@ void Runtime::start_pt(void (*entry)(void *), const void *ctx, size_t ctx_size) 
   pthread_sigmask(SIG_SETMASK, &saved_mask, nullptr);
   pt_thread_ = pt.native_handle();
   pt.detach();  // shutdown() waits for it through pt_running_, with a time limit
+}
+
+// Under an address-space limit (ulimit -v), the runtime's threads must not take address
+// space the program may need: glibc gives every thread that allocates an arena of its own,
+// reserving 64 MiB, and whichever thread gets there first wins. With a finite RLIMIT_AS the
+// PT and the waiting threads share the existing arenas instead (M_ARENA_MAX, set before
+// they exist; it changes where the program's later threads allocate, never what they get).
+void Runtime::limit_thread_arenas() {
+  struct rlimit limit;
+  if (getrlimit(RLIMIT_AS, &limit) == 0 && limit.rlim_cur != RLIM_INFINITY)
+    mallopt(M_ARENA_MAX, 1);
 }
 
 void Runtime::pt_ended(PtStop why) {

@@ -159,6 +159,7 @@ class Runtime {
                uint64_t seq, int trace_tid, char *copy_to = nullptr);
   // Wait until the MT has completed every transfer before `seq` / started `seq`, or
   // the runtime stops.
+  static void limit_thread_arenas();
   void wait_for_mt(uint64_t seq);
   void wait_for_mt_start(uint64_t seq);
   // The PT's slice ended (on the PT thread, after it released its resources).
