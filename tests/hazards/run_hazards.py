@@ -586,11 +586,21 @@ def check(a, top, env, failures):
     counter = [0]
 
     def one_run(label, binary, run_env):
-        counter[0] += 1
-        workdir = os.path.join(top, f"run{counter[0]:03d}-{label}")
-        os.makedirs(workdir)
-        generate_inputs(a.input, workdir)
-        code, out, err, secs = run_program(a, binary, workdir, run_env, label)
+        # mpirun itself killed by a signal (its stdin forwarding sometimes crashes Open MPI
+        # 4.1 when stdin is a pipe): the launcher, not the program, which would make mpirun
+        # exit with a code and a message. Tried again, at most twice, in a fresh directory.
+        for attempt in range(3):
+            counter[0] += 1
+            workdir = os.path.join(top, f"run{counter[0]:03d}-{label}")
+            os.makedirs(workdir)
+            generate_inputs(a.input, workdir)
+            code, out, err, secs = run_program(a, binary, workdir, run_env, label)
+            launcher_died = (not a.singleton and isinstance(code, int) and code < 0
+                             and not out and not err.strip())
+            if not launcher_died or attempt == 2:
+                break
+            print(f"  ({label}: mpirun itself died of signal {-code} with no output: "
+                  f"run again)", flush=True)
         res = dict(code=code, out=out, err=normalize_stderr(err), files=files_in(workdir),
                    secs=secs, workdir=workdir)
         missing = [o for o in a.output if o not in res["files"]]
