@@ -4,6 +4,7 @@
 #pragma once
 
 #include <fcntl.h>
+#include <cstdarg>
 #include <sys/stat.h>
 
 #include "Runtime.h"
@@ -26,6 +27,13 @@ inline bool probe_regular_file(int fd, FileKey *key, FileStamp *stamp = nullptr)
   *key = key_of(st);
   if (stamp) *stamp = stamp_of(st);
   return true;
+}
+
+// The mode argument of open(), which exists only when the flags create a file.
+inline mode_t open_mode(int flags, va_list args) {
+  if ((flags & O_CREAT) || (flags & O_TMPFILE) == O_TMPFILE)
+    return static_cast<mode_t>(va_arg(args, int));
+  return 0;
 }
 
 // Whether I/O on the descriptor goes to storage and so takes the process I/O token and

@@ -24,6 +24,7 @@
 #include "ppios/ppios.h"
 
 using ppios::PtResources;
+using ppios::pt_owns;
 using ppios::RuntimeScope;
 using ppios::ThreadRole;
 using ppios::t_thread;
@@ -34,13 +35,6 @@ namespace {
 
 bool on_pt() { return t_thread.role == ThreadRole::PT; }
 
-// On the PT: whether `fd` is the PT's own; if not, errno is EBADF.
-bool pt_owns(int fd) {
-  if (PtResources::get().owns_fd(fd)) return true;
-  errno = EBADF;
-  return false;
-}
-
 // Off the PT: a descriptor of the PT's does not exist for the program (without ppios
 // that number would not be open): the call fails with EBADF, as it would.
 bool pts_own(int fd) {
@@ -49,16 +43,6 @@ bool pts_own(int fd) {
   return true;
 }
 
-bool pt_owns(FILE *stream) {
-  if (PtResources::get().owns_stream(stream)) return true;
-  errno = EBADF;
-  return false;
-}
-
-mode_t mode_arg(int flags, va_list args) {
-  if ((flags & O_CREAT) || (flags & O_TMPFILE) == O_TMPFILE) return static_cast<mode_t>(va_arg(args, int));
-  return 0;
-}
 
 int open_any(const char *path, int flags, mode_t mode) {
   if (on_pt()) return ppios_pt_open(path, flags);
@@ -91,7 +75,7 @@ extern "C" {
 int __wrap_open(const char *path, int flags, ...) {
   va_list args;
   va_start(args, flags);
-  mode_t mode = mode_arg(flags, args);
+  mode_t mode = ppios::open_mode(flags, args);
   va_end(args);
   return open_any(path, flags, mode);
 }
@@ -99,7 +83,7 @@ int __wrap_open(const char *path, int flags, ...) {
 int __wrap_open64(const char *path, int flags, ...) {
   va_list args;
   va_start(args, flags);
-  mode_t mode = mode_arg(flags, args);
+  mode_t mode = ppios::open_mode(flags, args);
   va_end(args);
   return open_any(path, flags, mode);
 }
@@ -115,15 +99,7 @@ int __wrap___open64_2(const char *path, int flags) {
 }
 
 int __wrap_close(int fd) {
-  if (on_pt()) {
-    if (!pt_owns(fd)) return -1;
-    if (PtResources::get().backs_stream(fd)) {  // the stream's fclose closes it
-      errno = EBADF;
-      return -1;
-    }
-    PtResources::get().disown_fd(fd);
-    return close(fd);
-  }
+  if (on_pt()) return ppios_pt_close(fd);
   if (pts_own(fd)) return -1;
   if (ppios::pass_through()) return close(fd);
   RuntimeScope scope;

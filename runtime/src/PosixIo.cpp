@@ -24,11 +24,6 @@ using ppios::RuntimeScope;
 
 namespace {
 
-// The mode argument of open() exists only when the flags create a file.
-mode_t open_mode(int flags, va_list args) {
-  if ((flags & O_CREAT) || (flags & O_TMPFILE) == O_TMPFILE) return static_cast<mode_t>(va_arg(args, int));
-  return 0;
-}
 
 ssize_t write_at(Runtime &rt, int fd, off_t offset, size_t length, bool whole_file,
                  const std::function<ssize_t()> &do_write) {
@@ -46,12 +41,6 @@ ssize_t write_at(Runtime &rt, int fd, off_t offset, size_t length, bool whole_fi
                      }, storage);
 }
 
-// A PT call on a descriptor the PT does not own: refused, the descriptor untouched.
-bool refuse_foreign_fd(int fd) {
-  if (PtResources::get().owns_fd(fd)) return false;
-  errno = EBADF;
-  return true;
-}
 
 }  // namespace
 
@@ -60,7 +49,7 @@ extern "C" {
 int ppios_open(const char *path, int flags, ...) {
   va_list args;
   va_start(args, flags);
-  mode_t mode = open_mode(flags, args);
+  mode_t mode = ppios::open_mode(flags, args);
   va_end(args);
   int fd = open(path, flags, mode);
   Runtime &rt = Runtime::get();
@@ -172,7 +161,7 @@ int ppios_pt_open(const char *path, int /*flags*/, ...) {
 
 int ppios_pt_close(int fd) {
   ppios::pt_checkpoint();
-  if (refuse_foreign_fd(fd)) return -1;
+  if (!ppios::pt_owns(fd)) return -1;
   if (PtResources::get().backs_stream(fd)) {  // the stream's fclose closes it
     errno = EBADF;
     return -1;
@@ -208,7 +197,7 @@ int ppios_pt_reopen_fd(int mt_fd) {
 
 ssize_t ppios_prefetch_pread(int fd, size_t count, off_t offset, ppios_seq_t seq, unsigned flags) {
   ppios::pt_checkpoint();
-  if (refuse_foreign_fd(fd)) return -1;
+  if (!ppios::pt_owns(fd)) return -1;
   RuntimeScope scope;
   struct stat st;
   if (offset < 0 || fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) return -1;
@@ -221,7 +210,7 @@ ssize_t ppios_prefetch_pread(int fd, size_t count, off_t offset, ppios_seq_t seq
 
 ssize_t ppios_prefetch_read(int fd, size_t count, ppios_seq_t seq, unsigned flags) {
   ppios::pt_checkpoint();
-  if (refuse_foreign_fd(fd)) return -1;
+  if (!ppios::pt_owns(fd)) return -1;
   off_t offset = lseek(fd, 0, SEEK_CUR);
   if (offset < 0) return -1;
   ssize_t predicted = ppios_prefetch_pread(fd, count, offset, seq, flags);
@@ -232,7 +221,7 @@ ssize_t ppios_prefetch_read(int fd, size_t count, ppios_seq_t seq, unsigned flag
 ssize_t ppios_prefetch_pread_copy(int fd, void *buf, size_t count, off_t offset,
                                   ppios_seq_t seq, unsigned flags) {
   ppios::pt_checkpoint();
-  if (refuse_foreign_fd(fd)) return -1;
+  if (!ppios::pt_owns(fd)) return -1;
   if (offset < 0) {
     errno = EINVAL;
     return -1;
@@ -257,7 +246,7 @@ ssize_t ppios_prefetch_pread_copy(int fd, void *buf, size_t count, off_t offset,
 ssize_t ppios_prefetch_read_copy(int fd, void *buf, size_t count, ppios_seq_t seq,
                                  unsigned flags) {
   ppios::pt_checkpoint();
-  if (refuse_foreign_fd(fd)) return -1;
+  if (!ppios::pt_owns(fd)) return -1;
   off_t offset = lseek(fd, 0, SEEK_CUR);
   if (offset < 0) return read(fd, buf, count);  // no offset (a pipe?): what read does
   ssize_t n = ppios_prefetch_pread_copy(fd, buf, count, offset, seq, flags);

@@ -16,6 +16,7 @@
 #pragma once
 
 #include <atomic>
+#include <cerrno>
 #include <csignal>
 #include <cstddef>
 #include <cstdint>
@@ -113,5 +114,18 @@ class PtResources {
   std::vector<FILE *> streams_;
   Block *blocks_ = nullptr;
 };
+
+// For PT calls: whether the descriptor (stream) is the PT's own; if not, errno is EBADF
+// and the caller fails without touching it (the PT never moves the program's positions).
+inline bool pt_owns(int fd) {
+  if (PtResources::get().owns_fd(fd)) return true;
+  errno = EBADF;
+  return false;
+}
+inline bool pt_owns(FILE *stream) {
+  if (PtResources::get().owns_stream(stream)) return true;
+  errno = EBADF;
+  return false;
+}
 
 }  // namespace ppios

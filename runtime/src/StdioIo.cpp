@@ -148,13 +148,6 @@ void ppios_rewind(FILE *stream) { rewind(stream); }
 
 // ------------------------------------------------------------------ PT side
 
-// A PT call on a stream the PT does not own: refused, the stream untouched.
-static bool refuse_foreign_stream(FILE *stream) {
-  if (PtResources::get().owns_stream(stream)) return false;
-  errno = EBADF;
-  return true;
-}
-
 FILE *ppios_pt_fopen(const char *path, const char * /*mode*/) {
   ppios::pt_checkpoint();
   RuntimeScope scope;
@@ -175,7 +168,7 @@ FILE *ppios_pt_fopen(const char *path, const char * /*mode*/) {
 // stream do nothing.
 int ppios_pt_fclose(FILE *stream) {
   ppios::pt_checkpoint();
-  if (stream == nullptr || refuse_foreign_stream(stream)) return EOF;
+  if (stream == nullptr || !ppios::pt_owns(stream)) return EOF;
   PtResources &resources = PtResources::get();
   resources.disown_stream(stream);
   resources.disown_fd(fileno(stream));
@@ -223,7 +216,7 @@ FILE *ppios_pt_take_stream(unsigned slot) {
 size_t ppios_prefetch_fread(size_t size, size_t nmemb, FILE *stream, ppios_seq_t seq,
                             unsigned flags) {
   ppios::pt_checkpoint();
-  if (stream == nullptr || refuse_foreign_stream(stream)) return 0;
+  if (stream == nullptr || !ppios::pt_owns(stream)) return 0;
   if (size == 0 || nmemb == 0 || nmemb > SIZE_MAX / size) return 0;
   off_t offset = ftello(stream);
   int fd = fileno(stream);
@@ -237,7 +230,7 @@ size_t ppios_prefetch_fread(size_t size, size_t nmemb, FILE *stream, ppios_seq_t
 size_t ppios_prefetch_fread_copy(void *buf, size_t size, size_t nmemb, FILE *stream,
                                  ppios_seq_t seq, unsigned flags) {
   ppios::pt_checkpoint();
-  if (stream == nullptr || refuse_foreign_stream(stream)) return 0;
+  if (stream == nullptr || !ppios::pt_owns(stream)) return 0;
   off_t offset = ftello(stream);
   int fd = fileno(stream);
   if (size == 0 || nmemb == 0 || nmemb > SIZE_MAX / size || offset < 0 || fd < 0)

@@ -451,12 +451,22 @@ bool PrefetchThreadEmitter::emitClone() {
   const auto *Body = cast<CompoundStmt>(FD->getBody());
   std::string Text_ = Edits.render(Text.buffer(), Text.offset(Body->getLBracLoc()) + 1,
                                    Text.offset(Body->getRBracLoc()));
-  Definition = "/* ppios-cc: the prefetch-thread clone of " + Fn + "(): its statements that "
-               "decide which reads\n * happen, with reads pre-executed as ppios_prefetch_* "
-               "calls numbered on the caller's\n * counter *ppios_seq, and nothing else. */\n"
-               "static __attribute__((unused)) void ppios_pt_" + Fn + "(" + Params +
-               "ppios_seq_t *ppios_seq) {" + Text_ + "}\n";
+  CloneSignature = "__attribute__((unused)) void ppios_pt_" + Fn + "(" + Params +
+                   "ppios_seq_t *ppios_seq)";
+  CloneBody = "{" + Text_ + "}";
+  Definition = cloneDefinition(/*External=*/false);
   return true;
+}
+
+std::string PrefetchThreadEmitter::clonePrototype(bool External) const {
+  return (External ? "" : "static ") + CloneSignature + ";";
+}
+
+std::string PrefetchThreadEmitter::cloneDefinition(bool External) const {
+  return "/* ppios-cc: the prefetch-thread clone of " + Fn + "(): its statements that "
+         "decide which reads\n * happen, with reads pre-executed as ppios_prefetch_* "
+         "calls numbered on the caller's\n * counter *ppios_seq, and nothing else. */\n" +
+         (External ? "" : "static ") + CloneSignature + " " + CloneBody + "\n";
 }
 
 // Every loop the PT runs polls the runtime once per iteration, so that the PT stops at
@@ -506,20 +516,11 @@ void PrefetchThreadEmitter::addLoopPolls() {
 // PT allocates through the runtime, within PPIOS_CACHE_MB (ppios_pt_malloc escapes instead
 // of returning NULL). Added last, like the polls.
 void PrefetchThreadEmitter::addMemoryGuards() {
+  // A unit's own text: the header of a control unit, the whole of any other.
   auto Parts = [](const Unit &U) {
-    std::vector<const Stmt *> P;
-    if (const auto *IS = dyn_cast<IfStmt>(U.S)) {
-      P = {IS->getInit(), IS->getCond()};
-    } else if (const auto *FS = dyn_cast<ForStmt>(U.S)) {
-      P = {FS->getInit(), FS->getCond(), FS->getInc()};
-    } else if (const auto *WS = dyn_cast<WhileStmt>(U.S)) {
-      P = {WS->getCond()};
-    } else if (const auto *DS = dyn_cast<DoStmt>(U.S)) {
-      P = {DS->getCond()};
-    } else if (U.UnitKind != Unit::Block) {
-      P = {U.S};
-    }
-    return P;
+    if (U.isControl())
+      return headerParts(U.S);
+    return U.UnitKind == Unit::Block ? std::vector<const Stmt *>{} : std::vector<const Stmt *>{U.S};
   };
   for (const auto &Owned : Units.all()) {
     const Unit &U = *Owned;

@@ -24,6 +24,10 @@ public:
   // Returns false (with why()) if the thread cannot be written (types it cannot name...).
   bool emit();
   const std::string &threadDefinition() const { return Definition; }
+  // For a clone: its definition and prototype, with external linkage when other units
+  // call it (a ppios-cc link), else static.
+  std::string cloneDefinition(bool External) const;
+  std::string clonePrototype(bool External) const;
   const std::string &startBlock() const { return Start; }
   // The MT's ppios_mt_handoff_* calls: (offset in the file, text to insert there).
   const std::vector<std::pair<unsigned, std::string>> &handoffs() const { return MtHandoffs; }
@@ -58,6 +62,7 @@ private:
   const PrefetchPlanner &Plan;
   EditList Edits;
   std::string Definition, Start, Why;
+  std::string CloneSignature, CloneBody; // a clone's, without its linkage
   std::vector<std::pair<unsigned, std::string>> MtHandoffs;
   unsigned StartAt = 0;
   bool UsesStdio = false;

@@ -285,27 +285,19 @@ Unit *FunctionUnits::build(const Stmt *S, Unit *Parent, int TopIndex) {
       U->Children.push_back(build(Child, U, TopIndex));
   } else if (const auto *IS = dyn_cast<IfStmt>(S)) {
     U->UnitKind = Unit::If;
-    if (IS->getInit())
-      analyze(*U, IS->getInit());
-    analyze(*U, IS->getCond());
+    for (const Stmt *Part : headerParts(S))
+      analyze(*U, Part);
     U->Children.push_back(build(IS->getThen(), U, TopIndex));
     if (IS->getElse())
       U->Children.push_back(build(IS->getElse(), U, TopIndex));
-  } else if (const auto *FS = dyn_cast<ForStmt>(S)) {
+  } else if (isa<ForStmt>(S) || isa<WhileStmt>(S) || isa<DoStmt>(S)) {
     U->UnitKind = Unit::Loop;
-    for (const Stmt *Part : {FS->getInit(), static_cast<const Stmt *>(FS->getCond()),
-                             static_cast<const Stmt *>(FS->getInc())})
-      if (Part)
-        analyze(*U, Part);
-    U->Children.push_back(build(FS->getBody(), U, TopIndex));
-  } else if (const auto *WS = dyn_cast<WhileStmt>(S)) {
-    U->UnitKind = Unit::Loop;
-    analyze(*U, WS->getCond());
-    U->Children.push_back(build(WS->getBody(), U, TopIndex));
-  } else if (const auto *DS = dyn_cast<DoStmt>(S)) {
-    U->UnitKind = Unit::Loop;
-    analyze(*U, DS->getCond());
-    U->Children.push_back(build(DS->getBody(), U, TopIndex));
+    for (const Stmt *Part : headerParts(S))
+      analyze(*U, Part);
+    const Stmt *Body = isa<ForStmt>(S)     ? cast<ForStmt>(S)->getBody()
+                       : isa<WhileStmt>(S) ? cast<WhileStmt>(S)->getBody()
+                                           : cast<DoStmt>(S)->getBody();
+    U->Children.push_back(build(Body, U, TopIndex));
   } else if (programExitCall(S)) {
     // exit(3), abort(), MPI_Abort(...): the PT keeps the guard around it and stops there
     // (ppios_pt_exit), so that it never goes on where the program would not.
@@ -353,6 +345,20 @@ bool writtenAsOneMacro(const Stmt *S) {
       Work.push_back(Child);
   }
   return true;
+}
+
+std::vector<const Stmt *> headerParts(const Stmt *S) {
+  std::vector<const Stmt *> Parts;
+  if (const auto *IS = dyn_cast<IfStmt>(S))
+    Parts = {IS->getInit(), IS->getCond()};
+  else if (const auto *FS = dyn_cast<ForStmt>(S))
+    Parts = {FS->getInit(), FS->getCond(), FS->getInc()};
+  else if (const auto *WS = dyn_cast<WhileStmt>(S))
+    Parts = {WS->getCond()};
+  else if (const auto *DS = dyn_cast<DoStmt>(S))
+    Parts = {DS->getCond()};
+  llvm::erase_value(Parts, nullptr);
+  return Parts;
 }
 
 const CallExpr *programExitCall(const Stmt *S) {

@@ -65,6 +65,10 @@ struct Unit {
   bool isWithin(const Unit *Ancestor) const;
 };
 
+// The parts of an if/for/while/do that its unit analyses itself (init, condition,
+// increment), without the bodies; empty for other statements.
+std::vector<const clang::Stmt *> headerParts(const clang::Stmt *S);
+
 // The call if S is a statement that ends the program (exit, abort, MPI_Abort, any
 // noreturn function): a Jump unit, which the PT turns into ppios_pt_exit().
 const clang::CallExpr *programExitCall(const clang::Stmt *S);

@@ -641,7 +641,7 @@ public:
     if (U.Collector.Main)
       planMainThread(U, R);
     reachClones(U);
-    insertClones(Ctx, R, U.Clones, U.CloneStdio);
+    insertClones(Ctx, R, U.Clones);
     judgeHelperReads(U);
     reportReads(U);
     R.insert(includeOffset(U), headerText(U), /*First=*/true);
@@ -931,36 +931,24 @@ private:
   // Each reached clone goes right after the definition of its function (whose types and
   // globals it uses), with a prototype after the function's first declaration when that
   // comes earlier (callers may precede the definition).
-  void insertClones(ASTContext &Ctx, SourceInserts &R, std::vector<std::unique_ptr<ClonePlan>> &Clones,
-                    bool Stdio) {
+  void insertClones(ASTContext &Ctx, SourceInserts &R,
+                    std::vector<std::unique_ptr<ClonePlan>> &Clones) {
     SourceManager &SM = Ctx.getSourceManager();
     const LangOptions &LO = Ctx.getLangOpts();
-    bool Any = false;
     for (const auto &C : Clones) {
       if (!C->Emitted || !C->Reached)
         continue;
-      Any = true;
       const FunctionDecl *FD = C->Function;
-      std::string Def = C->Emitter->threadDefinition();
-      if (C->Exported) {
-        size_t At = Def.find("static __attribute__((unused)) void ppios_pt_");
-        if (At != std::string::npos)
-          Def.erase(At, strlen("static "));
-      }
       const auto *Body = cast<CompoundStmt>(FD->getBody());
-      R.insert(SM.getExpansionLoc(Body->getRBracLoc()).getLocWithOffset(1), "\n" + Def);
+      R.insert(SM.getExpansionLoc(Body->getRBracLoc()).getLocWithOffset(1),
+               "\n" + C->Emitter->cloneDefinition(C->Exported));
       const FunctionDecl *First = FD->getFirstDecl();
-      if (First != FD && !First->doesThisDeclarationHaveABody()) {
-        std::string Proto = Def.substr(Def.find(C->Exported ? "__attribute__" : "static __attribute__"));
-        Proto = Proto.substr(0, Proto.find(") {")) + ");";
+      if (First != FD && !First->doesThisDeclarationHaveABody())
         if (std::optional<Token> Semi =
                 Lexer::findNextToken(SM.getExpansionLoc(First->getEndLoc()), SM, LO))
           if (Semi->is(tok::semi))
-            R.insert(Semi->getEndLoc(), Proto);
-      }
+            R.insert(Semi->getEndLoc(), C->Emitter->clonePrototype(C->Exported));
     }
-    (void)Any;
-    (void)Stdio;
   }
 
   // Program mode: this unit's extern functions, for the other units (see the top).
