@@ -573,6 +573,14 @@ void Runtime::shutdown() {
   write_outputs();
 }
 
+// CPU time of the whole process (every thread) so far: with pt_cpu_s it tells how much
+// of the work was the prefetch thread's.
+static double process_cpu_s() {
+  struct timespec cpu{};
+  if (clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &cpu) != 0) return 0.0;
+  return static_cast<double>(cpu.tv_sec) + static_cast<double>(cpu.tv_nsec) * 1e-9;
+}
+
 void Runtime::write_outputs() {
   if (!config_.stats_path.empty()) {
     CacheCounters cache = cache_.counters();
@@ -592,6 +600,7 @@ void Runtime::write_outputs() {
     const PtStop pt_stop = static_cast<PtStop>(pt_stop_.load(std::memory_order_acquire));
     json += ",\"pt_stop\":\"" + std::string(pt_started_ ? pt_stop_name(pt_stop) : "none") + "\"" +
         ",\"pt_mismatch\":" + std::to_string(cache.unserved_entries) +
+        ",\"cpu_s\":" + format_double(process_cpu_s()) +
         ",\"pt_unused_bytes\":" + std::to_string(cache.unused_bytes) +
         ",\"slot_wait_s\":" + format_double((stats_.mt_slot_wait_ns + stats_.pt_slot_wait_ns) * s) +
         ",\"cache_limit_bytes\":" + std::to_string(cache_.capacity()) +

@@ -2,7 +2,7 @@
 """Writes the corpus's inputs into a directory, deterministically (same bytes on every
 run and machine): random binary data, a grid with a header, variable-length records and
 their index, per-rank part files, a record file with sentinel records, and a text file of
-parameters. About 5 MiB in all. Usage: gen_inputs.py DIR"""
+parameters. About 14 MiB in all. Usage: gen_inputs.py DIR"""
 import os
 import random
 import struct
@@ -16,6 +16,10 @@ RECORDS_HEADER = 16
 PART_RANKS = 4
 SENTINEL = dict(records=1200, record_bytes=512, first=777, count=4, tag=0xDEADBEEF)
 PARAMS = dict(header_bytes=1024, record_bytes=3000, records=480)
+# shapes.bin: the input of the issue-9 shape programs, large enough that its reads take
+# about as long as the computation on it on the emulated device; stop_flag's marker.
+SHAPES_BYTES = 8 * 2**20 + 4099
+STOP_MARKER, STOP_MARKER_AT = b"STOPSTOP", 6 * 2**20 + 1000
 
 
 def rand_bytes(seed, n):
@@ -74,6 +78,10 @@ def generate(d):
         tag = s["tag"] if sentinel else rng.getrandbits(31)
         out += struct.pack("<I", tag) + rng.randbytes(s["record_bytes"] - 4)
     write(os.path.join(d, "sentinel.bin"), bytes(out))
+
+    shapes = bytearray(rand_bytes(7, SHAPES_BYTES))
+    shapes[STOP_MARKER_AT:STOP_MARKER_AT + len(STOP_MARKER)] = STOP_MARKER
+    write(os.path.join(d, "shapes.bin"), bytes(shapes))
 
 
 if __name__ == "__main__":

@@ -18,10 +18,10 @@ def _le32(b, at):
     return struct.unpack_from("<I", b, at)[0]
 
 
-def loop_main(d, np, args):
-    data = _read(d, "data.bin")
-    block = int(args[1])
-    nblocks = -(-len(data) // block)
+def _round_robin(data, np, block, whole_blocks_only=False):
+    """Each rank reads every np-th block of data, from block `rank` on, and prints how many
+    blocks and bytes it read and their CRC; then the total."""
+    nblocks = len(data) // block if whole_blocks_only else -(-len(data) // block)
     out, total = "", 0
     for r in range(np):
         crc, nbytes, count = 0, 0, 0
@@ -33,6 +33,59 @@ def loop_main(d, np, args):
         out += f"rank {r}: blocks {count} bytes {nbytes} crc {crc:08x}\n"
         total += nbytes
     out += f"total bytes {total} of {len(data)}\n"
+    return out, {}
+
+
+def loop_main(d, np, args):
+    return _round_robin(_read(d, "data.bin"), np, int(args[1]))
+
+
+# The issue-9 shapes: the same round-robin reads of shapes.bin, written the ways real
+# programs write them (C89 locals, handles in globals, calls in macros, a struct plan,
+# seeks in a helper).
+def c89_locals(d, np, args):
+    return _round_robin(_read(d, "shapes.bin"), np, int(args[1]))
+
+
+global_handles = macro_calls = struct_plan = helper_seeks = c89_locals
+
+
+def c99_offsets(d, np, args):
+    return _round_robin(_read(d, "shapes.bin")[4096:], np, int(args[1]), whole_blocks_only=True)
+
+
+def created_file(d, np, args):
+    data, block = _read(d, "shapes.bin"), int(args[1])
+    nblocks = -(-len(data) // block)
+    out, files = "", {}
+    for r in range(np):
+        copy = b"".join(data[i * block:(i + 1) * block] for i in range(r, nblocks, np))
+        files[f"copy.{r}.bin"] = copy
+        back = [copy[o:o + block] for o in range(0, len(copy), block)]
+        out += (f"rank {r}: copied {len(copy)} bytes crc {zlib.crc32(copy):08x}; "
+                f"read back {len(back)} blocks crc {zlib.crc32(copy):08x}\n")
+    return out, files
+
+
+def stop_flag(d, np, args):
+    data, block = _read(d, "shapes.bin"), int(args[1])
+    part = -(-(len(data) // np) // block) * block
+    out = ""
+    for r in range(np):
+        begin = r * part
+        end = len(data) if r == np - 1 else min(len(data), begin + part)
+        crc = nbytes = count = 0
+        stopped = False
+        for at in range(begin, end, block):
+            piece = data[at:min(end, at + block)]
+            crc = zlib.crc32(piece, crc)
+            nbytes += len(piece)
+            count += 1
+            if b"STOPSTOP" in piece:
+                stopped = True
+                break
+        out += (f"rank {r}: blocks {count} bytes {nbytes} crc {crc:08x}"
+                f"{' stopped at the marker' if stopped else ''}\n")
     return out, {}
 
 

@@ -38,6 +38,12 @@ sys.path.insert(0, HERE)
 import gen_inputs  # noqa: E402
 import reference  # noqa: E402
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(HERE)), "bench"))
+from experiments import resources  # noqa: E402
+from experiments import simfs as simfs_mount  # noqa: E402
+
+EXIT_SKIP = 77  # ctest's SKIP_RETURN_CODE: FUSE is not available for --device simfs
+
 MODES = ["off", "pp", "intra", "ppios"]
 REMARK = "remark: read not prefetched"
 
@@ -45,6 +51,7 @@ REMARK = "remark: read not prefetched"
 # -D it is compiled with (CORPUS_WORK_ROUNDS: computation per block read).
 #   build "single": one .c file;  "units": cc -c each unit, then link the objects;
 #   "make": `make CC=<cc>` in a copy of the project directory.
+SHAPE_ARGS, SHAPE_ROUNDS = ["{in}/shapes.bin", "65536"], 4
 PROGRAMS = {
     "loop_main": dict(build="single", args=["{in}/data.bin", "16384"]),
     "nested_helpers": dict(build="single", args=["{in}/grid.bin"]),
@@ -62,6 +69,17 @@ PROGRAMS = {
                      args=["{in}/second.bin", "16384"]),
     "make_project": dict(build="make", binary="histo",
                          args=["{in}/data.bin", "{in}/second.bin", "16384"]),
+    # The issue-9 shapes: 64 KiB blocks of shapes.bin, with computation per block about as
+    # long as reading it on the emulated device (--device simfs).
+    "c89_locals": dict(build="single", args=SHAPE_ARGS, rounds=SHAPE_ROUNDS),
+    "created_file": dict(build="single", args=SHAPE_ARGS, rounds=SHAPE_ROUNDS),
+    "global_handles": dict(build="single", args=SHAPE_ARGS, rounds=SHAPE_ROUNDS),
+    "macro_calls": dict(build="single", args=SHAPE_ARGS, rounds=SHAPE_ROUNDS),
+    "struct_plan": dict(build="single", args=SHAPE_ARGS, rounds=SHAPE_ROUNDS),
+    "helper_seeks": dict(build="single", args=SHAPE_ARGS, rounds=SHAPE_ROUNDS),
+    "stop_flag": dict(build="single", args=SHAPE_ARGS, rounds=SHAPE_ROUNDS),
+    "c99_offsets": dict(build="single", args=SHAPE_ARGS, rounds=SHAPE_ROUNDS,
+                        cflags=["-std=c99"]),
 }
 
 
@@ -93,7 +111,8 @@ def build(program, spec, cc, builddir, log):
     rounds = f"-DCORPUS_WORK_ROUNDS={spec.get('rounds', 32)}"
     if spec["build"] == "single":
         shutil.copy(os.path.join(HERE, program + ".c"), builddir)
-        steps = [[cc, "-O2", "-I.", rounds, "-o", program, program + ".c"]]
+        steps = [[cc, "-O2", *spec.get("cflags", []), "-I.", rounds, "-o", program,
+                  program + ".c"]]
         binary = program
     elif spec["build"] == "units":
         for name in spec["units"] + spec["extra"]:
@@ -193,6 +212,20 @@ def check_stats(label, path, np, mode, a, failures):
             failures.add(f"{label}: cache peak over its limit")
         if mode == "off" and (s["hit_bytes"] or s.get("pt_read_bytes", 0)):
             failures.add(f"{label}: prefetching happened in mode off")
+    pt_cpu = sum(s.get("pt_cpu_s", 0.0) for s in stats)
+    other_cpu = sum(s.get("cpu_s", 0.0) for s in stats) - pt_cpu
+    mismatch = sum(s.get("pt_mismatch", 0) for s in stats)
+    if mode != "off":
+        print(f"  {label}: pt_mismatch {mismatch}, PT CPU {pt_cpu:.3f} s = "
+              f"{pt_cpu / other_cpu if other_cpu > 0 else 0:.1%} of the other threads' "
+              f"{other_cpu:.3f} s, PT stops {sorted(set(s.get('pt_stop') for s in stats))}",
+              flush=True)
+        if a.max_mismatch is not None and mismatch > a.max_mismatch:
+            failures.add(f"{label}: pt_mismatch {mismatch} above {a.max_mismatch}: the PT "
+                         "prefetched blocks the program never read")
+        if a.max_pt_cpu_share is not None and pt_cpu > a.max_pt_cpu_share * other_cpu:
+            failures.add(f"{label}: the PT used {pt_cpu:.3f} s of CPU, more than "
+                         f"{a.max_pt_cpu_share:.0%} of the program's {other_cpu:.3f} s")
     if a.stats_optional and read:
         failures.add(f"{label}: a program without reads has {read} MT read bytes")
     if a.min_hit_ratio is not None and mode != "off" and ratio < a.min_hit_ratio:
@@ -221,12 +254,26 @@ def main():
     ap.add_argument("--runtime-include", help="runtime headers, to compile --emit-source output")
     ap.add_argument("--runtime-lib", help="libppios, to link --emit-source output")
     ap.add_argument("--env", action="append", default=[], help="K=V for the prefetching runs")
+    ap.add_argument("--max-mismatch", type=int, default=None,
+                    help="most prefetched entries the program may never read (pt_mismatch)")
+    ap.add_argument("--max-pt-cpu-share", type=float, default=None,
+                    help="most CPU the PT may use, as a fraction of the other threads' CPU")
+    ap.add_argument("--device", choices=["page-cache", "simfs"], default="page-cache",
+                    help="where the inputs live: a plain directory, or a ppios-simfs mount "
+                    "(the emulated contended device; needs --simfs)")
+    ap.add_argument("--simfs", help="the ppios-simfs executable")
+    ap.add_argument("--simfs-peak-mibps", type=float, default=64.0,
+                    help="the emulated device's peak bandwidth (default: %(default)s)")
+    ap.add_argument("--simfs-optimal-streams", type=int, default=2,
+                    help="concurrent requests at which it reaches the peak (default: %(default)s)")
     ap.add_argument("--timeout", type=int, default=120, help="seconds per mpirun")
     ap.add_argument("--keep", action="store_true", help="keep the work directory")
     a = ap.parse_args()
     a.np = a.np or [2]
     if not a.plain_only and not a.ppios_cc:
         ap.error("--ppios-cc is required unless --plain-only")
+    if a.device == "simfs" and not a.simfs:
+        ap.error("--device simfs needs --simfs")
 
     env = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1",
                OMPI_MCA_rmaps_base_oversubscribe="1")
@@ -237,11 +284,29 @@ def main():
     failures = Failures()
     top = tempfile.mkdtemp(prefix=f"ppios-corpus-{a.program}-")
     started = time.monotonic()
+    cleanup = resources.Resources()
     try:
-        check(a, top, env, failures)
+        inputs = os.path.join(top, "inputs")
+        gen_inputs.generate(inputs)
+        programs_inputs = inputs
+        if a.device == "simfs":
+            # The programs read through the mount; the reference reads the backing files.
+            model = dict(peak_mibps=a.simfs_peak_mibps, optimal_streams=a.simfs_optimal_streams,
+                         loss_per_stream=0.10, floor_fraction=0.20, latency_us=0)
+            mount = simfs_mount.Mount(a.simfs, inputs, os.path.join(top, "mnt"), model,
+                                      os.path.join(top, "simfs.log"), cleanup).start()
+            programs_inputs = mount.path
+            print(f"  inputs on {simfs_mount.describe(model)} at {mount.path}", flush=True)
+        check(a, top, inputs, programs_inputs, env, failures)
+    except simfs_mount.FuseUnavailable as e:
+        print(f"SKIP: {a.program}: the emulated device needs FUSE: {e}")
+        cleanup.close()
+        shutil.rmtree(top, ignore_errors=True)
+        return EXIT_SKIP
     except RuntimeError as e:
         failures.add(str(e))
     finally:
+        cleanup.close()
         if a.ppios_coord:
             code, _, err, _ = run([a.ppios_coord, "--target", target, "reset"], None, env, 60)
             if code != 0:
@@ -255,11 +320,9 @@ def main():
     return 1 if failures else 0
 
 
-def check(a, top, env, failures):
+def check(a, top, inputs, programs_inputs, env, failures):
     spec = PROGRAMS[a.program]
-    inputs = os.path.join(top, "inputs")
-    gen_inputs.generate(inputs)
-    argv = [arg.replace("{in}", inputs) for arg in spec["args"]]
+    argv = [arg.replace("{in}", programs_inputs) for arg in spec["args"]]
     runner = Runner(a, top, inputs, env)
     log = []
 

@@ -337,6 +337,8 @@ void PrefetchPlanner::activeOperands(const Unit &U, VarSet &Out) const {
     const ReadDecision *D = decisionFor(Site.Call);
     if (!D || !D->Prefetched)
       continue;
+    for (const ArmGuard &G : D->Guards)
+      varsIn(G.Cond, Out);
     for (unsigned I = 0; I < Site.Call->getNumArgs(); ++I)
       if (static_cast<int>(I) != Site.Info->BufferArg || D->Copy)
         varsIn(Site.Call->getArg(I), Out);
@@ -345,10 +347,64 @@ void PrefetchPlanner::activeOperands(const Unit &U, VarSet &Out) const {
     if (C.Owner != &U || !C.Active)
       continue;
     const CloneSummary *S = summaryOf(C.Callee);
+    for (const ArmGuard &G : C.Guards)
+      varsIn(G.Cond, Out);
     for (unsigned I = 0; I < C.Call->getNumArgs() && I < S->Params.size(); ++I)
       if (S->Params[I] != ParamRole::Unused)
         varsIn(C.Call->getArg(I), Out);
   }
+}
+
+namespace {
+// Finds Target below S; on the way back up, notes the conditions of the arms it is in.
+bool findArm(const Stmt *S, const Stmt *Target, std::vector<ArmGuard> &Out) {
+  if (S == Target)
+    return true;
+  for (const Stmt *Child : S->children()) {
+    if (!Child || !findArm(Child, Target, Out))
+      continue;
+    if (const auto *CO = dyn_cast<ConditionalOperator>(S)) {
+      if (Child == CO->getTrueExpr())
+        Out.push_back({CO->getCond(), false});
+      else if (Child == CO->getFalseExpr())
+        Out.push_back({CO->getCond(), true});
+    } else if (const auto *BO = dyn_cast<BinaryOperator>(S)) {
+      if (BO->isLogicalOp() && Child == BO->getRHS())
+        Out.push_back({BO->getLHS(), BO->getOpcode() == BO_LOr});
+    }
+    return true;
+  }
+  return false;
+}
+} // namespace
+
+// An expression the PT can evaluate at U: no calls, only variables it computes.
+bool PrefetchPlanner::computable(const Expr *E, const Unit &U) const {
+  llvm::SmallVector<const Stmt *, 8> Work{E};
+  while (!Work.empty()) {
+    const Stmt *S = Work.pop_back_val();
+    if (isa<CallExpr>(S) || isa<StmtExpr>(S))
+      return false;
+    if (const auto *DRE = dyn_cast<DeclRefExpr>(S))
+      if (const auto *VD = dyn_cast<VarDecl>(DRE->getDecl()))
+        if (badReason(VD, &U) || (BufferVars.count(VD) && !CopyBuffers.count(VD)))
+          return false;
+    for (const Stmt *Child : S->children())
+      if (Child)
+        Work.push_back(Child);
+  }
+  return true;
+}
+
+// The conditions of Call's arm in U's statement that the PT can evaluate. One it cannot
+// is left out: the PT then prefetches for both arms (a wasted prefetch, never a wrong one).
+std::vector<ArmGuard> PrefetchPlanner::armGuards(const CallExpr *Call, const Unit &U) const {
+  std::vector<ArmGuard> All, Kept;
+  findArm(U.S, Call, All);
+  for (auto It = All.rbegin(); It != All.rend(); ++It)
+    if (computable(It->Cond, U))
+      Kept.push_back(*It);
+  return Kept;
 }
 
 bool PrefetchPlanner::ancestorsGood(const Unit &U) const {
@@ -904,6 +960,7 @@ void PrefetchPlanner::decideCloneCalls() {
             Why = "main() changes global " + quoted(G) + " after the prefetch thread starts";
     C.Reason = Why;
     C.Active = Why.empty();
+    C.Guards = C.Active ? armGuards(C.Call, U) : std::vector<ArmGuard>();
   }
 }
 
@@ -994,6 +1051,7 @@ void PrefetchPlanner::decideReads() {
       continue;
     }
     D.Prefetched = true;
+    D.Guards = armGuards(D.Site.Call, U);
     D.Copy = bufferOf(D.Site) && CopyBuffers.count(bufferOf(D.Site));
     if (D.Site.HandleField ? WrittenFields.count(D.Site.HandleField) > 0
                            : WrittenHandles.count(H) || WritableHandles.count(H))
@@ -1230,6 +1288,7 @@ void PrefetchPlanner::resetAnalysis() {
     D.TaintSource = nullptr;
     D.Flags = 0;
     D.Reason.clear();
+    D.Guards.clear();
   }
 }
 
@@ -1237,14 +1296,13 @@ bool PrefetchPlanner::plan() {
   Units.forEach([&](const Unit &U) {
     HasGoto |= isa<GotoStmt>(U.S) || isa<IndirectGotoStmt>(U.S) || isa<LabelStmt>(U.S);
   });
-  // A statement calling a function that sets a global handle (init() opening it) sets it.
-  if (Facts && !Facts->GlobalHandles.empty())
-    for (const auto &Owned : Units.all())
-      for (const CallExpr *Call : Owned->Calls)
-        if (const FunctionDecl *Callee = Call->getDirectCallee())
-          for (const VarDecl *G : Units.oracle().classify(Callee).GlobalsStored)
-            if (Facts->isGlobalHandle(G))
-              Owned->Defs.insert(G);
+  // A statement calling a function that sets globals (init() opening a global handle,
+  // storing the file's size) sets them: a value the PT captured before it is stale after.
+  for (const auto &Owned : Units.all())
+    for (const CallExpr *Call : Owned->Calls)
+      if (const FunctionDecl *Callee = Call->getDirectCallee())
+        for (const VarDecl *G : Units.oracle().classify(Callee).GlobalsStored)
+          Owned->Defs.insert(G);
   collectHandles();
   Units.forEach([&](const Unit &U) {
     for (const IoCallSite &Site : U.IoCalls)
@@ -1259,7 +1317,7 @@ bool PrefetchPlanner::plan() {
     for (const CallExpr *Call : U.Calls)
       if (summaryOf(Call->getDirectCallee()))
         CloneCalls.push_back({Call, const_cast<Unit *>(&U),
-                              Call->getDirectCallee()->getCanonicalDecl(), false, ""});
+                              Call->getDirectCallee()->getCanonicalDecl(), false, "", {}});
   });
   if (Decisions.empty() && CloneCalls.empty())
     return false;

@@ -27,6 +27,14 @@
 
 namespace ppios {
 
+// A condition under which a call inside a larger expression runs: `c ? call : x` (c),
+// `c ? x : call` (!c), `a && call` (a), `a || call` (!a). A statement the PT cannot run
+// keeps such a call only under the conditions the PT can compute (see armGuards).
+struct ArmGuard {
+  const clang::Expr *Cond;
+  bool Negate;
+};
+
 struct ReadDecision {
   IoCallSite Site;
   Unit *Owner = nullptr;
@@ -35,6 +43,7 @@ struct ReadDecision {
   bool Copy = false;  // the PT needs the bytes: ppios_prefetch_*_copy into its own buffer
   const clang::VarDecl *TaintSource = nullptr; // not prefetched for want of this buffer's bytes
   std::string Reason;
+  std::vector<ArmGuard> Guards; // computable conditions of its arm in its statement
 };
 
 // A descriptor, stream or MPI file the MT holds when the PT starts (opened anywhere: in
@@ -115,6 +124,7 @@ struct CloneCallDecision {
   const clang::FunctionDecl *Callee;
   bool Active = false;
   std::string Reason;
+  std::vector<ArmGuard> Guards; // computable conditions of its arm in its statement
 };
 
 class PrefetchPlanner {
@@ -162,6 +172,8 @@ private:
   std::string calleeGlobalProblem(const clang::CallExpr *Call) const;
   bool spelledInFile(const clang::CallExpr *Call) const;
   bool canExecuteInPt(const Unit &U) const;
+  std::vector<ArmGuard> armGuards(const clang::CallExpr *Call, const Unit &U) const;
+  bool computable(const clang::Expr *E, const Unit &U) const;
   bool ancestorsGood(const Unit &U) const;
 public:
   bool hasPrefetchedRead(const Unit &U) const;

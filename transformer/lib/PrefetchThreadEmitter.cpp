@@ -118,18 +118,28 @@ void PrefetchThreadEmitter::editCloneCall(const CloneCallDecision &C) {
 // clone calls, in source order, then a count of its other transfers.
 std::string PrefetchThreadEmitter::keptCalls(const Unit &U) {
   std::vector<std::pair<unsigned, std::string>> Kept;
+  // `if (c1 && !(c2)) call;` when the call runs only in some arm of the statement.
+  auto Guarded = [&](const std::vector<ArmGuard> &Guards, const std::string &Call) {
+    std::string Cond;
+    for (const ArmGuard &G : Guards)
+      Cond += std::string(Cond.empty() ? "" : " && ") + (G.Negate ? "!" : "") + "(" +
+              Edits.render(Text.buffer(), Text.offset(G.Cond->getBeginLoc()),
+                           Text.tokenEnd(G.Cond->getEndLoc())) +
+              ")";
+    return Cond.empty() ? Call + ";" : "if (" + Cond + ") " + Call + ";";
+  };
   for (const IoCallSite &Site : U.IoCalls) {
     const ReadDecision *D = Plan.decisionFor(Site.Call);
     if (D && D->Prefetched)
-      Kept.push_back({Text.offset(Site.Call->getBeginLoc()), renderCall(Site) + ";"});
+      Kept.push_back({Text.offset(Site.Call->getBeginLoc()), Guarded(D->Guards, renderCall(Site))});
   }
   for (const CloneCallDecision &C : Plan.cloneCalls())
     if (C.Owner == &U && C.Active) {
       editCloneCall(C);
       Kept.push_back({Text.offset(C.Call->getBeginLoc()),
-                      Edits.render(Text.buffer(), Text.offset(C.Call->getBeginLoc()),
-                                   Text.tokenEnd(C.Call->getEndLoc())) +
-                          ";"});
+                      Guarded(C.Guards, Edits.render(Text.buffer(),
+                                                     Text.offset(C.Call->getBeginLoc()),
+                                                     Text.tokenEnd(C.Call->getEndLoc())))});
     }
   std::sort(Kept.begin(), Kept.end());
   std::string Out;
