@@ -407,6 +407,92 @@ std::vector<ArmGuard> PrefetchPlanner::armGuards(const CallExpr *Call, const Uni
   return Kept;
 }
 
+namespace {
+void conjunctsOf(const Expr *E, llvm::SmallVectorImpl<const Expr *> &Out) {
+  E = E->IgnoreParens();
+  if (const auto *BO = dyn_cast<BinaryOperator>(E); BO && BO->getOpcode() == BO_LAnd) {
+    conjunctsOf(BO->getLHS(), Out);
+    conjunctsOf(BO->getRHS(), Out);
+    return;
+  }
+  Out.push_back(E);
+}
+
+bool mentions(const Stmt *S, const VarDecl *VD) {
+  if (!S)
+    return false;
+  if (const auto *DRE = dyn_cast<DeclRefExpr>(S); DRE && DRE->getDecl() == VD)
+    return true;
+  for (const Stmt *Child : S->children())
+    if (mentions(Child, VD))
+      return true;
+  return false;
+}
+
+// No calls, no stores: leaving it out of the PT's condition changes nothing else.
+bool sideEffectFree(const Stmt *S) {
+  if (isa<CallExpr>(S) || isa<StmtExpr>(S))
+    return false;
+  if (const auto *BO = dyn_cast<BinaryOperator>(S); BO && BO->isAssignmentOp())
+    return false;
+  if (const auto *UO = dyn_cast<UnaryOperator>(S); UO && UO->isIncrementDecrementOp())
+    return false;
+  for (const Stmt *Child : S->children())
+    if (Child && !sideEffectFree(Child))
+      return false;
+  return true;
+}
+} // namespace
+
+// A loop's condition depends on VD, which the PT cannot compute: if VD appears only in
+// side-effect-free conjuncts of the condition, and a conjunct stays to end the loop, the
+// PT leaves those out (Speculation) instead of giving the loop up.
+bool PrefetchPlanner::speculate(const Unit &U, const VarDecl *VD, const std::string &Why) {
+  if (U.UnitKind != Unit::Loop)
+    return false;
+  const Expr *Cond = nullptr;
+  if (const auto *FS = dyn_cast<ForStmt>(U.S)) {
+    if (mentions(FS->getInit(), VD) || mentions(FS->getInc(), VD) || FS->getConditionVariable())
+      return false;
+    Cond = FS->getCond();
+  } else if (const auto *WS = dyn_cast<WhileStmt>(U.S)) {
+    if (WS->getConditionVariable())
+      return false;
+    Cond = WS->getCond();
+  } else if (const auto *DS = dyn_cast<DoStmt>(U.S)) {
+    Cond = DS->getCond();
+  }
+  if (!Cond)
+    return false;
+  llvm::SmallVector<const Expr *, 4> All;
+  conjunctsOf(Cond, All);
+  Speculation &S = Speculations[&U];
+  llvm::SmallVector<const Expr *, 2> Mine;
+  for (const Expr *C : All)
+    if (mentions(C, VD)) {
+      if (!sideEffectFree(C))
+        return false;
+      Mine.push_back(C);
+    }
+  unsigned Left = 0;
+  for (const Expr *C : All)
+    Left += !mentions(C, VD) && !llvm::is_contained(S.Conjuncts, C);
+  if (Mine.empty() || Left == 0)
+    return false;
+  for (const Expr *C : Mine)
+    if (!llvm::is_contained(S.Conjuncts, C))
+      S.Conjuncts.push_back(C);
+  S.Vars.insert(VD);
+  if (S.Why.empty())
+    S.Why = "'" + VD->getNameAsString() + "', which " + Why;
+  return true;
+}
+
+const Speculation *PrefetchPlanner::speculationFor(const Unit &U) const {
+  auto It = Speculations.find(&U);
+  return It == Speculations.end() || It->second.Conjuncts.empty() ? nullptr : &It->second;
+}
+
 bool PrefetchPlanner::ancestorsGood(const Unit &U) const {
   for (const Unit *P = U.Parent; P; P = P->Parent)
     if (P->Bad)
@@ -478,7 +564,10 @@ void PrefetchPlanner::closeSlice(bool UseBad, int RegionStart) {
         if (UseBad && U->Bad)
           activeOperands(*U, Relevant);
         else {
-          Relevant.insert(U->Uses.begin(), U->Uses.end());
+          const Speculation *Sp = speculationFor(*U);
+          for (const VarDecl *VD : U->Uses)
+            if (!Sp || !Sp->Vars.count(VD))
+              Relevant.insert(VD);
           Relevant.insert(U->TypeUses.begin(), U->TypeUses.end());
         }
       }
@@ -710,6 +799,9 @@ void PrefetchPlanner::markBad() {
       for (const VarDecl *VD : U.Uses) {
         const std::string *Bad = badReason(VD, &U);
         if (Bad && !HandleInterface.count(VD)) {
+          if ((Speculations.count(&U) && Speculations[&U].Vars.count(VD)) ||
+              speculate(U, VD, *Bad))
+            continue;
           if (MarkBad(U, "depends on " + quoted(VD) + ", which " + *Bad)) {
             Changed = true;
             auto T = TaintOf.find(VD);
@@ -1046,6 +1138,18 @@ void PrefetchPlanner::decideReads() {
         }
       }
     }
+    // From a statement the PT cannot run it keeps only the prefetches: a read from the
+    // handle's current position is then right only if nothing else in the statement moves
+    // that position (`switch (k) { case 0: lseek(fd, ...); return read(fd, ...); }`).
+    if (Why.empty() && U.Bad && D.Site.Info->UsesPosition)
+      for (const IoCallSite &Other : U.IoCalls)
+        if (Other.Call != D.Site.Call && Other.Handle == H &&
+            Other.HandleField == D.Site.HandleField && Other.Info->Kind != IoKind::Read &&
+            Other.Info->Kind != IoKind::Query) {
+          Why = "its file position is set by '" + std::string(Other.Info->Name) +
+                "' in the same statement, which the prefetch thread cannot run (" + U.BadWhy + ")";
+          break;
+        }
     if (!Why.empty()) {
       D.Reason = Why;
       continue;
@@ -1275,6 +1379,7 @@ void PrefetchPlanner::resetAnalysis() {
   }
   BadVars.clear();
   TaintOf.clear();
+  Speculations.clear();
   for (const auto &Owned : Units.all())
     Owned->TaintSource = nullptr;
   for (CloneCallDecision &C : CloneCalls) {

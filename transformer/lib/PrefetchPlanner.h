@@ -19,6 +19,7 @@
 #include "clang/AST/Decl.h"
 
 #include "clang/Basic/SourceLocation.h"
+#include "llvm/ADT/SmallPtrSet.h"
 #include "llvm/ADT/SmallVector.h"
 #include "llvm/ADT/DenseMap.h"
 #include "llvm/ADT/DenseSet.h"
@@ -73,6 +74,17 @@ enum class ParamRole {
   Value,  // a value the clone computes with: must be computable in the caller's PT
   Handle, // a descriptor/stream the clone reads through: the caller passes its PT handle
   Deref,  // a pointer the clone reads through: must point to memory the PT owns
+};
+
+// A loop whose condition the PT runs without the conjuncts it cannot compute
+// (`while (!stop && (n = read(fd, buf, size)) > 0)`, stop set from the data read): it
+// prefetches as if the loop goes on, bounded by the conjuncts it keeps, the end of the
+// file and the cache budget, instead of repeating the program's work on every byte to
+// find out. The prefetches past the real exit are wasted, never wrong.
+struct Speculation {
+  llvm::SmallVector<const clang::Expr *, 2> Conjuncts; // left out of the PT's condition
+  llvm::SmallPtrSet<const clang::VarDecl *, 2> Vars;   // what they depend on
+  std::string Why;
 };
 
 struct CloneSummary {
@@ -173,6 +185,7 @@ private:
   bool spelledInFile(const clang::CallExpr *Call) const;
   bool canExecuteInPt(const Unit &U) const;
   std::vector<ArmGuard> armGuards(const clang::CallExpr *Call, const Unit &U) const;
+  bool speculate(const Unit &U, const clang::VarDecl *VD, const std::string &Why);
   bool computable(const clang::Expr *E, const Unit &U) const;
   bool ancestorsGood(const Unit &U) const;
 public:
@@ -181,6 +194,8 @@ public:
   // those calls alone.
   bool hasActiveCall(const Unit &U) const;
   const std::vector<CloneCallDecision> &cloneCalls() const { return CloneCalls; }
+  // Conjuncts of a loop's condition the PT leaves out (see Speculation).
+  const struct Speculation *speculationFor(const Unit &U) const;
   const CloneCallDecision *cloneCallFor(const clang::CallExpr *Call) const;
   const CloneSummary *summaryOf(const clang::FunctionDecl *Callee) const;
   bool isClone() const { return AsClone; }
@@ -235,6 +250,7 @@ private:
   llvm::DenseSet<const Unit *> CountBlocks;
   llvm::DenseSet<const clang::VarDecl *> CopyBuffers; // read buffers whose bytes the PT uses
   std::vector<const Unit *> Approximate;
+  llvm::DenseMap<const Unit *, Speculation> Speculations;
 };
 
 } // namespace ppios

@@ -69,13 +69,15 @@ bool nameableAtFileScope(QualType T) {
 // The PT's streams can be NULL where the MT's are not (ppios_pt_fopen never creates a file).
 } // namespace
 
+// fseeko/ftello through the runtime's declarations: under -std=c99 <stdio.h> declares
+// neither, and an implicit declaration would truncate offsets to int.
 const char *const StdioHelpers =
     "/* ppios-cc: the prefetch thread's stdio calls, safe on a stream it could not open. */\n"
     "#define PPIOS_CC_HELPER static __attribute__((unused))\n"
     "PPIOS_CC_HELPER int ppios_cc_fseek(FILE *f, long o, int w) { return f ? fseek(f, o, w) : -1; }\n"
-    "PPIOS_CC_HELPER int ppios_cc_fseeko(FILE *f, off_t o, int w) { return f ? fseeko(f, o, w) : -1; }\n"
+    "PPIOS_CC_HELPER int ppios_cc_fseeko(FILE *f, off_t o, int w) { return f ? ppios_fseeko(f, o, w) : -1; }\n"
     "PPIOS_CC_HELPER long ppios_cc_ftell(FILE *f) { return f ? ftell(f) : -1; }\n"
-    "PPIOS_CC_HELPER off_t ppios_cc_ftello(FILE *f) { return f ? ftello(f) : -1; }\n"
+    "PPIOS_CC_HELPER off_t ppios_cc_ftello(FILE *f) { return f ? ppios_ftello(f) : -1; }\n"
     "PPIOS_CC_HELPER void ppios_cc_rewind(FILE *f) { if (f) rewind(f); }\n"
     "PPIOS_CC_HELPER int ppios_cc_pt_fclose(FILE *f) { return f ? ppios_pt_fclose(f) : -1; }\n"
     "PPIOS_CC_HELPER size_t ppios_cc_prefetch_fread(size_t s, size_t n, FILE *f, ppios_seq_t q,\n"
@@ -364,6 +366,10 @@ void PrefetchThreadEmitter::emitUnit(const Unit &U) {
     return;
   case Unit::If:
   case Unit::Loop:
+    if (const Speculation *Sp = Plan.speculationFor(U))
+      for (const Expr *C : Sp->Conjuncts)
+        Edits.replace(Text.offset(C->getBeginLoc()), Text.tokenEnd(C->getEndLoc()),
+                      "1 /* speculated: the loop goes on past " + Sp->Why + " */");
     for (const IoCallSite &Site : U.IoCalls)
       editCall(Site);
     for (const Unit *Child : U.Children)
