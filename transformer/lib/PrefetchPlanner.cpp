@@ -69,6 +69,30 @@ bool openMayWrite(const CallExpr *Call, const IoCallInfo &Info, const ASTContext
   return (Flags & (4 | 8)) != 0; // Open MPI's MPI_MODE_WRONLY | MPI_MODE_RDWR
 }
 
+// An open that may create or truncate its file (O_CREAT/O_TRUNC, "w"/"a",
+// MPI_MODE_CREATE): the PT must not run it before the main thread did (it would find no
+// file, or the old one).
+bool openMayCreate(const CallExpr *Call, const IoCallInfo &Info, const ASTContext &Ctx) {
+  if (!Info.WriteModeArg)
+    return false;
+  unsigned ModeArg = Info.Interface == IoInterface::MpiIo ? 2 : 1;
+  if (Call->getNumArgs() <= ModeArg)
+    return false;
+  const Expr *Mode = Call->getArg(ModeArg)->IgnoreParenImpCasts();
+  if (Info.Interface == IoInterface::Stdio) {
+    if (const auto *SL = dyn_cast<StringLiteral>(Mode))
+      return SL->getString().find_first_of("wa") != llvm::StringRef::npos;
+    return true;
+  }
+  Expr::EvalResult Value;
+  if (!Mode->EvaluateAsInt(Value, Ctx))
+    return true;
+  uint64_t Flags = Value.Val.getInt().getZExtValue();
+  if (Info.Interface == IoInterface::Posix)
+    return (Flags & (0100 | 01000)) != 0; // Linux's O_CREAT | O_TRUNC
+  return (Flags & 1) != 0;                // Open MPI's MPI_MODE_CREATE
+}
+
 unsigned countTransfers(const Unit &U) {
   unsigned N = 0;
   for (const IoCallSite &Site : U.IoCalls)
@@ -212,8 +236,11 @@ void PrefetchPlanner::collectUnsafeHandles() {
         continue; // `int fd;` declares, sets nothing
       // A statement of main() that runs once, setting a local handle: handed over.
       // So is a global handle a call of such a statement sets (init() opening it).
+      // (`int fd = open(...)` alone in its declaration: the PT declares it with the take.)
+      const auto *DS = dyn_cast<DeclStmt>(U.S);
+      bool DeclaresOnlyIt = DS && DS->isSingleDecl() && DS->getSingleDecl() == VD;
       bool Local = VD->hasLocalStorage() && !isa<ParmVarDecl>(VD) && Units.declaringUnit(VD) &&
-                   Units.declaringUnit(VD) != &U;
+                   (Units.declaringUnit(VD) != &U || DeclaresOnlyIt);
       bool Global = Facts && Facts->isGlobalHandle(VD);
       // (Not when the statement also calls a clone: the take replaces the statement.)
       bool CallsClone = false;
@@ -377,6 +404,18 @@ bool findArm(const Stmt *S, const Stmt *Target, std::vector<ArmGuard> &Out) {
   return false;
 }
 } // namespace
+
+// True if Target is below a switch inside S: which arm runs is the switch's to say, and
+// the PT, keeping only the calls of a statement it cannot run, would run them all.
+static bool belowSwitch(const Stmt *S, const Stmt *Target, bool InSwitch = false) {
+  if (S == Target)
+    return InSwitch;
+  InSwitch |= isa<SwitchStmt>(S);
+  for (const Stmt *Child : S->children())
+    if (Child && belowSwitch(Child, Target, InSwitch))
+      return true;
+  return false;
+}
 
 // An expression the PT can evaluate at U: no calls, only variables it computes.
 bool PrefetchPlanner::computable(const Expr *E, const Unit &U) const {
@@ -753,6 +792,11 @@ void PrefetchPlanner::markBad() {
           if (!Why.empty())
             MarkBad(U, Why);
         }
+    const ASTContext &Ctx = Units.function()->getASTContext();
+    for (const IoCallSite &Site : U.IoCalls)
+      if (Site.Info->Kind == IoKind::Open && !Site.HandleField &&
+          openMayCreate(Site.Call, *Site.Info, Ctx))
+        MarkBad(U, "creates or truncates the file it opens");
     bool HasWrite = false, HasRead = false;
     for (const IoCallSite &Site : U.IoCalls) {
       HasWrite |= Site.Info->Kind == IoKind::Write;
@@ -1023,6 +1067,8 @@ void PrefetchPlanner::decideCloneCalls() {
       Why = "the call is in a loop or condition header";
     else if (C.Call->getNumArgs() != S->Params.size())
       Why = "the call has a variable number of arguments";
+    else if (U.Bad && belowSwitch(U.S, C.Call))
+      Why = "the call is in a switch, which the prefetch thread does not follow";
     for (const Unit *P = U.Parent; P && Why.empty(); P = P->Parent)
       if (P->Bad)
         Why = "the call runs under a condition that " + P->BadWhy;
@@ -1141,6 +1187,8 @@ void PrefetchPlanner::decideReads() {
     // From a statement the PT cannot run it keeps only the prefetches: a read from the
     // handle's current position is then right only if nothing else in the statement moves
     // that position (`switch (k) { case 0: lseek(fd, ...); return read(fd, ...); }`).
+    if (Why.empty() && U.Bad && belowSwitch(U.S, D.Site.Call))
+      Why = "it is in a switch, which the prefetch thread does not follow";
     if (Why.empty() && U.Bad && D.Site.Info->UsesPosition)
       for (const IoCallSite &Other : U.IoCalls)
         if (Other.Call != D.Site.Call && Other.Handle == H &&

@@ -346,7 +346,10 @@ void PrefetchThreadEmitter::emitUnit(const Unit &U) {
       std::string Name = H->Var->getNameAsString(), Slot = std::to_string(H->Slot);
       // A global handle: the PT's is its shadow.
       bool Global = Plan.facts() && Plan.facts()->isGlobalHandle(H->Var);
-      Takes += (Takes.empty() ? "" : " ") + (Global ? shadowName(H->Var) : Name) +
+      const auto *DS = dyn_cast<DeclStmt>(U.S);
+      bool Declares = DS && DS->isSingleDecl() && DS->getSingleDecl() == H->Var;
+      Takes += (Takes.empty() ? "" : " ") +
+               (Global ? shadowName(H->Var) : Declares ? declare(H->Var) : Name) +
                " = ppios_pt_take_" + Iface + "(" + Slot + ");";
       MtHandoffs.push_back({End, "\n" + Text.indentation(Begin) + "ppios_mt_handoff_" + Iface +
                                      "(" + Slot + ", " + Name +
