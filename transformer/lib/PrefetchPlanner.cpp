@@ -676,9 +676,25 @@ int PrefetchPlanner::chooseStart(int FirstRead) {
   return Start;
 }
 
+// A local declared before the start without a value (C89: `int *idx;` at the top of
+// main) that no statement before the start sets or takes the address of: its value there
+// is indeterminate, so the PT owns it like a local of its region, never copied from the MT.
+bool PrefetchPlanner::unsetAtStart(const VarDecl *VD) const {
+  const Unit *D = Units.declaringUnit(VD);
+  if (!D || D->TopIndex >= Start || VD->hasInit() || !VD->hasLocalStorage() ||
+      isa<ParmVarDecl>(VD) || !VD->getType()->isScalarType())
+    return false;
+  for (int I = D->TopIndex + 1; I < Start; ++I)
+    if (mentions(Units.topLevel()[I]->S, VD))
+      return false;
+  return true;
+}
+
 bool PrefetchPlanner::declaredInRegion(const VarDecl *VD) const {
   const Unit *D = Units.declaringUnit(VD);
   if (D && D->TopIndex >= Start)
+    return true;
+  if (unsetAtStart(VD))
     return true;
   // Loop variables declared in a for header belong to the loop.
   for (const auto &Owned : Units.all())
@@ -1258,7 +1274,7 @@ void PrefetchPlanner::collectCaptures() {
     return isa<ParmVarDecl>(VD) || VD->hasGlobalStorage();
   };
   auto Capture = [&](const VarDecl *VD) {
-    if (!Seen.insert(VD).second || !DeclaredBeforeStart(VD))
+    if (!Seen.insert(VD).second || !DeclaredBeforeStart(VD) || unsetAtStart(VD))
       return;
     if (HandleInterface.count(VD))
       return; // reopened, not copied
@@ -1294,9 +1310,8 @@ void PrefetchPlanner::collectCaptures() {
       if (HasClone || U.UnitKind == Unit::Jump)
         continue;
     } else {
+      // Names only in sizeof need a declaration, not the MT's bytes (often not set yet).
       for (const VarDecl *VD : U.Uses)
-        Capture(VD);
-      for (const VarDecl *VD : U.TypeUses)
         Capture(VD);
     }
     for (const VarDecl *VD : U.Defs)

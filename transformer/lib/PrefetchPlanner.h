@@ -176,6 +176,7 @@ private:
   void analyze(int StartIndex);
   bool heapOwned(const clang::VarDecl *VD) const;
   bool declaredInRegion(const clang::VarDecl *VD) const;
+  bool unsetAtStart(const clang::VarDecl *VD) const;
   void markBad();
   void decideReads();
   void closeSlice(bool UseBad, int RegionStart);
