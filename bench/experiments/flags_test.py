@@ -135,6 +135,32 @@ def check(out, expected, options, prefetch_built):
             raise Failure(f"summary.md has no {text!r}")
 
 
+def check_auto(base, tmp):
+    """--thresholds 2,auto: PPIOS_THRESHOLD=auto is the coordinator's to accept. A
+    runtime that accepts it gives ppios@auto rows; one that does not must stop bench/run
+    before any run with exit 2 and the runtime's own message."""
+    flags = ["--thresholds", "2,auto", "--modes", "normal,ppios", "--nprocs", "1"]
+    out = os.path.join(tmp, "auto")
+    r = subprocess.run(base + ["--out", out] + flags, stdout=subprocess.PIPE,
+                       stderr=subprocess.STDOUT, timeout=240)
+    text = r.stdout.decode(errors="replace")
+    if r.returncode == 77:
+        return []  # no FUSE: main() has reported the SKIP already
+    if r.returncode == 2 and "does not accept PPIOS_THRESHOLD=auto" in text:
+        print("bench.flags: ok --thresholds 2,auto (this runtime rejects auto: exit 2)")
+        return []
+    if r.returncode == 0:
+        try:
+            check(out, rows("E1", ["SUM"], ["normal", "ppios", "ppios@auto"], [1]),
+                  {"thresholds": ["2", "auto"]}, True)
+        except Failure as e:
+            return [f"{' '.join(flags)}: {e}"]
+        print("bench.flags: ok --thresholds 2,auto (ppios@auto ran)")
+        return []
+    return [f"{' '.join(flags)}: exit {r.returncode}, expected 0, or 2 with the runtime's "
+            f"message:\n{text[-3000:]}"]
+
+
 def main():
     if len(sys.argv) != 2:
         sys.exit(__doc__)
@@ -172,13 +198,14 @@ def main():
                 failures.append(f"{label}: {e}")
                 continue
             print(f"bench.flags: ok ({time.monotonic() - t0:4.1f} s) {label}", flush=True)
+        failures += check_auto(base, tmp)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     for f in failures:
         print(f"bench.flags: FAIL: {f}", flush=True)
     if failures:
         return 1
-    print(f"bench.flags: OK: {len(COMBOS)} flag combinations, {len(BAD)} bad values")
+    print(f"bench.flags: OK: {len(COMBOS) + 1} flag combinations, {len(BAD)} bad values")
     return 0
 
 

@@ -388,7 +388,8 @@ def evaluate_targets(table):
     table = {k: row for k, row in table.items() if k[0] in PAPER_EXPERIMENTS}
     has_ppios = any("ppios" in row for row in table.values())
     if not has_ppios:
-        reason = "PPIOS did not run (no ppios-cc prefetching build)"
+        reason = ("PPIOS did not run (not among the modes, or no ppios-cc prefetching build)"
+                  if table else "no E1 or E2 row in this run")
         for name, statement in TARGETS:
             out.append((name, statement, "not measured", reason))
         return out
