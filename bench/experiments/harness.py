@@ -345,6 +345,8 @@ class Harness:
                 "pt_stop": ",".join(stops),
                 "mt_read_wait_s": round(total("mt_read_wait_s") / len(ranks), 4),
                 "mt_slot_wait_s": round(total("mt_slot_wait_s") / len(ranks), 4),
+                "mt_token_wait_s": round(total("mt_token_wait_s") / len(ranks), 4),
+                "pt_room_wait_s": round(total("pt_room_wait_s") / len(ranks), 4),
                 "pt_slot_wait_s": round(total("pt_slot_wait_s") / len(ranks), 4)}
 
     def _check(self, experiment, kernel, mode, label, nprocs, r):

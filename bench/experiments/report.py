@@ -91,6 +91,8 @@ def aggregate(runs):
                 "pt_stop": ",".join(sorted({r["pt_stop"] for r in rs if r.get("pt_stop")})),
                 "mt_slot_wait": _median_or_none([r.get("mt_slot_wait_s") for r in rs]),
                 "pt_slot_wait": _median_or_none([r.get("pt_slot_wait_s") for r in rs]),
+                "mt_token_wait": _median_or_none([r.get("mt_token_wait_s") for r in rs]),
+                "pt_room_wait": _median_or_none([r.get("pt_room_wait_s") for r in rs]),
                 "pt_unused_mib": _median_or_none([r.get("pt_unused_mib") for r in rs]),
             }
         table[key] = row
@@ -224,9 +226,14 @@ def why(row, key=None, row_bound=None, points=None):
     waits = [f"{n} {w:.2f} s" for n, w in waits if w]
     if waits:
         facts.append("slot waits per rank " + ", ".join(waits))
+    if ps.get("mt_token_wait"):
+        facts.append(f"the MT waited {ps['mt_token_wait']:.2f} s per rank for its process's "
+                     f"storage token (a PT sub-read in progress)")
+    if ps.get("pt_room_wait"):
+        facts.append(f"the PT waited {ps['pt_room_wait']:.2f} s per rank for cache room")
     if "io" in ps and "normal" in row:
-        facts.append(f"ppios still spent {ps['io']:.2f} s in reads "
-                     f"(normal {row['normal']['io']:.2f} s)")
+        others = ", ".join(f"{m} {row[m]['io']:.2f} s" for m in ("normal", "pp") if m in row)
+        facts.append(f"ppios still spent {ps['io']:.2f} s in reads ({others})")
     if ps.get("above_opt"):
         facts.append(f"device above its optimal concurrency {ps['above_opt']:.0%} of busy "
                      f"time")
