@@ -16,8 +16,9 @@ the ppios-cc build with PPIOS_MODE set; optimal = the mpicc build on a
 --no-model mount of the same files (seed 003's "theoretically optimal": the
 same work with free I/O; in E3 both jobs run there). ppios runs once per
 threshold of --thresholds: the first is the mode "ppios", the others are the
-variants "ppios@T" (the CSV keeps mode=ppios and the threshold column). Within a repetition the modes take turns, so slow
-phases of a shared machine hit every mode alike.
+variants "ppios@T" (the CSV keeps mode=ppios and the threshold column).
+Within a repetition the modes take turns, normal first, so slow phases of a
+shared machine hit every mode alike.
 
 Every run's result line must equal the normal build's for the same input:
 a mismatch aborts the whole harness (a fast wrong answer is not a result)."""
