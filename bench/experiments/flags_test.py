@@ -58,8 +58,10 @@ COMBOS = [
     (["--modes", "normal,pp,intra", "--nprocs", "1"],
      rows("E1", ["SUM"], ["normal", "pp", "intra"], [1]), {}),
     # the plain file system: no emulator, so no optimal mode
-    (["--no-fuse", "--nprocs", "1"], rows("E1", ["SUM"], ["normal", "pp", "ppios"], [1]),
-     {"device": "plainfs", "efficiency_optional": True}),
+    (["--no-fuse", "--nprocs", "1", "--experiments", "e1,e3", "--e3-nprocs", "1"],
+     rows("E1", ["SUM"], ["normal", "pp", "ppios"], [1])
+     | rows("E3", E3, ["normal", "pp", "ppios"], [1]),
+     {"device": "plainfs", "efficiency_optional": True, "sections": ["## E3"]}),
     # several thresholds: the first is ppios, the others ppios@T
     (["--thresholds", "1,2", "--modes", "normal,ppios", "--nprocs", "1",
       "--experiments", "e1,e3", "--e3-nprocs", "1"],

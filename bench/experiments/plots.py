@@ -64,7 +64,8 @@ def plot_all(runs, out_dir, device):
                 ax.set_xscale("log", base=2)
                 ax.set_xticks(all_x)
                 ax.set_xticklabels([str(x) for x in all_x])
-                ax.set_xlabel("Number of processes")
+                ax.set_xlabel("Processes of the prefetching job" if exp == "E3"
+                              else "Number of processes")
                 ax.set_ylabel(ylabel)
                 ax.set_ylim(bottom=0)
                 if field == "efficiency" and exp in EFFICIENCY_TARGET:
