@@ -99,6 +99,12 @@ def check(out, expected, options, prefetch_built):
            for r in runs}
     if got != expected:
         raise Failure(f"rows {sorted(got)}\n      expected {sorted(expected)}")
+    for r in runs:
+        # ppios@T is mode ppios with threshold T; every other row's mode is its variant
+        mode, _, threshold = r.get("variant", r["mode"]).partition("@")
+        if r["mode"] != mode or (threshold and r["threshold"] != threshold):
+            raise Failure(f"{r['experiment']} {r['kernel']}: mode {r['mode']!r} threshold "
+                          f"{r['threshold']!r} for the variant {r.get('variant')!r}")
     if len(runs) != len(got):
         raise Failure(f"{len(runs)} runs for {len(got)} rows (one repetition expected)")
     results = {}
