@@ -308,7 +308,7 @@ def evaluate_issue10(table, row_bounds, points):
     out.append(_verdict10("R3", checked, fails, f"{checked} rows with compute >= I/O"))
 
     # R4
-    fails, checked = [], 0
+    fails, checked, seen = [], 0, []
     for key, row in table.items():
         if key[0] != "E3" or key[1].endswith("-neighbour"):
             continue
@@ -318,12 +318,14 @@ def evaluate_issue10(table, row_bounds, points):
         checked += 1
         gain = row["ppios"]["wall"] / row["normal"]["wall"]
         slow = nb["ppios"]["wall"] / nb["normal"]["wall"]
+        seen.append(f"P={key[2]}: ppios/normal {gain:.3f}, neighbour x{slow:.3f}")
         if gain >= 1.0 or slow > 1.05:
             fails.append(f"E3 P={key[2]}: ppios/normal {gain:.3f}, neighbour x{slow:.3f} "
                          f"({why(row)}; neighbour's time in reads "
                          f"{nb['ppios']['io']:.2f} s vs {nb['normal']['io']:.2f} s beside "
                          f"normal)")
-    out.append(_verdict10("R4", checked, fails, f"{checked} E3 points"))
+    out.append(_verdict10("R4", checked, fails,
+                          f"{checked} E3 points" + (f" ({'; '.join(seen)})" if seen else "")))
     return out
 
 
@@ -376,7 +378,7 @@ def e3_table(table):
     """E3: per P and mode, the prefetching job's time and its neighbour's time
     relative to the neighbour beside the normal build."""
     lines = ["| P | mode | job | job s | job / normal | neighbour s | neighbour / beside normal "
-             "| neighbour io s | ppios hits |", "|---|---|---|---|---|---|---|---|---|"]
+             "| neighbour io s | job hits |", "|---|---|---|---|---|---|---|---|---|"]
     for key, row in table.items():
         if key[0] != "E3" or key[1].endswith("-neighbour"):
             continue
