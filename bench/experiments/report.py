@@ -604,7 +604,9 @@ def write_summary(path, meta, table, targets, calibration, plots, targets10, row
     above = [f"{_label(k)} {m}" for k, row in table.items() for m, v in row.items()
              if (v.get("eff") or 0) > 1.0]
     parts += ["## Efficiency (bound / wall)", "",
-              f"Device peak {m['peak_mibps']:g} MiB/s. 'all jobs' lines: an E2/E3 point as "
+              (f"Device peak {m['peak_mibps']:g} MiB/s. " if m["peak_mibps"] else
+               "No device peak (the plain file system): the bound is the compute time. ")
+              + f"'all jobs' lines: an E2/E3 point as "
               "a whole, its makespan against max(the slowest optimal job, all jobs' MiB / "
               "peak).", "", efficiency_table(table, row_bounds, points), ""]
     if above:
