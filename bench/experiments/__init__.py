@@ -8,7 +8,7 @@ ppios-simfs contended-storage emulator. One module per concept:
   inputs     gen-input files, cached across runs
   builds     the mpicc kernels and their ppios-cc prefetching builds
   jobs       one mpirun job: environment, output parsing
-  harness    the E1/E2 loops, result checking, results.csv / runs.jsonl
-  report     medians, ratios, the issue's targets, summary.md
+  harness    the E1/E2/E3 loops, result checking, results.csv / runs.jsonl
+  report     medians, ratios, efficiency (bound / wall), the targets, summary.md
   plots      the paper's figures as PNGs
 """

@@ -70,6 +70,25 @@ class Binaries:
             else:
                 self.unavailable[k] = why
 
+    def threshold_rejected(self, value, env):
+        """The runtime's message if it refuses PPIOS_THRESHOLD=value (say `auto` before
+        the coordinator supports it), else None. The runtime checks its settings when
+        the library loads, so `KERNEL --help` is enough and costs no run."""
+        if not self.prefetching:
+            return None
+        binary = next(iter(self.prefetching.values()))
+        try:
+            r = subprocess.run([binary, "--help"], env=dict(env, PPIOS_MODE="ppios",
+                                                            PPIOS_THRESHOLD=value),
+                               stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                               stderr=subprocess.PIPE, timeout=60)
+        except subprocess.TimeoutExpired:
+            return None  # not a verdict on the value; the runs will tell
+        message = r.stderr.decode(errors="replace").strip()
+        if r.returncode != 0 and "PPIOS_THRESHOLD" in message:
+            return message
+        return None
+
     def for_mode(self, kernel, mode):
         if mode in PREFETCH_MODES:
             return self.prefetching.get(kernel)

@@ -1,15 +1,24 @@
-"""E1 and E2 of seed 003 section 5, run on the emulator.
+"""E1 and E2 of seed 003 section 5, and E3, run on the emulator.
 
 E1 (Figs. 10-11): one kernel at a time, P ranks, every mode in turn.
 E2 (Figs. 13-14): SUM, AVG, DSCAL and GREP as four concurrent mpirun jobs on
 separate inputs, total P ranks (P/4 each), one emulated device, one Redis
 coordinator, one PPIOS cap.
+E3 (interference, seeds 000 and 004): a prefetching job (SUM, P ranks, in each
+mode) beside an I/O-heavy neighbour that never prefetches (the mpicc build of
+AVG at compute factor 1, one rank, an input of its own) on one emulated
+device. The neighbour goes through no ppios runtime, so no coordinator sees
+its reads: what E3 measures is what the prefetching job's extra streams cost
+a job that is not part of the scheme.
 
 Modes: normal = the mpicc build on the modeled device; pp / intra / ppios =
 the ppios-cc build with PPIOS_MODE set; optimal = the mpicc build on a
 --no-model mount of the same files (seed 003's "theoretically optimal": the
-same work with free I/O). Within a repetition the modes take turns, so slow
-phases of a shared machine hit every mode alike.
+same work with free I/O; in E3 both jobs run there). ppios runs once per
+threshold of --thresholds: the first is the mode "ppios", the others are the
+variants "ppios@T" (the CSV keeps mode=ppios and the threshold column).
+Within a repetition the modes take turns, normal first, so slow phases of a
+shared machine hit every mode alike.
 
 Every run's result line must equal the normal build's for the same input:
 a mismatch aborts the whole harness (a fast wrong answer is not a result)."""
@@ -22,9 +31,13 @@ import time
 
 from . import inputs, jobs, simfs
 from .builds import KERNELS, PREFETCH_MODES
+from .profiles import E3_NEIGHBOUR, E3_NEIGHBOUR_FACTOR, E3_NEIGHBOUR_NPROCS
 
 CSV_COLUMNS = ["experiment", "kernel", "mode", "nprocs", "rep", "wall_s", "io_latency_s",
-               "threshold", "device"]
+               "threshold", "device", "bytes_mib", "bound_s", "efficiency"]
+# bound_s and efficiency need every mode of a row (the optimal run gives the compute
+# time), so they are empty while the harness runs and filled in by report.add_efficiency
+# when it is done (bench/run rewrites results.csv and runs.jsonl then).
 
 
 class ResultMismatch(Exception):
@@ -47,10 +60,12 @@ class PlainDir:
 
 class Harness:
     def __init__(self, profile, bins, out_dir, work_dir, cache_dir, resources, model,
-                 threshold, use_fuse, log):
+                 thresholds, use_fuse, log):
         self.p, self.bins, self.out = profile, bins, out_dir
         self.work, self.cache, self.resources = work_dir, cache_dir, resources
-        self.model, self.threshold, self.use_fuse = model, threshold, use_fuse
+        # PPIOS_THRESHOLD values of the ppios runs, as strings ("2", "auto"); the first
+        # is the mode "ppios" that the targets judge
+        self.model, self.thresholds, self.use_fuse = model, thresholds, use_fuse
         self.log = log
         self.raw = os.path.join(out_dir, "raw")
         self.references = {}        # (kernel, input file) -> normal build's result line
@@ -61,6 +76,12 @@ class Harness:
         self.redis = None
         self.target_seq = 0
         self.calibration = None     # (exit code, text)
+        # Set by mount_devices; None until then and when no optimal mount is needed
+        # (the report reads them whatever ran).
+        self.device = None
+        self.model_dev = None
+        self.optimal_dev = None
+        self.optimal_device = None
         os.makedirs(self.raw, exist_ok=True)
         self.csv_file = open(os.path.join(out_dir, "results.csv"), "w", newline="")
         self.csv = csv.writer(self.csv_file)
@@ -123,7 +144,7 @@ class Harness:
 
     def make_inputs(self):
         """E1: one input per kernel size; E2: a separate input per kernel."""
-        self.e1_input = self.e2_inputs = None
+        self.e1_input = self.e2_inputs = self.e3_inputs = None
         if "e1" in self.p.experiments:
             name, made = inputs.ensure(self.bins.gen_input, self.cache, self.p.e1_input_mib, 1)
             self.log(f"input {name}: {'generated' if made else 'cached'}")
@@ -136,6 +157,15 @@ class Harness:
                 self.log(f"input {name} ({k.upper()} in E2): "
                          f"{'generated' if made else 'cached'}")
                 self.e2_inputs[k] = name
+        if "e3" in self.p.experiments:
+            self.e3_inputs = {}
+            for role, kernel, seed in (("job", self.p.e3_kernel, 201),
+                                       ("neighbour", E3_NEIGHBOUR, 202)):
+                name, made = inputs.ensure(self.bins.gen_input, self.cache,
+                                           self.p.e3_input_mib, seed)
+                self.log(f"input {name} (E3 {role}, {kernel.upper()}): "
+                         f"{'generated' if made else 'cached'}")
+                self.e3_inputs[role] = name
 
     def plan(self):
         """Counts the runs and records which (kernel, mode) cannot run."""
@@ -144,13 +174,28 @@ class Harness:
             for k in self.p.e1_kernels:
                 for m in self.p.modes:
                     if self.runnable("E1", k, m):
-                        total += len(self.p.e1_nprocs) * self.p.reps
+                        total += (len(self.variants([m])) * len(self.p.e1_nprocs)
+                                  * self.p.reps)
         if "e2" in self.p.experiments:
             # a list, not a generator: every kernel that cannot run gets noted
             ok = [m for m in self.p.modes
                   if all([self.runnable("E2", k, m) for k in self.p.e2_kernels])]
-            total += len(ok) * len(self.p.e2_nprocs) * self.p.reps
+            total += len(self.variants(ok)) * len(self.p.e2_nprocs) * self.p.reps
+        if "e3" in self.p.experiments:
+            ok = [m for m in self.p.modes if self.runnable("E3", self.p.e3_kernel, m)]
+            total += len(self.variants(ok)) * len(self.p.e3_nprocs) * self.p.reps
         self.total = total
+
+    def variants(self, modes):
+        """[(mode, threshold, label)]: ppios once per threshold, other modes once."""
+        out = []
+        for mode in modes:
+            if mode != "ppios":
+                out.append((mode, None, mode))
+                continue
+            for i, t in enumerate(self.thresholds):
+                out.append((mode, t, "ppios" if i == 0 else f"ppios@{t}"))
+        return out
 
     def runnable(self, experiment, kernel, mode, note=True):
         why = None
@@ -168,11 +213,16 @@ class Harness:
         return f"bench-{os.getpid()}-{self.target_seq}"
 
     def _spec(self, experiment, kernel, mode, nprocs, dev, input_name, run_dir, target,
-              coordinator):
+              coordinator, threshold=None, label=None, row_kernel=None, factor=None):
+        """One mpirun job. label: the mode's name in the report (ppios@T); row_kernel:
+        the kernel column (E3's neighbour); factor: a compute factor of its own."""
         k = KERNELS[kernel]
+        label = label or mode
+        row_kernel = row_kernel or k.label
         binary = self.bins.for_mode(kernel, mode)
+        factor = factor if factor is not None else self.p.factors[kernel]
         argv = ["mpirun", "-np", str(nprocs), *jobs.MPIRUN_FLAGS, binary,
-                "--chunk", self.p.chunk, "--compute-factor", str(self.p.factors[kernel])]
+                "--chunk", self.p.chunk, "--compute-factor", str(factor)]
         if k.writes:
             argv += ["-o", os.path.join(dev.path, self.scratch_dir(),
                                         f"{os.path.basename(run_dir)}-{kernel}.out")]
@@ -184,13 +234,18 @@ class Harness:
             env.update(PPIOS_MODE=mode, PPIOS_STATS=stats, PPIOS_TARGET=target,
                        PPIOS_COORDINATOR=coordinator)
             if mode == "ppios":
-                env["PPIOS_THRESHOLD"] = str(self.threshold)
-        return jobs.JobSpec(label=f"{experiment} {k.label} {mode} P={nprocs}",
+                env["PPIOS_THRESHOLD"] = str(threshold)
+        name = kernel if row_kernel == k.label else f"{kernel}-{row_kernel.lower()}"
+        return jobs.JobSpec(label=f"{experiment} {row_kernel} {label} P={nprocs}",
                             kernel_label=k.label, argv=argv, env=env,
-                            stdout_path=os.path.join(run_dir, f"{kernel}.stdout"),
-                            stderr_path=os.path.join(run_dir, f"{kernel}.stderr"),
+                            stdout_path=os.path.join(run_dir, f"{name}.stdout"),
+                            stderr_path=os.path.join(run_dir, f"{name}.stderr"),
                             cwd=run_dir, extra={"kernel": kernel, "stats": stats,
-                                                "input": input_name})
+                                                "input": input_name, "mode": mode,
+                                                "build_mode": mode,
+                                                "label": label, "threshold": threshold,
+                                                "row_kernel": row_kernel,
+                                                "nprocs": nprocs})
 
     def scratch_dir(self):
         return self.scratch
@@ -211,11 +266,13 @@ class Harness:
                        timeout=30)
         return seen
 
-    def _execute(self, experiment, mode, nprocs, rep, specs, dev, device, coordinator, target,
+    def _execute(self, experiment, nprocs, rep, specs, dev, device, coordinator, target,
                  run_dir):
+        """Runs the specs at once; writes one results.csv row and one runs.jsonl line
+        per job. nprocs is the row's P (E2: the total of the four jobs)."""
         dev.reset_stats()
         token = None
-        if mode in PREFETCH_MODES:
+        if any(spec.extra["mode"] in PREFETCH_MODES for spec in specs):
             # a crash mid-run must not leave the target's shm segment or keys behind
             token = self.resources.add(f"coordinator target {target}",
                                        lambda: self._coordinator_done(coordinator, target))
@@ -234,24 +291,31 @@ class Harness:
             dev_summary = simfs.stats_summary(device_stats,
                                               self.model["optimal_streams"] if self.model else 0)
         for r in results:
-            kernel = r.spec.extra["kernel"]
-            self._check(experiment, kernel, mode, nprocs, r)
+            extra = r.spec.extra
+            kernel, mode, label = extra["kernel"], extra["mode"], extra["label"]
+            self._check(experiment, kernel, extra["build_mode"], label, nprocs, r)
+            # The bytes any correct run must move: its input, and its output (DSCAL).
+            moved = os.path.getsize(os.path.join(self.cache, extra["input"]))
             if KERNELS[kernel].writes:
                 out = r.spec.argv[r.spec.argv.index("-o") + 1]
                 if os.path.exists(out):
+                    moved += os.path.getsize(out)
                     os.unlink(out)
-            row = [experiment, KERNELS[kernel].label, mode, nprocs, rep,
+            threshold = extra["threshold"] if mode == "ppios" else ""
+            row = [experiment, extra["row_kernel"], mode, nprocs, rep,
                    f"{r.timing['wall_s']:.6f}", f"{r.timing['read_mean_s']:.6f}",
-                   self.threshold if mode == "ppios" else "", device]
+                   threshold, device, f"{moved / 2**20:.3f}", "", ""]
             self.csv.writerow(row)
-            details = dict(zip(CSV_COLUMNS, row), wall_s=r.timing["wall_s"],
-                           io_latency_s=r.timing["read_mean_s"],
+            details = dict(zip(CSV_COLUMNS, row), variant=label, wall_s=r.timing["wall_s"],
+                           io_latency_s=r.timing["read_mean_s"], bytes_mib=moved / 2**20,
                            read_max_s=r.timing.get("read_max_s"),
                            write_mean_s=r.timing.get("write_mean_s"),
-                           ranks=int(r.timing.get("nprocs", nprocs)),
+                           ranks=int(r.timing.get("nprocs", extra["nprocs"])),
                            mpirun_s=round(r.elapsed_s, 3), result=r.result_line,
                            max_inflight_seen=max_inflight, run_dir=run_dir, **dev_summary,
-                           **self._ppios_stats(r.spec.extra["stats"]))
+                           **self._ppios_stats(extra["stats"]))
+            for unknown in ("bound_s", "efficiency"):
+                details.pop(unknown)
             self.runs_file.write(json.dumps(details) + "\n")
         self.csv_file.flush()
         self.runs_file.flush()
@@ -259,22 +323,36 @@ class Harness:
 
     @staticmethod
     def _ppios_stats(path):
+        """The prefetching build's own account (PPIOS_STATS): what the report needs
+        to say why a target was missed."""
         if not path or not os.path.exists(path):
             return {}
         with open(path) as f:
             ranks = [json.loads(line) for line in f if line.strip()]
         if not ranks:
             return {}
-        read = sum(x.get("mt_read_bytes", 0) for x in ranks)
-        return {"hit_ratio": round(sum(x.get("hit_bytes", 0) for x in ranks) / read, 4)
-                if read else None,
-                "pt_yields": sum(x.get("pt_yields", 0) for x in ranks),
-                "pt_unused_mib": round(sum(x.get("pt_unused_bytes", 0) for x in ranks) / 2**20,
-                                       1),
-                "mt_read_wait_s": round(sum(x.get("mt_read_wait_s", 0) for x in ranks)
-                                        / len(ranks), 4)}
 
-    def _check(self, experiment, kernel, mode, nprocs, r):
+        def total(name):
+            return sum(x.get(name, 0) for x in ranks)
+
+        read = total("mt_read_bytes")
+        stops = sorted({x.get("pt_stop", "none") for x in ranks})
+        return {"hit_ratio": round(total("hit_bytes") / read, 4) if read else None,
+                "pt_yields": total("pt_yields"),
+                "pt_late": total("pt_late"),
+                "pt_skipped": total("pt_skipped"),
+                "pt_read_mib": round(total("pt_read_bytes") / 2**20, 1),
+                "pt_unused_mib": round(total("pt_unused_bytes") / 2**20, 1),
+                "pt_stop": ",".join(stops),
+                "mt_read_wait_s": round(total("mt_read_wait_s") / len(ranks), 4),
+                "mt_slot_wait_s": round(total("mt_slot_wait_s") / len(ranks), 4),
+                "mt_token_wait_s": round(total("mt_token_wait_s") / len(ranks), 4),
+                "pt_room_wait_s": round(total("pt_room_wait_s") / len(ranks), 4),
+                "pt_slot_wait_s": round(total("pt_slot_wait_s") / len(ranks), 4)}
+
+    def _check(self, experiment, kernel, mode, label, nprocs, r):
+        """mode is the build that ran (normal for E3's neighbour whatever runs beside
+        it); the first run of an input must be the normal build's."""
         key = (kernel, r.spec.extra["input"])
         ref = self.references.get(key)
         if ref is None:
@@ -284,7 +362,7 @@ class Harness:
             self.references[key] = r.result_line
         elif r.result_line != ref:
             raise ResultMismatch(
-                f"{experiment} {KERNELS[kernel].label} mode={mode} P={nprocs} printed\n"
+                f"{experiment} {r.spec.extra['row_kernel']} mode={label} P={nprocs} printed\n"
                 f"    {r.result_line}\nbut the normal build printed\n    {ref}\n"
                 f"command: {' '.join(r.spec.argv)}\noutput kept in {r.spec.stdout_path}")
 
@@ -295,34 +373,43 @@ class Harness:
         self.log(f"[{self.done:3}/{self.total}] {text}   "
                  f"({elapsed / 60:.1f} min, ~{eta / 60:.1f} min left)")
 
+    def _device_for(self, mode):
+        if mode == "optimal":
+            return self.optimal_dev, self.optimal_device
+        return self.model_dev, self.device
+
+    def _start_redis(self, modes):
+        if self.redis is None and any(m in PREFETCH_MODES for m in modes):
+            from .redis import RedisServer
+            self.redis = RedisServer(os.path.join(self.work, "redis"), self.resources).start()
+            self.log(f"redis-server for the shared coordinator: {self.redis.url}")
+
     # ------------------------------------------------------------ experiments
     def run_e1(self):
         p = self.p
         for rep in range(1, p.reps + 1):
             for nprocs in p.e1_nprocs:
                 for kernel in p.e1_kernels:
-                    for mode in p.modes:
-                        if not self.runnable("E1", kernel, mode, note=False):
-                            continue
-                        self._e1_one(kernel, mode, nprocs, rep)
+                    modes = [m for m in p.modes if self.runnable("E1", kernel, m, note=False)]
+                    for mode, threshold, label in self.variants(modes):
+                        self._e1_one(kernel, mode, threshold, label, nprocs, rep)
 
-    def _e1_one(self, kernel, mode, nprocs, rep):
-        optimal = mode == "optimal"
-        dev = self.optimal_dev if optimal else self.model_dev
-        device = self.optimal_device if optimal else self.device
-        run_dir = os.path.join(self.raw, f"e1-{kernel}-{mode}-p{nprocs}-r{rep}")
+    def _e1_one(self, kernel, mode, threshold, label, nprocs, rep):
+        dev, device = self._device_for(mode)
+        run_dir = os.path.join(self.raw, f"e1-{kernel}-{label.replace('@', '-t')}"
+                                         f"-p{nprocs}-r{rep}")
         os.makedirs(run_dir, exist_ok=True)
         target, coordinator = self._target(), "shm"
         spec = self._spec("E1", kernel, mode, nprocs, dev, self.e1_input, run_dir, target,
-                          coordinator)
-        results, dev_summary = self._execute("E1", mode, nprocs, rep, [spec], dev, device,
+                          coordinator, threshold, label)
+        results, dev_summary = self._execute("E1", nprocs, rep, [spec], dev, device,
                                              coordinator, target, run_dir)
         t = results[0].timing
         extra = ""
-        if dev_summary and not optimal:
+        if dev_summary and mode != "optimal":
             extra = (f"  device >{self.model['optimal_streams']} streams "
                      f"{dev_summary['frac_above_opt']:4.0%} of busy time")
-        self._progress(f"E1 {KERNELS[kernel].label:5} P={nprocs:<2} {mode:7} rep {rep}/"
+        self._progress(f"E1 {KERNELS[kernel].label:5} P={nprocs:<2} {label:7} rep {rep}/"
                        f"{self.p.reps}: wall {t['wall_s']:7.2f} s  io {t['read_mean_s']:6.2f} s"
                        + extra)
 
@@ -330,29 +417,56 @@ class Harness:
         p = self.p
         modes = [m for m in p.modes
                  if all(self.runnable("E2", k, m) for k in p.e2_kernels)]
-        if any(m in PREFETCH_MODES for m in modes):
-            from .redis import RedisServer
-            self.redis = RedisServer(os.path.join(self.work, "redis"), self.resources).start()
-            self.log(f"redis-server for E2's shared coordinator: {self.redis.url}")
+        self._start_redis(modes)
         for rep in range(1, p.reps + 1):
             for nprocs in p.e2_nprocs:
-                for mode in modes:
-                    self._e2_point(mode, nprocs, rep)
+                for mode, threshold, label in self.variants(modes):
+                    self._e2_point(mode, threshold, label, nprocs, rep)
 
-    def _e2_point(self, mode, nprocs, rep):
-        optimal = mode == "optimal"
-        dev = self.optimal_dev if optimal else self.model_dev
-        device = self.optimal_device if optimal else self.device
-        run_dir = os.path.join(self.raw, f"e2-{mode}-p{nprocs}-r{rep}")
+    def _e2_point(self, mode, threshold, label, nprocs, rep):
+        dev, device = self._device_for(mode)
+        run_dir = os.path.join(self.raw, f"e2-{label.replace('@', '-t')}-p{nprocs}-r{rep}")
         os.makedirs(run_dir, exist_ok=True)
         target = self._target()
         coordinator = self.redis.url if self.redis else "shm"
         per_job = max(1, nprocs // len(self.p.e2_kernels))
         specs = [self._spec("E2", k, mode, per_job, dev, self.e2_inputs[k], run_dir, target,
-                            coordinator) for k in self.p.e2_kernels]
+                            coordinator, threshold, label) for k in self.p.e2_kernels]
         t0 = time.monotonic()
-        results, dev_summary = self._execute("E2", mode, nprocs, rep, specs, dev, device,
+        results, dev_summary = self._execute("E2", nprocs, rep, specs, dev, device,
                                              coordinator, target, run_dir)
         walls = "  ".join(f"{r.spec.kernel_label} {r.timing['wall_s']:.2f}" for r in results)
-        self._progress(f"E2 P={nprocs:<2} ({per_job}/job) {mode:7} rep {rep}/{self.p.reps}: "
+        self._progress(f"E2 P={nprocs:<2} ({per_job}/job) {label:7} rep {rep}/{self.p.reps}: "
                        f"wall s {walls}  (all done in {time.monotonic() - t0:.1f} s)")
+
+    def run_e3(self):
+        p = self.p
+        modes = [m for m in p.modes if self.runnable("E3", p.e3_kernel, m, note=False)]
+        for rep in range(1, p.reps + 1):
+            for nprocs in p.e3_nprocs:
+                for mode, threshold, label in self.variants(modes):
+                    self._e3_point(mode, threshold, label, nprocs, rep)
+
+    def _e3_point(self, mode, threshold, label, nprocs, rep):
+        """The prefetching job in `mode` and the neighbour (always the mpicc build) start
+        together on the same device; in optimal mode both run on the no-model mount."""
+        dev, device = self._device_for(mode)
+        run_dir = os.path.join(self.raw, f"e3-{label.replace('@', '-t')}-p{nprocs}-r{rep}")
+        os.makedirs(run_dir, exist_ok=True)
+        target, coordinator = self._target(), "shm"
+        job = self._spec("E3", self.p.e3_kernel, mode, nprocs, dev, self.e3_inputs["job"],
+                         run_dir, target, coordinator, threshold, label)
+        neighbour = self._spec("E3", E3_NEIGHBOUR, "normal", E3_NEIGHBOUR_NPROCS, dev,
+                               self.e3_inputs["neighbour"], run_dir, target, coordinator,
+                               label=label,
+                               row_kernel=f"{KERNELS[E3_NEIGHBOUR].label}-neighbour",
+                               factor=E3_NEIGHBOUR_FACTOR)
+        # The neighbour is the mpicc build in every point, but its row carries the
+        # prefetching job's mode, so that "beside normal" and "beside ppios" are one row.
+        neighbour.extra.update(mode=mode, threshold=threshold)
+        results, dev_summary = self._execute("E3", nprocs, rep, [job, neighbour], dev, device,
+                                             coordinator, target, run_dir)
+        job_t, nb_t = results[0].timing, results[1].timing
+        self._progress(f"E3 {KERNELS[self.p.e3_kernel].label} P={nprocs:<2} {label:7} rep "
+                       f"{rep}/{self.p.reps}: wall {job_t['wall_s']:6.2f} s, neighbour "
+                       f"{nb_t['wall_s']:6.2f} s")

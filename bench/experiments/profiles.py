@@ -29,6 +29,14 @@ MODEL = {"peak_mibps": 80.0, "optimal_streams": 2, "loss_per_stream": 0.15,
 # that each kernel's compute is about its read time at B(1), see above.
 FACTORS = {"sum": 8, "avg": 8, "dscal": 4, "grep": 150}
 
+# E3's neighbour: AVG reads with MPI_File_read_at and, at compute factor 1, spends most
+# of its time in reads (I/O-heavy). One rank: one plain stream that no coordinator sees.
+E3_NEIGHBOUR = "avg"
+E3_NEIGHBOUR_FACTOR = 1
+E3_NEIGHBOUR_NPROCS = 1
+
+# Also the order in which a repetition runs them: normal first, because every other
+# mode's result line is checked against the normal build's.
 ALL_MODES = ["normal", "pp", "intra", "ppios", "optimal"]
 DEFAULT_MODES = ["normal", "pp", "ppios", "optimal"]
 
@@ -48,22 +56,28 @@ class Profile:
     factors: dict = field(default_factory=lambda: dict(FACTORS))
     modes: list = field(default_factory=lambda: list(DEFAULT_MODES))
     calibrate: bool = True
+    # E3 (interference, seeds 000 and 004): the prefetching job's kernel and its P
+    # values, beside one I/O-heavy neighbour that never prefetches (the mpicc build of
+    # E3_NEIGHBOUR with compute factor 1 on an input of its own, E3_NEIGHBOUR_NPROCS ranks).
+    e3_kernel: str = "sum"
+    e3_nprocs: list = field(default_factory=lambda: [2])
+    e3_input_mib: int = 0
     timeout_s: int = 900      # per mpirun job; a hang is an error, not a data point
     description: str = ""
 
 
 PROFILES = {
     "full": Profile(
-        name="full", experiments=["e1", "e2"],
+        name="full", experiments=["e1", "e2", "e3"],
         e1_kernels=["sum", "grep"], e1_nprocs=[1, 2, 4, 8], e1_input_mib=128,
         e2_kernels=["sum", "avg", "dscal", "grep"], e2_nprocs=[4, 8, 16], e2_input_mib=64,
-        reps=3, chunk="4M",
+        reps=3, chunk="4M", e3_nprocs=[1, 2, 4], e3_input_mib=64,
         description="seed 003 section 5 at this machine's scale"),
     "quick": Profile(
-        name="quick", experiments=["e1", "e2"],
+        name="quick", experiments=["e1", "e2", "e3"],
         e1_kernels=["sum", "grep"], e1_nprocs=[1, 2, 4], e1_input_mib=48,
         e2_kernels=["sum", "avg", "dscal", "grep"], e2_nprocs=[4], e2_input_mib=24,
-        reps=1, chunk="2M",
+        reps=1, chunk="2M", e3_nprocs=[2], e3_input_mib=24,
         description="P up to 4, one repetition, smaller inputs"),
     "demo": Profile(
         name="demo", experiments=["e1"],

@@ -16,7 +16,8 @@ import tempfile
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 RUN = os.path.join(os.path.dirname(HERE), "run")
-COLUMNS = "experiment,kernel,mode,nprocs,rep,wall_s,io_latency_s,threshold,device".split(",")
+COLUMNS = ("experiment,kernel,mode,nprocs,rep,wall_s,io_latency_s,threshold,device,"
+           "bytes_mib,bound_s,efficiency").split(",")
 
 
 def fail(message):
