@@ -19,6 +19,15 @@ target_include_directories(ppios_transformer PRIVATE ${PROJECT_SOURCE_DIR}/runti
 target_include_directories(ppios_transformer SYSTEM PUBLIC ${CLANG_INCLUDE_DIRS} ${LLVM_INCLUDE_DIRS})
 separate_arguments(_llvm_definitions NATIVE_COMMAND "${LLVM_DEFINITIONS}")
 target_compile_definitions(ppios_transformer PUBLIC ${_llvm_definitions})
+# Clang's own headers (stddef.h, stdarg.h...) for the parses ppios-cc runs: those of the
+# Clang it is built against, found from that installation, not a path written in the code.
+set(PPIOS_CLANG_RESOURCE_DIR "${LLVM_LIBRARY_DIR}/clang/${LLVM_VERSION_MAJOR}")
+if(NOT EXISTS "${PPIOS_CLANG_RESOURCE_DIR}/include/stddef.h")
+  message(FATAL_ERROR "Clang's resource directory ${PPIOS_CLANG_RESOURCE_DIR} has no "
+                      "include/stddef.h (install Debian's libclang-common-16-dev)")
+endif()
+target_compile_definitions(ppios_transformer PRIVATE
+  PPIOS_CLANG_RESOURCE_DIR="${PPIOS_CLANG_RESOURCE_DIR}")
 # -Wno-nonnull: GCC 12 warns inside LLVM 16 headers (ExternalASTSource.h) once inlined.
 target_compile_options(ppios_transformer PUBLIC -fno-exceptions -Wno-nonnull)
 target_link_libraries(ppios_transformer PUBLIC clang-cpp LLVM)

@@ -24,7 +24,8 @@ namespace ppios {
 
 namespace {
 
-const char *const ClangResourceDir = "-resource-dir=/usr/lib/llvm-16/lib/clang/16";
+// Set by the build from the Clang ppios-cc links (transformer/Transformer.cmake).
+const char *const ClangResourceDir = "-resource-dir=" PPIOS_CLANG_RESOURCE_DIR;
 // The ELF section of an object compiled by ppios-cc -c that lets the link step transform
 // the object's C file again together with the rest of the program.
 const char *const RecordSection = ".ppios.unit";
