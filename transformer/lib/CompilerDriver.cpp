@@ -721,22 +721,39 @@ void Driver::fixDependencyFiles(const std::vector<std::pair<std::string, std::st
     else if (F.startswith("-MF") && F.size() > 3)
       Named = F.drop_front(3).str();
   }
-  if (!Wanted || !Inv.Compile)
+  if (!Wanted)
     return;
   for (const auto &[Copy, Source] : Copies) {
-    std::string DepFile = Named;
-    if (DepFile.empty()) {
+    // Where GCC puts it: -MF; at -c next to the object; compiling and linking in one
+    // step, after the output (`-o prog`: prog.d, or prog-<stem>.d for several sources;
+    // no -o: a-<stem>.d).
+    std::vector<std::string> DepFiles;
+    std::string Stem = llvm::sys::path::stem(Source).str();
+    if (!Named.empty()) {
+      DepFiles.push_back(Named);
+    } else if (Inv.Compile) {
       llvm::SmallString<256> D(objectOf(Source));
       llvm::sys::path::replace_extension(D, ".d");
-      DepFile = std::string(D);
+      DepFiles.push_back(std::string(D));
+    } else if (!Inv.Output.empty()) {
+      llvm::SmallString<256> D(Inv.Output);
+      llvm::sys::path::replace_extension(D, "");
+      DepFiles.push_back(std::string(D) + ".d");
+      DepFiles.push_back(std::string(D) + "-" + Stem + ".d");
+    } else {
+      DepFiles.push_back("a-" + Stem + ".d");
     }
-    auto Buffer = llvm::MemoryBuffer::getFile(DepFile);
-    if (!Buffer)
-      continue;
-    std::string Text = (*Buffer)->getBuffer().str();
-    for (size_t At = Text.find(Copy); At != std::string::npos; At = Text.find(Copy, At))
-      Text.replace(At, Copy.size(), Source);
-    writeAtomically(DepFile, Text);
+    for (const std::string &DepFile : DepFiles) {
+      auto Buffer = llvm::MemoryBuffer::getFile(DepFile);
+      if (!Buffer)
+        continue;
+      std::string Text = (*Buffer)->getBuffer().str();
+      if (Text.find(Copy) == std::string::npos)
+        continue;
+      for (size_t At = Text.find(Copy); At != std::string::npos; At = Text.find(Copy, At))
+        Text.replace(At, Copy.size(), Source);
+      writeAtomically(DepFile, Text);
+    }
   }
 }
 
