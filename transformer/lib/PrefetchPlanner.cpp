@@ -160,6 +160,35 @@ const ReadDecision *PrefetchPlanner::decisionFor(const CallExpr *Call) const {
   return nullptr;
 }
 
+namespace {
+bool contains(const Stmt *S, const Stmt *Target) {
+  if (S == Target)
+    return true;
+  for (const Stmt *Child : S->children())
+    if (Child && contains(Child, Target))
+      return true;
+  return false;
+}
+
+// VD is initialised or assigned from an expression holding Call, somewhere in S.
+bool receivesResult(const Stmt *S, const VarDecl *VD, const CallExpr *Call) {
+  if (VD->getInit() && contains(VD->getInit(), Call))
+    return true;
+  llvm::SmallVector<const Stmt *, 8> Work{S};
+  while (!Work.empty()) {
+    const Stmt *E = Work.pop_back_val();
+    if (const auto *BO = dyn_cast<BinaryOperator>(E); BO && BO->isAssignmentOp())
+      if (const auto *DRE = dyn_cast<DeclRefExpr>(BO->getLHS()->IgnoreParenImpCasts()))
+        if (DRE->getDecl() == VD && contains(BO->getRHS(), Call))
+          return true;
+    for (const Stmt *Child : E->children())
+      if (Child)
+        Work.push_back(Child);
+  }
+  return false;
+}
+} // namespace
+
 void PrefetchPlanner::collectHandles() {
   const ASTContext &Ctx = Units.function()->getASTContext();
   Units.forEach([&](const Unit &U) {
@@ -196,12 +225,14 @@ void PrefetchPlanner::collectHandles() {
                 AddParam(dyn_cast<VarDecl>(DRE->getDecl()), S->HandleInterfaces[I]);
     });
   }
-  // `int fd = open(...)`: the open's handle is the variable it initialises or is assigned to.
+  // `int fd = open(...)`: the open's handle is the variable it initialises or is assigned
+  // to (not the other variables of the statement: `int n = 0, fd = open(...)`).
   Units.forEach([&](const Unit &U) {
     for (const IoCallSite &Site : U.IoCalls)
       if (Site.Info->Kind == IoKind::Open && !Site.Info->HandleIsOut)
         for (const VarDecl *VD : U.Defs)
-          if (VD->getType()->isIntegerType() || VD->getType()->isPointerType())
+          if ((VD->getType()->isIntegerType() || VD->getType()->isPointerType()) &&
+              receivesResult(U.S, VD, Site.Call))
             HandleInterface[VD] = Site.Info->Interface;
   });
   // Global handles: every PT reference is to the PT's shadow (see TranslationUnitFacts).
