@@ -7,6 +7,11 @@ add_library(ppios_transformer STATIC
   lib/CompilerDriver.cpp
   lib/IoCallTable.cpp
   lib/PrefetchPlanner.cpp
+  lib/PlannerCaptures.cpp
+  lib/PlannerClones.cpp
+  lib/PlannerHandles.cpp
+  lib/PlannerSupport.cpp
+  lib/PlannerValues.cpp
   lib/PrefetchThreadEmitter.cpp
   lib/SideEffects.cpp
   lib/SourceText.cpp

@@ -11,6 +11,12 @@
 // 4. A backward closure from the prefetched reads (plus the writes and unprefetched reads
 //    that the PT only counts, plus opens/seeks/closes of their descriptors and the jumps
 //    that decide whether they run) gives the statements the PT executes.
+//
+// One analysis a file: PlannerHandles.cpp (descriptors, handoffs), PlannerValues.cpp
+// (bad statements and values, owned memory, speculation, arm guards), PlannerClones.cpp
+// (calls into clones, clone summaries), PlannerCaptures.cpp (the start's copies and
+// reopens); PrefetchPlanner.cpp runs them for each start point and decides the reads;
+// PlannerSupport.h holds the expression queries they share.
 #ifndef PPIOS_TRANSFORMER_PREFETCHPLANNER_H
 #define PPIOS_TRANSFORMER_PREFETCHPLANNER_H
 

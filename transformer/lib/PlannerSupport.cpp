@@ -1,0 +1,229 @@
+// See PlannerSupport.h.
+#include "PlannerSupport.h"
+#include "SourceText.h"
+
+#include "clang/Basic/SourceManager.h"
+
+#include <algorithm>
+
+using namespace clang;
+
+namespace ppios {
+using namespace slicing;
+
+namespace slicing {
+
+bool isLocalMpiQuery(llvm::StringRef Name) {
+  static const char *const Local[] = {
+      "MPI_Comm_rank",  "MPI_Comm_size",       "MPI_Wtime",       "MPI_Wtick",
+      "MPI_Get_count",  "MPI_Get_elements",    "MPI_Type_size",   "MPI_Initialized",
+      "MPI_Finalized",  "MPI_Error_string",    "MPI_Error_class", "MPI_Get_processor_name",
+      "MPI_Query_thread", "MPI_Is_thread_main", "MPI_Get_version", "MPI_Type_get_extent",
+      "MPI_File_get_size", "MPI_File_get_position", "MPI_Get_address", "MPI_Comm_get_attr"};
+  for (const char *L : Local)
+    if (Name == L)
+      return true;
+  return false;
+}
+
+std::string quoted(const VarDecl *VD) { return "'" + VD->getNameAsString() + "'"; }
+
+bool isStringPointer(QualType T) {
+  while (T->isPointerType() || T->isArrayType()) {
+    QualType Pointee = T->isPointerType() ? T->getPointeeType()
+                                          : QualType(T->getPointeeOrArrayElementType(), 0);
+    if (Pointee->isCharType())
+      return true;
+    T = Pointee;
+  }
+  return false;
+}
+
+bool openMayWrite(const CallExpr *Call, const IoCallInfo &Info, const ASTContext &Ctx) {
+  if (!Info.WriteModeArg)
+    return false;
+  unsigned ModeArg = Info.Interface == IoInterface::MpiIo ? 2 : 1;
+  if (Call->getNumArgs() <= ModeArg)
+    return false;
+  const Expr *Mode = Call->getArg(ModeArg)->IgnoreParenImpCasts();
+  if (Info.Interface == IoInterface::Stdio) {
+    if (const auto *SL = dyn_cast<StringLiteral>(Mode))
+      return SL->getString().find_first_of("wa+") != llvm::StringRef::npos;
+    return true;
+  }
+  Expr::EvalResult Value;
+  if (!Mode->EvaluateAsInt(Value, Ctx))
+    return true;
+  uint64_t Flags = Value.Val.getInt().getZExtValue();
+  if (Info.Interface == IoInterface::Posix)
+    return (Flags & 3) != 0; // O_WRONLY or O_RDWR
+  return (Flags & (4 | 8)) != 0; // Open MPI's MPI_MODE_WRONLY | MPI_MODE_RDWR
+}
+
+bool openMayCreate(const CallExpr *Call, const IoCallInfo &Info, const ASTContext &Ctx) {
+  if (!Info.WriteModeArg)
+    return false;
+  unsigned ModeArg = Info.Interface == IoInterface::MpiIo ? 2 : 1;
+  if (Call->getNumArgs() <= ModeArg)
+    return false;
+  const Expr *Mode = Call->getArg(ModeArg)->IgnoreParenImpCasts();
+  if (Info.Interface == IoInterface::Stdio) {
+    if (const auto *SL = dyn_cast<StringLiteral>(Mode))
+      return SL->getString().find_first_of("wa") != llvm::StringRef::npos;
+    return true;
+  }
+  Expr::EvalResult Value;
+  if (!Mode->EvaluateAsInt(Value, Ctx))
+    return true;
+  uint64_t Flags = Value.Val.getInt().getZExtValue();
+  if (Info.Interface == IoInterface::Posix)
+    return (Flags & (0100 | 01000)) != 0; // Linux's O_CREAT | O_TRUNC
+  return (Flags & 1) != 0;                // Open MPI's MPI_MODE_CREATE
+}
+
+unsigned countTransfers(const Unit &U) {
+  unsigned N = 0;
+  for (const IoCallSite &Site : U.IoCalls)
+    N += IoCallTable::isTransfer(*Site.Info);
+  for (const Unit *Child : U.Children)
+    N += countTransfers(*Child);
+  return N;
+}
+
+bool containsLoop(const Unit &U) {
+  if (U.UnitKind == Unit::Loop)
+    return true;
+  for (const Unit *Child : U.Children)
+    if (containsLoop(*Child))
+      return true;
+  return false;
+}
+
+const VarDecl *bufferOf(const IoCallSite &Site) {
+  if (Site.Info->BufferArg < 0 || Site.Info->BufferArg >= (int)Site.Call->getNumArgs())
+    return nullptr;
+  const Expr *E = Site.Call->getArg(Site.Info->BufferArg)->IgnoreParenCasts();
+  while (true) {
+    if (const auto *UO = dyn_cast<UnaryOperator>(E))
+      E = UO->getSubExpr()->IgnoreParenCasts();
+    else if (const auto *BO = dyn_cast<BinaryOperator>(E))
+      E = BO->getLHS()->IgnoreParenCasts();
+    else
+      break;
+  }
+  if (const auto *DRE = dyn_cast<DeclRefExpr>(E))
+    return dyn_cast<VarDecl>(DRE->getDecl());
+  return nullptr;
+}
+
+bool hasCopyVariant(const IoCallInfo &Info) {
+  llvm::StringRef Name = Info.Name;
+  return Name == "read" || Name == "pread" || Name == "fread" || Name == "MPI_File_read_at";
+}
+
+bool contains(const Stmt *S, const Stmt *Target) {
+  if (S == Target)
+    return true;
+  for (const Stmt *Child : S->children())
+    if (Child && contains(Child, Target))
+      return true;
+  return false;
+}
+
+bool receivesResult(const Stmt *S, const VarDecl *VD, const CallExpr *Call) {
+  if (VD->getInit() && contains(VD->getInit(), Call))
+    return true;
+  llvm::SmallVector<const Stmt *, 8> Work{S};
+  while (!Work.empty()) {
+    const Stmt *E = Work.pop_back_val();
+    if (const auto *BO = dyn_cast<BinaryOperator>(E); BO && BO->isAssignmentOp())
+      if (const auto *DRE = dyn_cast<DeclRefExpr>(BO->getLHS()->IgnoreParenImpCasts()))
+        if (DRE->getDecl() == VD && contains(BO->getRHS(), Call))
+          return true;
+    for (const Stmt *Child : E->children())
+      if (Child)
+        Work.push_back(Child);
+  }
+  return false;
+}
+
+void varsIn(const Stmt *E, VarSet &Out) {
+  llvm::SmallVector<const Stmt *, 8> Work{E};
+  while (!Work.empty()) {
+    const Stmt *S = Work.pop_back_val();
+    if (const auto *DRE = dyn_cast<DeclRefExpr>(S))
+      if (const auto *VD = dyn_cast<VarDecl>(DRE->getDecl()))
+        Out.insert(VD);
+    for (const Stmt *Child : S->children())
+      if (Child)
+        Work.push_back(Child);
+  }
+}
+
+bool findArm(const Stmt *S, const Stmt *Target, std::vector<ArmGuard> &Out) {
+  if (S == Target)
+    return true;
+  for (const Stmt *Child : S->children()) {
+    if (!Child || !findArm(Child, Target, Out))
+      continue;
+    if (const auto *CO = dyn_cast<ConditionalOperator>(S)) {
+      if (Child == CO->getTrueExpr())
+        Out.push_back({CO->getCond(), false});
+      else if (Child == CO->getFalseExpr())
+        Out.push_back({CO->getCond(), true});
+    } else if (const auto *BO = dyn_cast<BinaryOperator>(S)) {
+      if (BO->isLogicalOp() && Child == BO->getRHS())
+        Out.push_back({BO->getLHS(), BO->getOpcode() == BO_LOr});
+    }
+    return true;
+  }
+  return false;
+}
+
+bool belowSwitch(const Stmt *S, const Stmt *Target, bool InSwitch) {
+  if (S == Target)
+    return InSwitch;
+  InSwitch |= isa<SwitchStmt>(S);
+  for (const Stmt *Child : S->children())
+    if (Child && belowSwitch(Child, Target, InSwitch))
+      return true;
+  return false;
+}
+
+void conjunctsOf(const Expr *E, llvm::SmallVectorImpl<const Expr *> &Out) {
+  E = E->IgnoreParens();
+  if (const auto *BO = dyn_cast<BinaryOperator>(E); BO && BO->getOpcode() == BO_LAnd) {
+    conjunctsOf(BO->getLHS(), Out);
+    conjunctsOf(BO->getRHS(), Out);
+    return;
+  }
+  Out.push_back(E);
+}
+
+bool mentions(const Stmt *S, const VarDecl *VD) {
+  if (!S)
+    return false;
+  if (const auto *DRE = dyn_cast<DeclRefExpr>(S); DRE && DRE->getDecl() == VD)
+    return true;
+  for (const Stmt *Child : S->children())
+    if (mentions(Child, VD))
+      return true;
+  return false;
+}
+
+bool sideEffectFree(const Stmt *S) {
+  if (isa<CallExpr>(S) || isa<StmtExpr>(S))
+    return false;
+  if (const auto *BO = dyn_cast<BinaryOperator>(S); BO && BO->isAssignmentOp())
+    return false;
+  if (const auto *UO = dyn_cast<UnaryOperator>(S); UO && UO->isIncrementDecrementOp())
+    return false;
+  for (const Stmt *Child : S->children())
+    if (Child && !sideEffectFree(Child))
+      return false;
+  return true;
+}
+
+} // namespace slicing
+
+} // namespace ppios

@@ -1,0 +1,81 @@
+// Questions about statements and expressions that the planner's analyses share (see
+// PrefetchPlanner.h): which variables an expression names, where a call sits in a larger
+// expression, what an open may do to its file. Internal to the planner.
+#ifndef PPIOS_TRANSFORMER_PLANNERSUPPORT_H
+#define PPIOS_TRANSFORMER_PLANNERSUPPORT_H
+
+#include "PrefetchPlanner.h"
+
+#include "clang/AST/ASTContext.h"
+#include "clang/AST/Decl.h"
+#include "clang/AST/Expr.h"
+#include "clang/AST/Stmt.h"
+
+#include <string>
+#include <vector>
+
+namespace ppios {
+namespace slicing {
+
+constexpr unsigned PfAfterWrite = 0x1u; // PPIOS_PF_AFTER_WRITE
+constexpr unsigned PfAfterSync = 0x2u;  // PPIOS_PF_AFTER_SYNC
+
+// MPI calls that only ask about the local process: no other rank's data becomes visible.
+bool isLocalMpiQuery(llvm::StringRef Name);
+
+// 'name', for remarks.
+std::string quoted(const clang::VarDecl *VD);
+
+// Strings (char pointers and arrays of them, like argv) are read-only inputs in practice;
+// the PT may read them. Other memory reached through MT pointers may change under it.
+bool isStringPointer(clang::QualType T);
+
+// An open that may write its file (O_WRONLY/O_RDWR, "w"/"a"/"+", MPI_MODE_WRONLY/RDWR).
+bool openMayWrite(const clang::CallExpr *Call, const IoCallInfo &Info, const clang::ASTContext &Ctx);
+
+// An open that may create or truncate its file (O_CREAT/O_TRUNC, "w"/"a",
+// MPI_MODE_CREATE): the PT must not run it before the main thread did (it would find no
+// file, or the old one).
+bool openMayCreate(const clang::CallExpr *Call, const IoCallInfo &Info, const clang::ASTContext &Ctx);
+
+// Reads and writes of the statement (each carries a sequence number).
+unsigned countTransfers(const Unit &U);
+
+// The unit is a loop or holds one.
+bool containsLoop(const Unit &U);
+
+// The variable a read stores its bytes into (`buf`, `&x`, `buf + k`), if any.
+const clang::VarDecl *bufferOf(const IoCallSite &Site);
+
+// The runtime has ppios_prefetch_<name>_copy for the call (the PT gets the bytes too).
+bool hasCopyVariant(const IoCallInfo &Info);
+
+// Target is S or below it.
+bool contains(const clang::Stmt *S, const clang::Stmt *Target);
+
+// VD is initialised or assigned from an expression holding Call, somewhere in S.
+bool receivesResult(const clang::Stmt *S, const clang::VarDecl *VD, const clang::CallExpr *Call);
+
+// Every variable E names.
+void varsIn(const clang::Stmt *E, VarSet &Out);
+
+// Finds Target below S; on the way back up, notes the conditions of the arms it is in.
+bool findArm(const clang::Stmt *S, const clang::Stmt *Target, std::vector<ArmGuard> &Out);
+
+// True if Target is below a switch inside S: which arm runs is the switch's to say, and
+// the PT, keeping only the calls of a statement it cannot run, would run them all.
+bool belowSwitch(const clang::Stmt *S, const clang::Stmt *Target, bool InSwitch = false);
+
+// The operands of a chain of && (a && b && c: a, b, c); E itself if it is none.
+void conjunctsOf(const clang::Expr *E, llvm::SmallVectorImpl<const clang::Expr *> &Out);
+
+// S names VD.
+bool mentions(const clang::Stmt *S, const clang::VarDecl *VD);
+
+// No calls, no stores: leaving it out of the PT's condition changes nothing else.
+bool sideEffectFree(const clang::Stmt *S);
+
+} // namespace slicing
+} // namespace ppios
+
+#endif

@@ -1,0 +1,360 @@
+// The planner's value analysis: which statements the PT cannot run and which variables
+// it cannot compute ("bad"), what memory it owns, the loop conditions it speculates past
+// and the arm conditions it keeps (see PrefetchPlanner.h).
+#include "PlannerSupport.h"
+#include "SourceText.h"
+
+#include "clang/Basic/SourceManager.h"
+
+#include <algorithm>
+
+using namespace clang;
+
+namespace ppios {
+using namespace slicing;
+
+bool PrefetchPlanner::ancestorsGood(const Unit &U) const {
+  for (const Unit *P = U.Parent; P; P = P->Parent)
+    if (P->Bad)
+      return false;
+  return true;
+}
+
+bool PrefetchPlanner::canExecuteInPt(const Unit &U) const {
+  return !U.Bad && ancestorsGood(U);
+}
+
+// A local declared before the start without a value (C89: `int *idx;` at the top of
+// main) that no statement before the start sets or takes the address of: its value there
+// is indeterminate, so the PT owns it like a local of its region, never copied from the MT.
+bool PrefetchPlanner::unsetAtStart(const VarDecl *VD) const {
+  const Unit *D = Units.declaringUnit(VD);
+  if (!D || D->TopIndex >= Start || VD->hasInit() || !VD->hasLocalStorage() ||
+      isa<ParmVarDecl>(VD) || !VD->getType()->isScalarType())
+    return false;
+  for (int I = D->TopIndex + 1; I < Start; ++I)
+    if (mentions(Units.topLevel()[I]->S, VD))
+      return false;
+  return true;
+}
+
+bool PrefetchPlanner::declaredInRegion(const VarDecl *VD) const {
+  const Unit *D = Units.declaringUnit(VD);
+  if (D && D->TopIndex >= Start)
+    return true;
+  if (unsetAtStart(VD))
+    return true;
+  // Loop variables declared in a for header belong to the loop.
+  for (const auto &Owned : Units.all())
+    if (Owned->TopIndex >= Start && Owned->UnitKind == Unit::Loop && Owned->Defs.count(VD))
+      if (const auto *FS = dyn_cast<ForStmt>(Owned->S))
+        if (FS->getInit() && isa<DeclStmt>(FS->getInit()))
+          return true;
+  return false;
+}
+
+// A pointer the PT owns: declared after the start point and only ever set to fresh
+// malloc/calloc memory there, so stores through it never reach the MT's memory.
+bool PrefetchPlanner::heapOwned(const VarDecl *VD) const {
+  if (!VD->getType()->isPointerType() || !declaredInRegion(VD))
+    return false;
+  for (const auto &Owned : Units.all())
+    if (Owned->TopIndex >= Start && Owned->Defs.count(VD) && !Owned->Allocations.count(VD))
+      return false;
+  return true;
+}
+
+// A struct the PT may read through a pointer: no pointers inside but descriptors and
+// strings (a pointer field would lead back into the main thread's memory).
+bool PrefetchPlanner::plainPointee(const VarDecl *VD) const {
+  QualType T = VD->getType();
+  if (!T->isPointerType())
+    return false;
+  T = T->getPointeeType();
+  llvm::SmallVector<QualType, 4> Work{T};
+  while (!Work.empty()) {
+    QualType Q = Work.pop_back_val();
+    while (Q->isArrayType())
+      Q = QualType(Q->getPointeeOrArrayElementType(), 0);
+    if (Q->isVoidType() || Q->isIncompleteType() || Q->isUnionType())
+      return false;
+    if (Q->isPointerType() && !isStringPointer(Q))
+      return false;
+    if (const RecordDecl *RD = Q->getAsRecordDecl()) {
+      const RecordDecl *Def = RD->getDefinition();
+      if (!Def)
+        return false;
+      for (const FieldDecl *F : Def->fields()) {
+        if (Facts && Facts->HandleFields.count(F))
+          continue;
+        Work.push_back(F->getType());
+      }
+    }
+  }
+  return true;
+}
+
+// Memory the PT may read through VD: its own heap blocks, strings, and in a clone the
+// structs its caller passed (which the caller made sure the PT owns).
+bool PrefetchPlanner::ptOwnedPointer(const VarDecl *VD) const {
+  if (isStringPointer(VD->getType()) || heapOwned(VD))
+    return true;
+  return AsClone && isa<ParmVarDecl>(VD) && plainPointee(VD);
+}
+
+// A function the PT calls as it is (it has no clone) reads the globals it names in place:
+// never memory the MT may free or change through a global pointer, and other globals only
+// as a clone may (cloneGlobalProblem). Empty if the call is fine.
+std::string PrefetchPlanner::calleeGlobalProblem(const CallExpr *Call) const {
+  const FunctionDecl *Callee = Call->getDirectCallee();
+  if (!Callee || (Facts && Facts->Clones.count(Callee->getCanonicalDecl())))
+    return "";
+  CalleeEffect E = Units.oracle().classify(Callee);
+  if (E.Effect == CalleeEffect::Unsafe)
+    return "";
+  if (!E.ReadsGlobalPointer.empty())
+    return "calls '" + Callee->getNameAsString() +
+           "', which reads memory of the main thread through global '" + E.ReadsGlobalPointer +
+           "'";
+  for (const VarDecl *G : E.GlobalsRead) {
+    if (Facts && Facts->isGlobalHandle(G))
+      return "calls '" + Callee->getNameAsString() + "', which uses the main thread's descriptor " +
+             quoted(G);
+    std::string Why = G->getType()->isPointerType()
+                          ? "reads memory of the main thread through global " + quoted(G)
+                          : cloneGlobalProblem(G, false);
+    if (!Why.empty())
+      return "calls '" + Callee->getNameAsString() + "', which " + Why;
+  }
+  return "";
+}
+
+// A clone reads globals in place: only those of this file that only main() changes
+// (checked against the start point by the caller); it never stores to one.
+std::string PrefetchPlanner::cloneGlobalProblem(const VarDecl *VD, bool Store) const {
+  const SourceManager &SM = Units.function()->getASTContext().getSourceManager();
+  if (!VD->hasGlobalStorage() || VD->isStaticLocal() ||
+      !SM.isWrittenInMainFile(SM.getExpansionLoc(VD->getLocation())))
+    return "";
+  if (Store)
+    return "stores to global " + quoted(VD);
+  if (Facts && Facts->isGlobalHandle(VD))
+    return ""; // the PT's shadow
+  if (VD->getType().isVolatileQualified())
+    return "reads volatile global " + quoted(VD);
+  if (VD->getType().isConstQualified())
+    return "";
+  if (VD->hasExternalFormalLinkage())
+    return "reads global " + quoted(VD) + ", which other files may change";
+  if (Facts && Facts->GlobalsWrittenOutsideMain.count(VD))
+    return "reads global " + quoted(VD) + ", which functions other than main() change";
+  return "";
+}
+
+void PrefetchPlanner::markBad() {
+  auto MarkBad = [&](Unit &U, const std::string &Why) {
+    if (U.Bad)
+      return false;
+    U.Bad = true;
+    U.BadWhy = Why;
+    return true;
+  };
+  for (const auto &Owned : Units.all()) {
+    Unit &U = *Owned;
+    if (U.TopIndex < Start || U.UnitKind == Unit::Block)
+      continue;
+    if (U.Unsafe)
+      MarkBad(U, U.UnsafeWhy);
+    for (const VarDecl *VD : U.Uses)
+      if (BufferVars.count(VD) && !CopyBuffers.count(VD) && MarkBad(U, "uses the data read into " + quoted(VD)))
+        U.TaintSource = VD;
+    for (const VarDecl *VD : U.PointerStores)
+      if (!heapOwned(VD))
+        MarkBad(U, "stores through pointer " + quoted(VD) + " into memory of the main thread");
+    for (const VarDecl *VD : U.DereferencedPointers)
+      if (!declaredInRegion(VD) && !isStringPointer(VD->getType()) && !HandleInterface.count(VD) &&
+          !(AsClone && isa<ParmVarDecl>(VD) && plainPointee(VD)))
+        MarkBad(U, "reads memory of the main thread through " + quoted(VD));
+    // A function the PT calls as it is (no clone) reads globals in place: never memory the
+    // MT may free or change through a global pointer, and other globals only as a clone
+    // may (cloneGlobalProblem).
+    for (const CallExpr *Call : U.Calls) {
+      std::string Why = calleeGlobalProblem(Call);
+      if (!Why.empty() && MarkBad(U, Why))
+        break;
+    }
+    if (AsClone)
+      for (const VarSet *Set : {&U.Uses, &U.Defs, &U.PointerStores})
+        for (const VarDecl *VD : *Set) {
+          std::string Why = cloneGlobalProblem(VD, Set != &U.Uses);
+          if (!Why.empty())
+            MarkBad(U, Why);
+        }
+    const ASTContext &Ctx = Units.function()->getASTContext();
+    for (const IoCallSite &Site : U.IoCalls)
+      if (Site.Info->Kind == IoKind::Open && !Site.HandleField &&
+          openMayCreate(Site.Call, *Site.Info, Ctx))
+        MarkBad(U, "creates or truncates the file it opens");
+    bool HasWrite = false, HasRead = false;
+    for (const IoCallSite &Site : U.IoCalls) {
+      HasWrite |= Site.Info->Kind == IoKind::Write;
+      HasRead |= Site.Info->Kind == IoKind::Read;
+    }
+    if (HasWrite && (!U.Defs.empty() || U.isControl()))
+      MarkBad(U, "depends on the result of a write");
+    if (U.UnitKind == Unit::Simple && !isa<Expr>(U.S) && !isa<DeclStmt>(U.S) &&
+        !isa<NullStmt>(U.S) && (HasRead || HasWrite || countTransfers(U)))
+      MarkBad(U, "I/O inside a statement the slicer does not handle (switch, label, goto)");
+    if (U.UnitKind == Unit::Simple && !isa<Expr>(U.S) && !isa<DeclStmt>(U.S) && !isa<NullStmt>(U.S))
+      MarkBad(U, "statement kind the slicer does not handle");
+  }
+  bool Changed = true;
+  while (Changed) {
+    Changed = false;
+    for (const auto &Owned : Units.all()) {
+      Unit &U = *Owned;
+      if (U.TopIndex < Start || U.UnitKind == Unit::Block)
+        continue;
+      if (U.Bad || !ancestorsGood(U)) {
+        std::string Why = U.Bad ? U.BadWhy : "";
+        if (!U.Bad)
+          for (const Unit *P = U.Parent; P; P = P->Parent)
+            if (P->Bad) {
+              Why = "runs under a condition that " + P->BadWhy;
+              break;
+            }
+        const VarDecl *Taint = U.TaintSource;
+        for (const Unit *P = U.Parent; P && !Taint; P = P->Parent)
+          Taint = P->TaintSource;
+        for (const VarSet *Set : {&U.Defs, &U.PointerStores})
+          for (const VarDecl *VD : *Set) {
+            std::vector<BadDef> &Defs = BadVars[VD];
+            if (std::none_of(Defs.begin(), Defs.end(), [&](const BadDef &D) { return D.At == &U; })) {
+              Defs.push_back({&U, Why});
+              if (Taint && !TaintOf.count(VD))
+                TaintOf[VD] = Taint;
+              Changed = true;
+            }
+          }
+        continue;
+      }
+      for (const VarDecl *VD : U.Uses) {
+        const std::string *Bad = badReason(VD, &U);
+        if (Bad && !HandleInterface.count(VD)) {
+          if ((Speculations.count(&U) && Speculations[&U].Vars.count(VD)) ||
+              speculate(U, VD, *Bad))
+            continue;
+          if (MarkBad(U, "depends on " + quoted(VD) + ", which " + *Bad)) {
+            Changed = true;
+            auto T = TaintOf.find(VD);
+            if (T != TaintOf.end())
+              U.TaintSource = T->second;
+          }
+          break;
+        }
+      }
+    }
+  }
+}
+
+bool PrefetchPlanner::reaches(const Unit *Def, const Unit *Use) const {
+  if (HasGoto || !Use)
+    return true;
+  for (const Unit *P = Def; P; P = P->Parent)
+    if (P->UnitKind == Unit::Loop && Use->isWithin(P))
+      return true;
+  if (Def == Use)
+    return false;
+  const SourceManager &SM = Units.function()->getASTContext().getSourceManager();
+  return SM.isBeforeInTranslationUnit(Def->S->getBeginLoc(), Use->S->getBeginLoc());
+}
+
+const std::string *PrefetchPlanner::badReason(const VarDecl *VD, const Unit *Use) const {
+  auto It = BadVars.find(VD);
+  if (It == BadVars.end())
+    return nullptr;
+  for (const BadDef &D : It->second)
+    if (reaches(D.At, Use))
+      return &D.Why;
+  return nullptr;
+}
+
+// An expression the PT can evaluate at U: no calls, only variables it computes.
+bool PrefetchPlanner::computable(const Expr *E, const Unit &U) const {
+  llvm::SmallVector<const Stmt *, 8> Work{E};
+  while (!Work.empty()) {
+    const Stmt *S = Work.pop_back_val();
+    if (isa<CallExpr>(S) || isa<StmtExpr>(S))
+      return false;
+    if (const auto *DRE = dyn_cast<DeclRefExpr>(S))
+      if (const auto *VD = dyn_cast<VarDecl>(DRE->getDecl()))
+        if (badReason(VD, &U) || (BufferVars.count(VD) && !CopyBuffers.count(VD)))
+          return false;
+    for (const Stmt *Child : S->children())
+      if (Child)
+        Work.push_back(Child);
+  }
+  return true;
+}
+
+// The conditions of Call's arm in U's statement that the PT can evaluate. One it cannot
+// is left out: the PT then prefetches for both arms (a wasted prefetch, never a wrong one).
+std::vector<ArmGuard> PrefetchPlanner::armGuards(const CallExpr *Call, const Unit &U) const {
+  std::vector<ArmGuard> All, Kept;
+  findArm(U.S, Call, All);
+  for (auto It = All.rbegin(); It != All.rend(); ++It)
+    if (computable(It->Cond, U))
+      Kept.push_back(*It);
+  return Kept;
+}
+
+// A loop's condition depends on VD, which the PT cannot compute: if VD appears only in
+// side-effect-free conjuncts of the condition, and a conjunct stays to end the loop, the
+// PT leaves those out (Speculation) instead of giving the loop up.
+bool PrefetchPlanner::speculate(const Unit &U, const VarDecl *VD, const std::string &Why) {
+  if (U.UnitKind != Unit::Loop)
+    return false;
+  const Expr *Cond = nullptr;
+  if (const auto *FS = dyn_cast<ForStmt>(U.S)) {
+    if (mentions(FS->getInit(), VD) || mentions(FS->getInc(), VD) || FS->getConditionVariable())
+      return false;
+    Cond = FS->getCond();
+  } else if (const auto *WS = dyn_cast<WhileStmt>(U.S)) {
+    if (WS->getConditionVariable())
+      return false;
+    Cond = WS->getCond();
+  } else if (const auto *DS = dyn_cast<DoStmt>(U.S)) {
+    Cond = DS->getCond();
+  }
+  if (!Cond)
+    return false;
+  llvm::SmallVector<const Expr *, 4> All;
+  conjunctsOf(Cond, All);
+  Speculation &S = Speculations[&U];
+  llvm::SmallVector<const Expr *, 2> Mine;
+  for (const Expr *C : All)
+    if (mentions(C, VD)) {
+      if (!sideEffectFree(C))
+        return false;
+      Mine.push_back(C);
+    }
+  unsigned Left = 0;
+  for (const Expr *C : All)
+    Left += !mentions(C, VD) && !llvm::is_contained(S.Conjuncts, C);
+  if (Mine.empty() || Left == 0)
+    return false;
+  for (const Expr *C : Mine)
+    if (!llvm::is_contained(S.Conjuncts, C))
+      S.Conjuncts.push_back(C);
+  S.Vars.insert(VD);
+  if (S.Why.empty())
+    S.Why = "'" + VD->getNameAsString() + "', which " + Why;
+  return true;
+}
+
+const Speculation *PrefetchPlanner::speculationFor(const Unit &U) const {
+  auto It = Speculations.find(&U);
+  return It == Speculations.end() || It->second.Conjuncts.empty() ? nullptr : &It->second;
+}
+
+} // namespace ppios
