@@ -39,7 +39,10 @@ bool isStringPointer(QualType T) {
   return false;
 }
 
-bool openMayWrite(const CallExpr *Call, const IoCallInfo &Info, const ASTContext &Ctx) {
+// What an open's mode argument asks for: one of the stdio mode letters, or any of the
+// POSIX / MPI-IO flag bits. A mode it cannot read (not a literal, not a constant) may.
+static bool openModeAsks(const CallExpr *Call, const IoCallInfo &Info, const ASTContext &Ctx,
+                         const char *StdioLetters, uint64_t PosixBits, uint64_t MpiBits) {
   if (!Info.WriteModeArg)
     return false;
   unsigned ModeArg = Info.Interface == IoInterface::MpiIo ? 2 : 1;
@@ -48,37 +51,24 @@ bool openMayWrite(const CallExpr *Call, const IoCallInfo &Info, const ASTContext
   const Expr *Mode = Call->getArg(ModeArg)->IgnoreParenImpCasts();
   if (Info.Interface == IoInterface::Stdio) {
     if (const auto *SL = dyn_cast<StringLiteral>(Mode))
-      return SL->getString().find_first_of("wa+") != llvm::StringRef::npos;
+      return SL->getString().find_first_of(StdioLetters) != llvm::StringRef::npos;
     return true;
   }
   Expr::EvalResult Value;
   if (!Mode->EvaluateAsInt(Value, Ctx))
     return true;
   uint64_t Flags = Value.Val.getInt().getZExtValue();
-  if (Info.Interface == IoInterface::Posix)
-    return (Flags & 3) != 0; // O_WRONLY or O_RDWR
-  return (Flags & (4 | 8)) != 0; // Open MPI's MPI_MODE_WRONLY | MPI_MODE_RDWR
+  return (Flags & (Info.Interface == IoInterface::Posix ? PosixBits : MpiBits)) != 0;
+}
+
+bool openMayWrite(const CallExpr *Call, const IoCallInfo &Info, const ASTContext &Ctx) {
+  // O_WRONLY | O_RDWR; Open MPI's MPI_MODE_WRONLY | MPI_MODE_RDWR.
+  return openModeAsks(Call, Info, Ctx, "wa+", 3, 4 | 8);
 }
 
 bool openMayCreate(const CallExpr *Call, const IoCallInfo &Info, const ASTContext &Ctx) {
-  if (!Info.WriteModeArg)
-    return false;
-  unsigned ModeArg = Info.Interface == IoInterface::MpiIo ? 2 : 1;
-  if (Call->getNumArgs() <= ModeArg)
-    return false;
-  const Expr *Mode = Call->getArg(ModeArg)->IgnoreParenImpCasts();
-  if (Info.Interface == IoInterface::Stdio) {
-    if (const auto *SL = dyn_cast<StringLiteral>(Mode))
-      return SL->getString().find_first_of("wa") != llvm::StringRef::npos;
-    return true;
-  }
-  Expr::EvalResult Value;
-  if (!Mode->EvaluateAsInt(Value, Ctx))
-    return true;
-  uint64_t Flags = Value.Val.getInt().getZExtValue();
-  if (Info.Interface == IoInterface::Posix)
-    return (Flags & (0100 | 01000)) != 0; // Linux's O_CREAT | O_TRUNC
-  return (Flags & 1) != 0;                // Open MPI's MPI_MODE_CREATE
+  // Linux's O_CREAT | O_TRUNC; Open MPI's MPI_MODE_CREATE.
+  return openModeAsks(Call, Info, Ctx, "wa", 0100 | 01000, 1);
 }
 
 unsigned countTransfers(const Unit &U) {
