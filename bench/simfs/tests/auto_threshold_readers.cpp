@@ -1,0 +1,186 @@
+// simfs-auto-threshold-readers: PPIOS_THRESHOLD=auto against the emulated device.
+//
+//   simfs-auto-threshold-readers MOUNTPOINT COORDINATOR_ADDRESS TARGET
+//
+// Real reader threads read a file on a ppios-simfs mount through the coordinator (PT
+// class, so the cap binds them), reporting the bytes of every read at release. For
+// optimal streams 2, 4 and 8 (each from a fresh target, cap learned from 1), the learned
+// cap must be within +-1 of the optimum within 5 s and stay there; then the device is
+// changed live (8 -> 3) and the cap must follow within 10 s and stay within +-1.
+// Prints the cap trace and the learned curve of each phase. Exit 0 pass, 1 fail, 2 error.
+#include "ppios/Coordinator.h"
+#include "ppios/CoordinatorAdmin.h"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+constexpr int kReaders = 12;
+constexpr size_t kRequest = 256 * 1024;
+constexpr uint64_t kRegion = 32ull << 20;
+
+std::string g_mount, g_address, g_target;
+
+bool set_model(int optimal_streams) {
+  const std::string path = g_mount + "/.simfs-model.json";
+  const std::string doc = "{\"optimal_streams\": " + std::to_string(optimal_streams) +
+                          ", \"peak_mibps\": 160, \"loss_per_stream\": 0.15, \"floor_fraction\": 0.2}";
+  int fd = open(path.c_str(), O_WRONLY | O_TRUNC);
+  if (fd < 0) return false;
+  bool ok = write(fd, doc.data(), doc.size()) == static_cast<ssize_t>(doc.size());
+  return close(fd) == 0 && ok;
+}
+
+ppios::CoordinatorOptions options() {
+  ppios::CoordinatorOptions o;
+  o.address = g_address;
+  o.target = g_target;
+  o.auto_threshold = true;
+  o.lease_ms = 1000;
+  return o;
+}
+
+// kReaders threads reading distinct regions until stopped.
+class Readers {
+ public:
+  Readers(ppios::Coordinator &coord, const std::string &file) {
+    for (int i = 0; i < kReaders; ++i) {
+      threads_.emplace_back([this, &coord, file, i] {
+        int fd = open(file.c_str(), O_RDONLY);
+        if (fd < 0) {
+          failed_ = true;
+          return;
+        }
+        std::vector<char> buf(kRequest);
+        uint64_t pos = 0;
+        while (!stop_.load()) {
+          ppios::SlotTicket t = coord.acquire(ppios::IoClass::PT, 1);
+          ssize_t n = pread(fd, buf.data(), kRequest, static_cast<off_t>(i * kRegion + pos));
+          if (n <= 0) failed_ = true;
+          else t.bytes = static_cast<uint64_t>(n);
+          coord.release(t);
+          pos = (pos + kRequest) % kRegion;
+        }
+        close(fd);
+      });
+    }
+  }
+  ~Readers() {
+    stop_ = true;
+    for (auto &t : threads_) t.join();
+  }
+  bool failed() const { return failed_.load(); }
+
+ private:
+  std::atomic<bool> stop_{false}, failed_{false};
+  std::vector<std::thread> threads_;
+};
+
+// Samples the stored cap every 50 ms for `seconds`; passes if from some time <= `limit_s`
+// on, every sample is within opt +- 1 (and at least 2 s of samples follow it).
+bool watch(ppios::CoordinatorAdmin &admin, int opt, double seconds, double limit_s, const char *what) {
+  std::vector<std::pair<double, int64_t>> trace;
+  auto t0 = Clock::now();
+  std::string err;
+  for (;;) {
+    double t = std::chrono::duration<double>(Clock::now() - t0).count();
+    if (t > seconds) break;
+    ppios::CoordinatorStatus s;
+    if (!admin.status(&s, &err)) {
+      fprintf(stderr, "status: %s\n", err.c_str());
+      return false;
+    }
+    trace.emplace_back(t, s.threshold);
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  double settled_at = -1;
+  for (size_t i = trace.size(); i-- > 0;) {
+    if (trace[i].second < opt - 1 || trace[i].second > opt + 1) break;
+    settled_at = trace[i].first;
+  }
+  printf("%s: optimum %d, cap trace (s:cap at changes):", what, opt);
+  int64_t last = -2;
+  for (auto &[t, cap] : trace)
+    if (cap != last) printf(" %.2f:%lld", t, static_cast<long long>(last = cap));
+  printf("\n");
+  ppios::CoordinatorStatus s;
+  if (admin.status(&s, &err)) {
+    printf("%s: learned curve (k: MiB/s):", what);
+    for (auto &[k, mibps] : s.curve) printf(" %d:%.0f", k, mibps);
+    printf("; controller pid %d\n", s.controller_pid);
+    if (s.curve.empty() || s.controller_pid == 0 || !s.auto_threshold) {
+      printf("FAIL %s: status shows no curve or no controller\n", what);
+      return false;
+    }
+  }
+  bool ok = settled_at >= 0 && settled_at <= limit_s;
+  if (ok) printf("ok %s: within +-1 of %d from %.2f s on (limit %.0f s)\n", what, opt, settled_at, limit_s);
+  else printf("FAIL %s: not within +-1 of %d from %.0f s on (settled at %.2f)\n", what, opt, limit_s, settled_at);
+  fflush(stdout);
+  return ok;
+}
+
+}  // namespace
+
+int main(int argc, char **argv) {
+  if (argc != 4) {
+    fprintf(stderr, "usage: %s MOUNTPOINT COORDINATOR_ADDRESS TARGET\n", argv[0]);
+    return 2;
+  }
+  g_mount = argv[1];
+  g_address = argv[2];
+  g_target = argv[3];
+  const std::string file = g_mount + "/auto-threshold.dat";
+  int fd = open(file.c_str(), O_CREAT | O_TRUNC | O_WRONLY, 0644);
+  if (fd < 0 || ftruncate(fd, static_cast<off_t>(kReaders * kRegion)) != 0) {
+    fprintf(stderr, "cannot create %s: %s\n", file.c_str(), strerror(errno));
+    return 2;
+  }
+  close(fd);
+  std::string err;
+  auto admin = ppios::make_coordinator_admin(options(), &err);
+  if (!admin) {
+    fprintf(stderr, "%s\n", err.c_str());
+    return 2;
+  }
+  bool ok = true;
+  for (int opt : {2, 4, 8}) {
+    if (!set_model(opt)) {
+      fprintf(stderr, "cannot change the model\n");
+      return 2;
+    }
+    admin->reset(&err);
+    auto coord = ppios::make_coordinator(options(), &err);
+    if (!coord) {
+      fprintf(stderr, "%s\n", err.c_str());
+      return 2;
+    }
+    Readers readers(*coord, file);
+    std::string what = "fresh opt " + std::to_string(opt);
+    ok &= watch(*admin, opt, opt == 8 ? 9 : 8, 5, what.c_str());
+    if (opt == 8) {
+      // Live change of the device under the running controller.
+      if (!set_model(3)) return 2;
+      ok &= watch(*admin, 3, 13, 10, "live change 8 -> 3");
+    }
+    if (readers.failed()) {
+      printf("FAIL: a read failed\n");
+      ok = false;
+    }
+  }
+  unlink(file.c_str());
+  admin->reset(&err);
+  return ok ? 0 : 1;
+}
