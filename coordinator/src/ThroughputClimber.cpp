@@ -24,7 +24,10 @@ int ThroughputClimber::probe(State s, double now_s) {
 int ThroughputClimber::next(int k, double mibps, bool bound, double now_s) {
   curve_[k] = mibps;
   if (last_probe_s_ < 0) last_probe_s_ = now_s;
-  const bool better = base_mibps_ >= 0 && mibps > base_mibps_ * (1 + p_.gain);
+  // Below the knee one more stream adds about 1/base: at a large base that is less than
+  // `gain`, so the margin shrinks with it (half the expected step).
+  const double margin = std::min(p_.gain, 0.5 / std::max(base_, 1));
+  const bool better = base_mibps_ >= 0 && mibps > base_mibps_ * (1 + margin);
   switch (state_) {
     case State::ProbeUp:
       if (k != base_ + 1) break;  // the cap was changed under us: start over from it

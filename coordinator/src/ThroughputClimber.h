@@ -28,7 +28,8 @@
 namespace ppios {
 
 struct ClimberParams {
-  double gain = 0.06;       // a neighbour must be this much better to move there
+  double gain = 0.06;       // a neighbour must be this much better to move there (at most
+                            // half of 1/base: the step one more stream gives below the knee)
   double shift = 0.20;      // settled throughput moving this much means the device changed
   double reprobe_s = 3.0;   // re-probe a settled cap this often
   int min_k = 1;
