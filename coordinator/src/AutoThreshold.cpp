@@ -67,6 +67,7 @@ void AutoThreshold::run() {
     if (!plane_->sample(&s1)) continue;
     const double t1 = now_s();
     int ticks = 0, bound_ticks = 0;
+    uint64_t inflight_sum = 0;
     bool changed = false, stop = false;
     ControlPlane::Sample s2 = s1;
     while (now_s() - t1 < timing_.window_s) {
@@ -81,6 +82,7 @@ void AutoThreshold::run() {
         break;
       }
       ++ticks;
+      inflight_sum += s2.inflight;
       if (s2.queued > 0 || s2.inflight >= static_cast<uint64_t>(k)) ++bound_ticks;
     }
     if (stop) break;
@@ -89,6 +91,9 @@ void AutoThreshold::run() {
       const double t2 = now_s();
       const uint64_t bytes = s2.bytes >= s1.bytes ? s2.bytes - s1.bytes : 0;
       if (bytes == 0) continue;  // idle target: nothing to learn
+      // MTs past the cap (no PPIOS_MT_THROTTLE) ran more accesses than k: the window is
+      // not B(k), and no cap would have changed it.
+      if (static_cast<double>(inflight_sum) / ticks > k + 0.5) continue;
       const double mibps = bytes / (t2 - t1) / (1024.0 * 1024.0);
       const bool bound = 2 * bound_ticks >= ticks;
       const int next = climber->next(static_cast<int>(k), mibps, bound, t2);
