@@ -70,6 +70,7 @@ class Readers {
           ssize_t n = pread(fd, buf.data(), kRequest, static_cast<off_t>(i * kRegion + pos));
           if (n <= 0) failed_ = true;
           else t.bytes = static_cast<uint64_t>(n);
+          bytes_ += t.bytes;
           coord.release(t);
           pos = (pos + kRequest) % kRegion;
         }
@@ -82,16 +83,24 @@ class Readers {
     for (auto &t : threads_) t.join();
   }
   bool failed() const { return failed_.load(); }
+  uint64_t bytes() const { return bytes_.load(); }
 
  private:
   std::atomic<bool> stop_{false}, failed_{false};
+  std::atomic<uint64_t> bytes_{0};
   std::vector<std::thread> threads_;
 };
 
 // Samples the stored cap every 50 ms for `seconds`; passes if from some time <= `limit_s`
 // on, every sample is within opt +- 1 (and at least 2 s of samples follow it).
-bool watch(ppios::CoordinatorAdmin &admin, int opt, double seconds, double limit_s, const char *what) {
+// Also prints the readers' MiB/s over the whole phase and from the limit on, against the
+// device's peak (what a perfect fixed cap would get).
+bool watch(ppios::CoordinatorAdmin &admin, const Readers &readers, int opt, double seconds, double limit_s,
+           const char *what) {
   std::vector<std::pair<double, int64_t>> trace;
+  const uint64_t bytes0 = readers.bytes();
+  uint64_t bytes_at_limit = 0;
+  double t_limit = -1;
   auto t0 = Clock::now();
   std::string err;
   for (;;) {
@@ -103,6 +112,10 @@ bool watch(ppios::CoordinatorAdmin &admin, int opt, double seconds, double limit
       return false;
     }
     trace.emplace_back(t, s.threshold);
+    if (t_limit < 0 && t >= limit_s) {
+      t_limit = t;
+      bytes_at_limit = readers.bytes();
+    }
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
   }
   double settled_at = -1;
@@ -110,6 +123,11 @@ bool watch(ppios::CoordinatorAdmin &admin, int opt, double seconds, double limit
     if (trace[i].second < opt - 1 || trace[i].second > opt + 1) break;
     settled_at = trace[i].first;
   }
+  const double phase_s = trace.empty() ? 0 : trace.back().first;
+  const uint64_t bytes_end = readers.bytes();
+  printf("%s: readers %.1f MiB/s over the phase, %.1f MiB/s after %.0f s (device peak 160)\n", what,
+         (bytes_end - bytes0) / phase_s / 1048576.0,
+         t_limit < 0 ? 0.0 : (bytes_end - bytes_at_limit) / (phase_s - t_limit) / 1048576.0, limit_s);
   printf("%s: optimum %d, cap trace (s:cap at changes):", what, opt);
   int64_t last = -2;
   for (auto &[t, cap] : trace)
@@ -169,16 +187,30 @@ int main(int argc, char **argv) {
     }
     Readers readers(*coord, file);
     std::string what = "fresh opt " + std::to_string(opt);
-    ok &= watch(*admin, opt, opt == 8 ? 9 : 8, 5, what.c_str());
+    ok &= watch(*admin, readers, opt, opt == 8 ? 9 : 8, 5, what.c_str());
     if (opt == 8) {
       // Live change of the device under the running controller.
       if (!set_model(3)) return 2;
-      ok &= watch(*admin, 3, 13, 10, "live change 8 -> 3");
+      ok &= watch(*admin, readers, 3, 13, 10, "live change 8 -> 3");
     }
     if (readers.failed()) {
       printf("FAIL: a read failed\n");
       ok = false;
     }
+  }
+  // Reference for the numbers above: the best fixed cap (the optimum, set by hand).
+  for (int opt : {2, 4, 8}) {
+    if (!set_model(opt)) return 2;
+    admin->reset(&err);
+    auto coord = ppios::make_coordinator(options(), &err);
+    if (!coord || !admin->set_threshold(opt, &err)) return 2;
+    Readers readers(*coord, file);
+    std::this_thread::sleep_for(std::chrono::milliseconds(500));
+    uint64_t b0 = readers.bytes();
+    auto t0 = Clock::now();
+    std::this_thread::sleep_for(std::chrono::seconds(3));
+    double mibps = (readers.bytes() - b0) / std::chrono::duration<double>(Clock::now() - t0).count() / 1048576.0;
+    printf("reference fixed cap %d (the optimum): readers %.1f MiB/s (device peak 160)\n", opt, mibps);
   }
   unlink(file.c_str());
   admin->reset(&err);
