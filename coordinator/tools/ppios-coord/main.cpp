@@ -218,7 +218,7 @@ int run_bench(const CoordinatorOptions &base, const std::vector<std::string> &re
     } else if (a == "--threshold") {
       const std::string *v = value("--threshold");
       if (v && *v == "none") options.threshold = -1;
-      else if (!v || !parse_i64(*v, 1, 1 << 30, &options.threshold))
+      else if (!v || !parse_i64(*v, 1, ppios::kMaxThreshold, &options.threshold))
         return usage_error("bench: --threshold needs a number >= 1 or none");
     } else {
       return usage_error("bench: unknown argument '" + a + "'");
