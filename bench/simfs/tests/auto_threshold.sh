@@ -10,7 +10,7 @@ if [[ $BACKEND == redis ]]; then
     redis-server --port 0 --unixsocket "$TEST_DIR/r.sock" --save "" --appendonly no \
         --dir "$TEST_DIR" --daemonize yes --pidfile "$TEST_DIR/r.pid" >/dev/null
     for _ in $(seq 100); do redis-cli -s "$TEST_DIR/r.sock" ping 2>/dev/null | grep -q PONG && break; sleep 0.05; done
-    trap 'kill "$(cat "$TEST_DIR/r.pid")" 2>/dev/null || true; cleanup' EXIT
+    EXTRA_CLEANUP='kill "$(cat "$TEST_DIR/r.pid")" 2>/dev/null'
     address=unix://$TEST_DIR/r.sock
 fi
 "$READERS" "$MNT" "$address" "auto-simfs-$$" || fail "auto threshold did not converge ($BACKEND)"

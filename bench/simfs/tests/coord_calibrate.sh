@@ -6,7 +6,7 @@ source "$(dirname "$0")/lib.sh"
 require_fuse
 mount_simfs --peak-mibps 100 --optimal-streams 4 --loss-per-stream 0.25
 target="calib-$$"
-trap 'rm -f "/dev/shm/ppios-coord.$target"; cleanup' EXIT
+EXTRA_CLEANUP='rm -f "/dev/shm/ppios-coord.$target"'
 truncate -s 256M "$MNT/data.bin"
 
 out=$("$COORD" --coordinator shm --target "$target" calibrate "$MNT/data.bin" --max-streams 7 \
@@ -25,17 +25,17 @@ PY
 [[ $(head -c 8 "$TEST_DIR/b.png" | od -An -tx1 | tr -d ' \n') == 89504e470d0a1a0a ]] ||
     fail "no PNG drawn"
 status=$("$COORD" --coordinator shm --target "$target" status --json)
-python3 - "$knee" <<<"$status" || fail "stored state wrong: $status"
+python3 - "$knee" "$status" <<'PY' || fail "stored state wrong: $status"
 import json, sys
-d = json.load(sys.stdin)
+d = json.loads(sys.argv[2])
 sys.exit(0 if d["threshold"] == int(sys.argv[1]) and len(d["curve"]) == 7 and not d["auto"] else 1)
 PY
 # Learning starts from the stored knee.
 "$COORD" --coordinator shm --target "$target" set-threshold auto
-python3 - "$knee" <<<"$("$COORD" --coordinator shm --target "$target" status --json)" ||
-    fail "set-threshold auto did not keep the stored cap"
+status=$("$COORD" --coordinator shm --target "$target" status --json)
+python3 - "$knee" "$status" <<'PY' || fail "set-threshold auto did not keep the stored cap: $status"
 import json, sys
-d = json.load(sys.stdin)
+d = json.loads(sys.argv[2])
 sys.exit(0 if d["threshold"] == int(sys.argv[1]) and d["auto"] else 1)
 PY
 pass "calibrate: knee $knee, PNG, stored"
