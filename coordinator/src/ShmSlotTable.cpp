@@ -33,7 +33,11 @@
 namespace ppios {
 namespace {
 
+// The layout version is in the segment's name as well as in its magic: builds with
+// different layouts (an upgrade, or several checkouts on one machine) then use different
+// segments instead of refusing each other's. Bump both whenever ShmLayout changes.
 constexpr uint64_t kMagic = 0x3230434f53505050ULL;  // "PPPSOC02"
+constexpr const char *kSegmentPrefix = "/ppios-coord-v2.";
 constexpr uint32_t kMaxProcs = 1024;
 constexpr uint32_t kMaxHolders = 4096;
 constexpr uint32_t kMaxWaiters = 4096;
@@ -354,7 +358,7 @@ std::string ShmSlotTable::segment_name(const std::string &target) {
     snprintf(buf, sizeof buf, "-%016llx", static_cast<unsigned long long>(h));
     clean += buf;
   }
-  return "/ppios-coord." + clean;
+  return kSegmentPrefix + clean;
 }
 
 std::unique_ptr<ShmSlotTable> ShmSlotTable::open(const std::string &target, bool create, std::string *error) {
