@@ -90,8 +90,48 @@ bool parseModelJson(const std::string& json, ModelParams* out) {
     return true;
 }
 
+std::string mergeModelJson(const std::string& json, ModelParams* params) {
+    ModelParams p = *params;
+    double v;
+    bool any = false;
+    if (findJsonNumber(json, "enabled", &v)) {
+        if ((v != 0.0) != p.enabled) return "\"enabled\" cannot change while mounted";
+        any = true;
+    }
+    if (findJsonNumber(json, "peak_mibps", &v)) { p.peak_mibps = v; any = true; }
+    if (findJsonNumber(json, "optimal_streams", &v)) {
+        if (v != std::floor(v)) return "optimal_streams must be a whole number";
+        p.optimal_streams = static_cast<int>(v);
+        any = true;
+    }
+    if (findJsonNumber(json, "loss_per_stream", &v)) { p.loss_per_stream = v; any = true; }
+    if (findJsonNumber(json, "floor_fraction", &v)) { p.floor_fraction = v; any = true; }
+    if (findJsonNumber(json, "latency_us", &v)) { p.latency_us = v; any = true; }
+    if (!any) return "no model field (peak_mibps, optimal_streams, loss_per_stream, floor_fraction, latency_us)";
+    const std::string problem = p.validate();
+    if (!problem.empty()) return problem;
+    *params = p;
+    return "";
+}
+
 DeviceModel::DeviceModel(const ModelParams& params)
     : params_(params), epoch_(Clock::now()) {}
+
+ModelParams DeviceModel::params() const {
+    std::lock_guard<std::mutex> lock(mu_);
+    return params_;
+}
+
+void DeviceModel::setParams(const ModelParams& params) {
+    std::lock_guard<std::mutex> lock(mu_);
+    // Settle everything up to now at the old rate; finish tags are in bytes of service,
+    // so they stay valid and only the rate at which service accrues changes.
+    if (params_.enabled) advanceLocked(now());
+    const bool enabled = params_.enabled;
+    params_ = params;
+    params_.enabled = enabled;
+    cv_.notify_all();  // waiters re-project their completion under the new B(k)
+}
 
 double DeviceModel::now() const {
     return std::chrono::duration<double>(Clock::now() - epoch_).count();

@@ -52,6 +52,12 @@ struct ModelParams {
 // ours, so a key scanner is enough). Returns false if a field is missing.
 bool parseModelJson(const std::string& json, ModelParams* out);
 
+// Applies the fields present in `json` (any of peak_mibps, optimal_streams,
+// loss_per_stream, floor_fraction, latency_us) to *params: what a write to the mounted
+// .simfs-model.json does. Returns "" or a message (no known field, invalid value,
+// "enabled" cannot change while mounted).
+std::string mergeModelJson(const std::string& json, ModelParams* params);
+
 // Accounting the model keeps about itself, so tests and result files can check what the
 // device did rather than trusting wall clocks alone.
 struct ModelStats {
@@ -89,7 +95,11 @@ public:
     // admit + await, for callers with nothing to overlap.
     void transfer(uint64_t bytes);
 
-    const ModelParams& params() const { return params_; }
+    ModelParams params() const;
+    // Changes the device live (ppios-simfs: a write to .simfs-model.json). Requests in
+    // flight keep the service they already got and continue at the new B(k).
+    // `enabled` cannot change: a zero-delay mount has no model state to continue from.
+    void setParams(const ModelParams& params);
     ModelStats stats();
     void resetStats();
 
@@ -118,10 +128,10 @@ private:
     double projectedCompletionLocked(const Request* req) const;
     void accountLocked(int k, double dt, double rate);
 
-    const ModelParams params_;
+    ModelParams params_;            // guarded by mu_ (setParams)
     const Clock::time_point epoch_;
 
-    std::mutex mu_;
+    mutable std::mutex mu_;
     std::condition_variable cv_;
     double last_update_ = 0.0;      // model seconds at which virtual_service_ is exact
     double virtual_service_ = 0.0;  // service (bytes) each transferring request has got so far

@@ -89,6 +89,7 @@ struct SimFs::OpenFile {
     Kind kind = Kind::Backing;
     int fd = -1;
     std::string content;  // virtual files: the document as it was at open()
+    bool writing = false; // .simfs-model.json opened for writing: content is what was written
 };
 
 SimFs::SimFs(int backing_dir_fd, const std::string& backing_path, DeviceModel* model,
@@ -180,7 +181,7 @@ void SimFs::prepareWorkerThread() {
 int SimFs::virtualGetattr(const char* path, struct stat* st) {
     std::memset(st, 0, sizeof(*st));
     const bool stats = isStatsFile(path);
-    st->st_mode = S_IFREG | (stats ? 0644 : 0444);
+    st->st_mode = S_IFREG | 0644;
     st->st_nlink = 1;
     st->st_uid = getuid();
     st->st_gid = getgid();
@@ -335,7 +336,12 @@ int SimFs::opTruncate(const char* path, off_t size, fuse_file_info* fi) {
         fs->requests_.reset();
         return 0;
     }
-    if (fi ? handle(fi)->kind == OpenFile::Kind::ModelJson : isModelFile(path)) return -EPERM;
+    if (fi ? handle(fi)->kind == OpenFile::Kind::ModelJson : isModelFile(path)) {
+        // `echo ... > .simfs-model.json`: the new model replaces the old one at close.
+        if (size != 0) return -EINVAL;
+        if (fi) handle(fi)->content.clear();
+        return 0;
+    }
     if (fi) return ftruncate(handle(fi)->fd, size) == 0 ? 0 : negErrno();
     const int fd = openat(fs->backing_fd_, relative(path), O_WRONLY | O_CLOEXEC);
     if (fd < 0) return negErrno();
@@ -349,13 +355,13 @@ int SimFs::opOpen(const char* path, fuse_file_info* fi) {
     auto of = std::make_unique<OpenFile>();
     if (isModelFile(path) || isStatsFile(path)) {
         const bool stats = isStatsFile(path);
-        if (!stats && (fi->flags & O_ACCMODE) != O_RDONLY) return -EACCES;
         of->kind = stats ? OpenFile::Kind::StatsJson : OpenFile::Kind::ModelJson;
+        of->writing = !stats && (fi->flags & O_ACCMODE) != O_RDONLY;
         if (stats && (fi->flags & O_TRUNC)) {
             fs->model_->resetStats();
             fs->requests_.reset();
         }
-        of->content = stats ? fs->statsJson() : fs->modelJson();
+        if (!of->writing) of->content = stats ? fs->statsJson() : fs->modelJson();
     } else {
         of->fd = openat(fs->backing_fd_, relative(path), backingOpenFlags(fi->flags));
         if (of->fd < 0) return negErrno();
@@ -391,7 +397,13 @@ int SimFs::opWrite(const char*, const char* buf, size_t size, off_t offset,
                    fuse_file_info* fi) {
     OpenFile* of = handle(fi);
     if (of->kind == OpenFile::Kind::StatsJson) return static_cast<int>(size);  // ignored
-    if (of->kind == OpenFile::Kind::ModelJson) return -EACCES;
+    if (of->kind == OpenFile::Kind::ModelJson) {
+        if (!of->writing || offset < 0 || offset > (1 << 16)) return -EINVAL;
+        const size_t end = static_cast<size_t>(offset) + size;
+        if (of->content.size() < end) of->content.resize(end, ' ');
+        of->content.replace(static_cast<size_t>(offset), size, buf, size);
+        return static_cast<int>(size);
+    }
     return self()->modeledWrite(of->fd, buf, size, offset);
 }
 
@@ -399,7 +411,23 @@ int SimFs::opStatfs(const char*, struct statvfs* st) {
     return fstatvfs(self()->backing_fd_, st) == 0 ? 0 : negErrno();
 }
 
-int SimFs::opFlush(const char*, fuse_file_info*) { return 0; }
+// A write to .simfs-model.json takes effect when the writer closes it (flush runs in
+// close(), so a bad document fails the close with EINVAL and the model is unchanged).
+int SimFs::opFlush(const char*, fuse_file_info* fi) {
+    OpenFile* of = handle(fi);
+    if (of->kind != OpenFile::Kind::ModelJson || !of->writing || of->content.empty()) return 0;
+    SimFs* fs = self();
+    ModelParams params = fs->model_->params();
+    const std::string problem = mergeModelJson(of->content, &params);
+    of->content.clear();
+    if (!problem.empty()) {
+        std::fprintf(stderr, "ppios-simfs: .simfs-model.json not changed: %s\n", problem.c_str());
+        return -EINVAL;
+    }
+    fs->model_->setParams(params);
+    std::fprintf(stderr, "ppios-simfs: model changed: %s\n", params.toJson(0).c_str());
+    return 0;
+}
 
 int SimFs::opRelease(const char*, fuse_file_info* fi) {
     OpenFile* of = handle(fi);

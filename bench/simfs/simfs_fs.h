@@ -4,7 +4,8 @@
 //
 // Two virtual files exist at the root, not listed by readdir so tools that walk the tree
 // do not pick them up:
-//   .simfs-model.json  read-only: the model parameters and B(k) (for result files)
+//   .simfs-model.json  the model parameters and B(k) (for result files); writing JSON
+//                      with some of the parameters changes the device live (at close)
 //   .simfs-stats.json  the model's own accounting and the FUSE request sizes seen;
 //                      truncating it (`: > MNT/.simfs-stats.json`) resets the counters.
 //

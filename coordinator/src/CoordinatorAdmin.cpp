@@ -7,6 +7,10 @@
 
 #include <hiredis/hiredis.h>
 
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+
 namespace ppios {
 namespace {
 
@@ -37,6 +41,20 @@ class ShmAdmin final : public CoordinatorAdmin {
   }
 
   bool reset(std::string *error) override { return ShmSlotTable::unlink(target_, error); }
+
+  bool set_auto(std::string *error) override {
+    auto table = ShmSlotTable::open(target_, true, error);
+    if (!table) return false;
+    table->enable_auto();
+    return true;
+  }
+
+  bool store_curve(const std::vector<std::pair<int, double>> &curve, std::string *error) override {
+    auto table = ShmSlotTable::open(target_, true, error);
+    if (!table) return false;
+    table->store_curve(curve);
+    return true;
+  }
 
  private:
   std::string target_;
@@ -76,7 +94,35 @@ class RedisAdmin final : public CoordinatorAdmin {
       h.yield_requested = r->element[i + 2]->integer != 0;
       out->holders.push_back(h);
     }
+    auto a = link_->run(target_, {"status-auto"}, error);
+    if (!a) return false;
+    if (a->type != REDIS_REPLY_ARRAY || a->elements < 2) {
+      *error = "unexpected status reply";
+      return false;
+    }
+    auto str = [&](size_t i) { return std::string(a->element[i]->str ? a->element[i]->str : "", a->element[i]->len); };
+    out->auto_threshold = str(0) == "1";
+    std::string ctl = str(1);
+    if (!ctl.empty()) {
+      size_t bar = ctl.rfind('|');
+      out->controller_host = ctl.substr(0, bar);
+      out->controller_pid = bar == std::string::npos ? 0 : std::atoi(ctl.c_str() + bar + 1);
+    }
+    for (size_t i = 2; i + 1 < a->elements; i += 2) out->curve.emplace_back(std::atoi(str(i).c_str()), std::atof(str(i + 1).c_str()));
+    std::sort(out->curve.begin(), out->curve.end());
     return true;
+  }
+
+  bool set_auto(std::string *error) override { return link_->run(target_, {"set-auto"}, error) != nullptr; }
+
+  bool store_curve(const std::vector<std::pair<int, double>> &curve, std::string *error) override {
+    std::string arg;
+    char buf[64];
+    for (const auto &[k, mibps] : curve) {
+      snprintf(buf, sizeof buf, "%s%d:%.3f", arg.empty() ? "" : ",", k, mibps);
+      arg += buf;
+    }
+    return link_->run(target_, {"curve-put", arg}, error) != nullptr;
   }
 
   bool set_threshold(int64_t n, std::string *error) override {

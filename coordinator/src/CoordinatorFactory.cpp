@@ -4,7 +4,35 @@
 #include "RedisAddress.h"
 #include "ppios/Coordinator.h"
 
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+
 namespace ppios {
+
+bool parse_threshold_setting(const char *text, CoordinatorOptions *options, std::string *error) {
+  if (text != nullptr && std::strcmp(text, "auto") == 0) {
+    options->threshold = -1;
+    options->auto_threshold = true;
+    return true;
+  }
+  bool digits = text != nullptr && *text != '\0';
+  for (const char *p = text; digits && *p; ++p) digits = *p >= '0' && *p <= '9';
+  if (digits) {
+    errno = 0;
+    long long v = std::strtoll(text, nullptr, 10);
+    if (errno == 0 && v >= 1 && v <= kMaxThreshold) {
+      options->threshold = v;
+      options->auto_threshold = false;
+      return true;
+    }
+  }
+  if (error)
+    *error = std::string("PPIOS_THRESHOLD='") + (text ? text : "") +
+             "' is not valid; use a whole number from 1 to " + std::to_string(kMaxThreshold) +
+             " or auto (the cap is learned from the measured throughput)";
+  return false;
+}
 
 std::string validate_coordinator_address(const std::string &address) {
   if (address == "shm") return "";

@@ -11,6 +11,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <functional>
 #include <cstdio>
 #include <random>
 #include <unistd.h>
@@ -38,6 +39,63 @@ std::string seconds_arg(int ms) {
   return buf;
 }
 
+// The controller's view of the target on the server, through a link of its own (the
+// controller thread is its only user). While the server cannot be reached it leads
+// nothing and changes nothing; the next call reconnects.
+class RedisControlPlane final : public ControlPlane {
+ public:
+  RedisControlPlane(const RedisAddress &address, std::string target, std::function<std::string()> process_id)
+      : address_(address), target_(std::move(target)), process_id_(std::move(process_id)) {}
+
+  bool lead(int lease_ms) override {
+    proc_ = process_id_();
+    auto r = call({"ctl-lead", proc_, std::to_string(lease_ms)});
+    return r && r->integer == 1;
+  }
+  void resign() override {
+    if (!proc_.empty()) call({"ctl-resign", proc_});
+  }
+  bool sample(Sample *out) override {
+    auto r = call({"ctl-sample"});
+    if (!r || r->type != REDIS_REPLY_ARRAY || r->elements != 5) return false;
+    out->bytes = static_cast<uint64_t>(r->element[0]->integer);
+    out->cap = r->element[1]->integer;
+    out->inflight = static_cast<uint32_t>(r->element[2]->integer);
+    out->queued = static_cast<uint32_t>(r->element[3]->integer);
+    out->auto_on = r->element[4]->integer != 0;
+    return true;
+  }
+  void set_cap(int64_t k) override { call({"ctl-set", std::to_string(k)}); }
+  void publish_curve(const std::map<int, double> &mibps_by_k) override {
+    std::string arg;
+    char buf[64];
+    for (const auto &[k, mibps] : mibps_by_k) {
+      snprintf(buf, sizeof buf, "%s%d:%.3f", arg.empty() ? "" : ",", k, mibps);
+      arg += buf;
+    }
+    call({"curve-put", arg});
+  }
+
+ private:
+  RedisReplyPtr call(std::initializer_list<std::string_view> args) {
+    std::string err;
+    if (!link_ || link_->broken()) {
+      RedisLink::Failure failure;
+      link_ = RedisLink::connect(address_, kConnectTimeoutMs, &failure, &err);
+      if (!link_) return nullptr;
+    }
+    auto r = link_->run(target_, args, &err);
+    if (!r) link_.reset();
+    return r;
+  }
+
+  const RedisAddress address_;
+  const std::string target_;
+  const std::function<std::string()> process_id_;
+  std::string proc_;
+  std::unique_ptr<RedisLink> link_;
+};
+
 }  // namespace
 
 std::unique_ptr<Coordinator> RedisCoordinator::create(const CoordinatorOptions &options, std::string *error) {
@@ -54,7 +112,10 @@ std::unique_ptr<Coordinator> RedisCoordinator::create(const CoordinatorOptions &
     if (error) *error = "ppios: coordinator " + address.describe() + ": " + problem;
     return nullptr;
   }
-  auto fallback = ShmCoordinator::create(options, error, /*quiet_threshold_conflict=*/true);
+  // The stand-in only mirrors the stored cap; the cap is learned on the server.
+  CoordinatorOptions local = options;
+  local.auto_threshold = false;
+  auto fallback = ShmCoordinator::create(local, error, /*quiet_threshold_conflict=*/true);
   if (!fallback) return nullptr;
   std::unique_ptr<RedisCoordinator> c(new RedisCoordinator(options, address, std::move(fallback)));
   if (link && c->go_online(*link, &problem))
@@ -62,6 +123,10 @@ std::unique_ptr<Coordinator> RedisCoordinator::create(const CoordinatorOptions &
   else
     c->go_offline(problem);
   c->helper_ = std::thread([raw = c.get()] { raw->helper_loop(); });
+  if (options.auto_threshold)
+    c->controller_ = std::make_unique<AutoThreshold>(
+        std::make_unique<RedisControlPlane>(address, options.target, [raw = c.get()] { return raw->process_id(); }),
+        options.lease_ms);
   return c;
 }
 
@@ -74,6 +139,7 @@ RedisCoordinator::RedisCoordinator(const CoordinatorOptions &options, const Redi
       fallback_(std::move(fallback)) {}
 
 RedisCoordinator::~RedisCoordinator() {
+  controller_.reset();
   {
     std::lock_guard<std::mutex> g(stop_mutex_);
     stopping_ = true;
@@ -109,7 +175,8 @@ bool RedisCoordinator::go_online(RedisLink &link, std::string *error) {
   }
   auto r = link.run(options_.target, {"renew", proc, lease_arg_, host_pid_}, error);
   if (!r) return false;
-  r = link.run(options_.target, {"adopt", std::to_string(options_.threshold)}, error);
+  r = link.run(options_.target, {"adopt", std::to_string(options_.threshold), options_.auto_threshold ? "1" : "0"},
+               error);
   if (!r) return false;
   int64_t stored = r->integer;
   if (options_.threshold >= 0 && stored != options_.threshold && !warned_threshold_.exchange(true))
@@ -244,7 +311,9 @@ void RedisCoordinator::release(SlotTicket &ticket) {
     auto link = take_link(&epoch);
     if (!link) {
       go_offline("cannot connect");
-    } else if (!link->send(options_.target, {"release", e->holder, ticket.cls == IoClass::MT ? "M" : "P"}, &err)) {
+    } else if (!link->send(options_.target,
+                           {"release", e->holder, ticket.cls == IoClass::MT ? "M" : "P", std::to_string(ticket.bytes)},
+                           &err)) {
       // One-way: the server frees the slot (and hands it on) as soon as it reads this; the
       // reply is checked by the next call on this link. Not waiting halves the wake-ups of
       // an uncontended acquire+release pair.
@@ -256,6 +325,7 @@ void RedisCoordinator::release(SlotTicket &ticket) {
   // Offline: the server reaps the slot with our old incarnation's lease.
   tickets_.free(ticket.id);
   ticket.id = 0;
+  ticket.bytes = 0;
 }
 
 // A release is sent one-way and its reply read by the link's next user. A link that sits

@@ -4,6 +4,7 @@
 // reconnects when the server is back.
 #pragma once
 
+#include "AutoThreshold.h"
 #include "LocalTicketTable.h"
 #include "RedisAddress.h"
 #include "RedisLink.h"
@@ -72,6 +73,7 @@ class RedisCoordinator final : public Coordinator {
   std::condition_variable stop_cv_;
   bool stopping_ = false;
   std::thread helper_;
+  std::unique_ptr<AutoThreshold> controller_;  // PPIOS_THRESHOLD=auto only; stopped first
 };
 
 }  // namespace ppios

@@ -25,6 +25,9 @@
 //   procinfo  hash: process id -> "host|pid"
 //   w:<id>    a waiter's wake-up list: the grant is pushed there (BLPOP)
 //   ctl:<proc> a process's yield requests (its helper thread BLPOPs it)
+//   PPIOS_THRESHOLD=auto: state fields auto (1: learning on) and bytes (completed bytes
+//   reported at release); ctlr: the controller's process id, with the lease as its PX
+//   expiry; curve: hash k -> MiB/s learned
 // Ids are "<process id>#<n>", so the owning process of any id is the part before '#'.
 #pragma once
 
@@ -68,9 +71,10 @@ if op == 'acquire' then
     return 1
   end
 elseif op == 'release' then
-  -- ARGV: id cls. Idempotent: an unknown id (released, reaped, reset) is a no-op.
+  -- ARGV: id cls bytes. Idempotent: an unknown id (released, reaped, reset) is a no-op.
   if qm + qp == 0 then
     if redis.call('HDEL', K_HOLD, ARGV[2]) == 0 then return 0 end
+    if ARGV[4] and ARGV[4] ~= '0' then redis.call('HINCRBY', K_STATE, 'bytes', ARGV[4]) end
     if ARGV[3] == 'M' then
       m = m - 1
     else
@@ -261,6 +265,7 @@ if op == 'acquire' then
 elseif op == 'release' then
   -- Somebody waits (the fast path did not apply): free, then hand the slot on.
   if not free_holder(ARGV[2], ARGV[3]) then return 0 end
+  if ARGV[4] and ARGV[4] ~= '0' then redis.call('HINCRBY', K_STATE, 'bytes', ARGV[4]) end
   promote()
   save()
   return 1
@@ -297,8 +302,14 @@ elseif op == 'unregister' then
   save()
   return 1
 elseif op == 'adopt' then
-  -- ARGV: wanted (-1: none). Stores it if no threshold is stored; returns the stored one.
+  -- ARGV: wanted (-1: none) [auto (1: PPIOS_THRESHOLD=auto)]. Stores wanted if no
+  -- threshold is stored; returns the stored one. auto turns learning on, from 1 if no
+  -- cap is stored.
   local wanted = tonumber(ARGV[2])
+  if ARGV[3] == '1' then
+    redis.call('HSET', K_STATE, 'auto', 1)
+    if n < 1 then wanted = 1 end
+  end
   if n < 0 and wanted >= 0 then
     redis.call('HSET', K_STATE, 'n', wanted)
     n = wanted
@@ -308,6 +319,7 @@ elseif op == 'adopt' then
   return n
 elseif op == 'set-threshold' then
   local v = tonumber(ARGV[2])
+  redis.call('HDEL', K_STATE, 'auto')
   if v < 0 then redis.call('HDEL', K_STATE, 'n') else redis.call('HSET', K_STATE, 'n', v) end
   n = v < 0 and -1 or v
   promote()
@@ -325,8 +337,53 @@ elseif op == 'status' then
   end
   return out
 elseif op == 'reset' then
-  redis.call('DEL', K_STATE, K_HOLD, K_YIELD, K_QMT, K_QPT, K_PROCS, K_INFO)
+  redis.call('DEL', K_STATE, K_HOLD, K_YIELD, K_QMT, K_QPT, K_PROCS, K_INFO, prefix .. 'ctlr', prefix .. 'curve')
   return 1
+elseif op == 'set-auto' then
+  redis.call('HSET', K_STATE, 'auto', 1)
+  if n < 1 then
+    redis.call('HSET', K_STATE, 'n', 1)
+    n = 1
+    promote()
+    save()
+  end
+  return n
+elseif op == 'ctl-lead' then
+  -- ARGV: proc lease. The controller lease: taken when free or expired, renewed by its holder.
+  local cur = redis.call('GET', prefix .. 'ctlr')
+  if cur and cur ~= ARGV[2] then return 0 end
+  redis.call('SET', prefix .. 'ctlr', ARGV[2], 'PX', ARGV[3])
+  return 1
+elseif op == 'ctl-resign' then
+  if redis.call('GET', prefix .. 'ctlr') == ARGV[2] then redis.call('DEL', prefix .. 'ctlr') end
+  return 1
+elseif op == 'ctl-sample' then
+  local a = redis.call('HMGET', K_STATE, 'bytes', 'auto')
+  return {tonumber(a[1] or 0), n, m + p, qm + qp, tonumber(a[2] or 0)}
+elseif op == 'ctl-set' then
+  -- ARGV: k. Only while learning is on: a cap set by hand wins.
+  if redis.call('HGET', K_STATE, 'auto') then
+    redis.call('HSET', K_STATE, 'n', tonumber(ARGV[2]))
+    n = tonumber(ARGV[2])
+    promote()
+    save()
+  end
+  return n
+elseif op == 'curve-put' then
+  -- ARGV: "k:mibps,k:mibps,..." replaces the curve.
+  redis.call('DEL', prefix .. 'curve')
+  for k, v in string.gmatch(ARGV[2], '(%d+):([%d%.]+)') do redis.call('HSET', prefix .. 'curve', k, v) end
+  return 1
+elseif op == 'status-auto' then
+  -- {auto, controller "host|pid" or "", k1, mibps1, ...} (strings: MiB/s are fractional)
+  local a = redis.call('HGET', K_STATE, 'auto') or '0'
+  local info = ''
+  local ctl = redis.call('GET', prefix .. 'ctlr')
+  if ctl then info = redis.call('HGET', K_INFO, ctl) or '?|0' end
+  local out = {a, info}
+  local c = redis.call('HGETALL', prefix .. 'curve')
+  for i = 1, #c do out[#out + 1] = c[i] end
+  return out
 end
 return redis.error_reply('ppios: unknown coordinator operation ' .. tostring(op))
 )LUA";

@@ -18,7 +18,7 @@ std::unique_ptr<ShmCoordinator> ShmCoordinator::create(const CoordinatorOptions 
     if (error) *error = problem;
     return nullptr;
   }
-  int64_t stored = table->adopt_threshold(options.threshold);
+  int64_t stored = options.auto_threshold ? table->enable_auto() : table->adopt_threshold(options.threshold);
   if (options.threshold >= 0 && stored != options.threshold && !quiet_threshold_conflict)
     fprintf(stderr,
             "ppios: warning: PPIOS_THRESHOLD=%lld differs from the threshold %lld stored for target '%s'; "
@@ -30,6 +30,9 @@ std::unique_ptr<ShmCoordinator> ShmCoordinator::create(const CoordinatorOptions 
     return nullptr;
   }
   c->renewer_ = std::thread([raw = c.get()] { raw->renew_leases(); });
+  if (options.auto_threshold)
+    c->controller_ = std::make_unique<AutoThreshold>(control_plane(c->table_.get(), &c->process_handle_),
+                                                     options.lease_ms);
   return c;
 }
 
@@ -37,6 +40,7 @@ ShmCoordinator::ShmCoordinator(std::unique_ptr<ShmSlotTable> table, const Coordi
     : table_(std::move(table)), options_(options) {}
 
 ShmCoordinator::~ShmCoordinator() {
+  controller_.reset();
   {
     std::lock_guard<std::mutex> g(stop_mutex_);
     stopping_ = true;
@@ -84,10 +88,38 @@ SlotTicket ShmCoordinator::acquire(IoClass cls, uint64_t lead) {
 
 void ShmCoordinator::release(SlotTicket &ticket) {
   if (!ticket.valid()) return;
-  table_->release(ticket.id);
+  table_->release(ticket.id, ticket.bytes);
   ticket.id = 0;
+  ticket.bytes = 0;
 }
 
 bool ShmCoordinator::yield_requested(const SlotTicket &ticket) { return table_->yield_requested(ticket.id); }
+
+namespace {
+
+class ShmControlPlane final : public ControlPlane {
+ public:
+  ShmControlPlane(ShmSlotTable *table, std::atomic<uint64_t> *handle) : table_(table), handle_(handle) {}
+  bool lead(int lease_ms) override { return table_->lead_controller(handle_, lease_ms); }
+  void resign() override { table_->resign_controller(handle_); }
+  bool sample(Sample *out) override {
+    table_->control_sample(&out->bytes, &out->cap, &out->inflight, &out->queued, &out->auto_on);
+    return true;
+  }
+  void set_cap(int64_t k) override { table_->set_learned_cap(k); }
+  void publish_curve(const std::map<int, double> &mibps_by_k) override {
+    table_->store_curve(std::vector<std::pair<int, double>>(mibps_by_k.begin(), mibps_by_k.end()));
+  }
+
+ private:
+  ShmSlotTable *table_;
+  std::atomic<uint64_t> *handle_;
+};
+
+}  // namespace
+
+std::unique_ptr<ControlPlane> ShmCoordinator::control_plane(ShmSlotTable *table, std::atomic<uint64_t> *handle) {
+  return std::make_unique<ShmControlPlane>(table, handle);
+}
 
 }  // namespace ppios

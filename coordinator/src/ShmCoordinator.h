@@ -1,6 +1,7 @@
 // The node-local backend: every process on the node shares one ShmSlotTable per target.
 #pragma once
 
+#include "AutoThreshold.h"
 #include "ShmSlotTable.h"
 #include "ppios/Coordinator.h"
 
@@ -29,6 +30,9 @@ class ShmCoordinator final : public Coordinator {
   // Used by the redis backend to keep the node-local cap in line with the stored one.
   void adopt_threshold(int64_t n) { table_->adopt_threshold(n); }
 
+  // The ControlPlane of PPIOS_THRESHOLD=auto on a node-local table.
+  static std::unique_ptr<ControlPlane> control_plane(ShmSlotTable *table, std::atomic<uint64_t> *process_handle);
+
  private:
   ShmCoordinator(std::unique_ptr<ShmSlotTable> table, const CoordinatorOptions &options);
   void renew_leases();
@@ -42,6 +46,7 @@ class ShmCoordinator final : public Coordinator {
   std::condition_variable stop_cv_;
   bool stopping_ = false;
   std::thread renewer_;
+  std::unique_ptr<AutoThreshold> controller_;  // PPIOS_THRESHOLD=auto only; stopped first
 };
 
 }  // namespace ppios

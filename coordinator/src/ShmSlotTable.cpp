@@ -1,7 +1,8 @@
 // Shared-memory slot table: the whole node-local scheduling policy lives here.
 //
 // Locking: one process-shared robust mutex (ShmLayout::mutex) guards every field of the
-// segment except the atomics read without it (HolderEntry::ticket and ::yield for
+// segment (including the controller lease, the completed-bytes counter and the learned
+// curve of PPIOS_THRESHOLD=auto) except the atomics read without it (HolderEntry::ticket and ::yield for
 // yield_requested(), WaiterEntry::granted as the futex word, ProcEntry::lease_deadline_ms).
 // It is the only lock in this file; nothing else is taken while it is held. A process
 // killed while holding it leaves EOWNERDEAD, after which the counters are recomputed
@@ -32,11 +33,16 @@
 namespace ppios {
 namespace {
 
-constexpr uint64_t kMagic = 0x3130434f53505050ULL;  // "PPPSOC01"
+// The layout version is in the segment's name as well as in its magic: builds with
+// different layouts (an upgrade, or several checkouts on one machine) then use different
+// segments instead of refusing each other's. Bump both whenever ShmLayout changes.
+constexpr uint64_t kMagic = 0x3230434f53505050ULL;  // "PPPSOC02"
+constexpr const char *kSegmentPrefix = "/ppios-coord-v2.";
 constexpr uint32_t kMaxProcs = 1024;
 constexpr uint32_t kMaxHolders = 4096;
 constexpr uint32_t kMaxWaiters = 4096;
-constexpr uint32_t kIndexBits = 16;  // ids are (generation << 16) | (index + 1)
+constexpr uint32_t kIndexBits = 16;
+constexpr int kCurveMax = 256;  // learned B(k) is kept for k = 1..kCurveMax  // ids are (generation << 16) | (index + 1)
 
 struct ProcEntry {
   uint64_t gen;  // 0: free
@@ -102,6 +108,12 @@ struct ShmLayout {
   uint64_t next_gen, next_seq, max_inflight_seen;
   uint32_t holder_hw, waiter_hw;  // one past the highest entry ever used: scans stop there
   uint32_t holder_hint;
+  // PPIOS_THRESHOLD=auto
+  uint64_t bytes_done;        // completed bytes reported at release
+  uint32_t auto_mode;         // 1: the controller may change the cap
+  uint64_t ctl_owner;         // process handle of the controller, 0: none
+  int64_t ctl_deadline_ms;
+  double curve_mibps[kCurveMax + 1];  // index k; 0: not measured
   ProcEntry procs[kMaxProcs];
   HolderEntry holders[kMaxHolders];
   WaiterEntry waiters[kMaxWaiters];
@@ -346,7 +358,7 @@ std::string ShmSlotTable::segment_name(const std::string &target) {
     snprintf(buf, sizeof buf, "-%016llx", static_cast<unsigned long long>(h));
     clean += buf;
   }
-  return "/ppios-coord." + clean;
+  return kSegmentPrefix + clean;
 }
 
 std::unique_ptr<ShmSlotTable> ShmSlotTable::open(const std::string &target, bool create, std::string *error) {
@@ -550,13 +562,14 @@ bool ShmSlotTable::poll(uint64_t waiter_id, uint64_t *ticket, bool *lost) {
   return done;
 }
 
-void ShmSlotTable::release(uint64_t ticket) {
+void ShmSlotTable::release(uint64_t ticket, uint64_t bytes) {
   if (ticket == 0) return;
   uint32_t i = id_index(ticket);
   if (i >= kMaxHolders) return;
   lock();
   HolderEntry &h = layout_->holders[i];
   if (h.ticket.load(std::memory_order_relaxed) == ticket) {
+    layout_->bytes_done += bytes;
     Policy p{*layout_};
     p.free_holder(h);
     p.promote();
@@ -585,7 +598,74 @@ int64_t ShmSlotTable::adopt_threshold(int64_t wanted) {
 void ShmSlotTable::set_threshold(int64_t n) {
   lock();
   layout_->threshold = n < 0 ? -1 : n;
+  layout_->auto_mode = 0;
   Policy{*layout_}.promote();
+  unlock();
+}
+
+int64_t ShmSlotTable::enable_auto() {
+  lock();
+  layout_->auto_mode = 1;
+  if (layout_->threshold < 1) {
+    layout_->threshold = 1;
+    Policy{*layout_}.promote();
+  }
+  int64_t cap = layout_->threshold;
+  unlock();
+  return cap;
+}
+
+bool ShmSlotTable::lead_controller(std::atomic<uint64_t> *handle, int lease_ms) {
+  lock();
+  ShmLayout &s = *layout_;
+  Policy p{s};
+  uint32_t me;
+  bool ours = false;
+  if (p.ensure_registered(handle, lease_ms, &me)) {
+    uint64_t mine = handle->load(std::memory_order_relaxed);
+    uint64_t owner = s.ctl_owner;
+    bool owner_live = owner != 0 && p.proc_alive(id_index(owner), id_gen(owner)) && s.ctl_deadline_ms >= now_ms();
+    if (!owner_live || owner == mine) {
+      s.ctl_owner = mine;
+      s.ctl_deadline_ms = now_ms() + lease_ms;
+      ours = true;
+    }
+  }
+  unlock();
+  return ours;
+}
+
+void ShmSlotTable::resign_controller(std::atomic<uint64_t> *handle) {
+  lock();
+  if (layout_->ctl_owner != 0 && layout_->ctl_owner == handle->load(std::memory_order_relaxed)) layout_->ctl_owner = 0;
+  unlock();
+}
+
+void ShmSlotTable::control_sample(uint64_t *bytes, int64_t *cap, uint32_t *inflight, uint32_t *queued, bool *auto_on) {
+  lock();
+  const ShmLayout &s = *layout_;
+  *bytes = s.bytes_done;
+  *cap = s.threshold;
+  *inflight = s.mt + s.pt;
+  *queued = s.queued_mt + s.queued_pt;
+  *auto_on = s.auto_mode != 0;
+  unlock();
+}
+
+void ShmSlotTable::set_learned_cap(int64_t k) {
+  lock();
+  if (layout_->auto_mode && k >= 1) {
+    layout_->threshold = k;
+    Policy{*layout_}.promote();
+  }
+  unlock();
+}
+
+void ShmSlotTable::store_curve(const std::vector<std::pair<int, double>> &curve) {
+  lock();
+  for (double &v : layout_->curve_mibps) v = 0;
+  for (const auto &[k, mibps] : curve)
+    if (k >= 1 && k <= kCurveMax) layout_->curve_mibps[k] = mibps;
   unlock();
 }
 
@@ -616,6 +696,16 @@ void ShmSlotTable::snapshot(CoordinatorStatus *out) {
     info.yield_requested = h.yield.load(std::memory_order_relaxed) != 0;
     out->holders.push_back(info);
   }
+  out->auto_threshold = s.auto_mode != 0;
+  out->controller_host.clear();
+  out->controller_pid = 0;
+  if (s.ctl_owner != 0 && p.proc_alive(id_index(s.ctl_owner), id_gen(s.ctl_owner)) && s.ctl_deadline_ms >= now_ms()) {
+    out->controller_host = s.procs[id_index(s.ctl_owner)].host;
+    out->controller_pid = s.procs[id_index(s.ctl_owner)].pid;
+  }
+  out->curve.clear();
+  for (int k = 1; k <= kCurveMax; ++k)
+    if (s.curve_mibps[k] > 0) out->curve.emplace_back(k, s.curve_mibps[k]);
   unlock();
 }
 

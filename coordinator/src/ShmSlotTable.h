@@ -8,6 +8,8 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <utility>
+#include <vector>
 
 namespace ppios {
 
@@ -47,13 +49,26 @@ class ShmSlotTable {
   // After wait(): true with *ticket once granted. *lost is set when the waiter was dropped
   // (its process was reaped or the table reset); the caller must start over.
   bool poll(uint64_t waiter_id, uint64_t *ticket, bool *lost);
-  void release(uint64_t ticket);
+  // Frees the slot and adds `bytes` to the target's completed-bytes counter.
+  void release(uint64_t ticket, uint64_t bytes);
   bool yield_requested(uint64_t ticket) const;
 
   // Stores `wanted` if no threshold is stored (wanted < 0: leave it); returns the stored one.
   int64_t adopt_threshold(int64_t wanted);
+  // Sets the cap and turns learning (PPIOS_THRESHOLD=auto) off.
   void set_threshold(int64_t n);
+  // Turns learning on; with no cap stored, starts from 1. Returns the cap.
+  int64_t enable_auto();
   void snapshot(CoordinatorStatus *out);
+
+  // The controller of PPIOS_THRESHOLD=auto (AutoThreshold.h). The lease belongs to a
+  // registered process (its handle) and lapses with it.
+  bool lead_controller(std::atomic<uint64_t> *handle, int lease_ms);
+  void resign_controller(std::atomic<uint64_t> *handle);
+  void control_sample(uint64_t *bytes, int64_t *cap, uint32_t *inflight, uint32_t *queued, bool *auto_on);
+  // Stores k only while learning is on (a hand-set cap wins).
+  void set_learned_cap(int64_t k);
+  void store_curve(const std::vector<std::pair<int, double>> &curve);
 
  private:
   explicit ShmSlotTable(ShmLayout *layout);

@@ -8,7 +8,7 @@ target="cli-$$"
 redis_pid=
 cleanup() {
   if [ -n "$redis_pid" ]; then kill -9 "$redis_pid" 2>/dev/null || true; wait "$redis_pid" 2>/dev/null || true; fi
-  rm -f "/dev/shm/ppios-coord.$target"
+  rm -f "/dev/shm/ppios-coord-v2.$target"
   rm -rf "$dir"
 }
 trap cleanup EXIT
@@ -20,7 +20,7 @@ redis-server --port 0 --unixsocket "$dir/r.sock" --save "" --appendonly no --dir
 redis_pid=$!
 for _ in $(seq 100); do redis-cli -s "$dir/r.sock" ping 2>/dev/null | grep -q PONG && break; sleep 0.05; done
 
-for cmd in "" status watch set-threshold reset bench; do
+for cmd in "" status watch set-threshold reset bench calibrate; do
   h=$(timeout 10 "$coord" $cmd --help)
   grep -q "usage: ppios-coord" <<<"$h" || fail "--help of '$cmd'"
 done
@@ -37,6 +37,10 @@ expect_error "not a number" set-threshold 0
 expect_error "needs N" set-threshold
 expect_error "unexpected argument" status --bogus
 expect_error "--clients" bench --clients 0
+expect_error "needs a PATH" calibrate
+expect_error "--max-streams" calibrate "$dir" --max-streams 0
+expect_error "No such file" calibrate "$dir/none"
+PPIOS_THRESHOLD=bogus expect_error "PPIOS_THRESHOLD='bogus' is not valid" status
 expect_error "--coordinator needs a value" --coordinator
 expect_error "unreachable\|Connection refused\|No such file" --coordinator "unix://$dir/none.sock" status
 
@@ -57,6 +61,13 @@ for addr in shm "unix://$dir/r.sock"; do
   [ "$(json_get "['clients']" <<<"$b")" = 4 ] || fail "$addr: clients"
   max=$(json_get "['max_inflight_seen']" <<<"$b")
   [ "$max" -ge 1 ] && [ "$max" -le 3 ] || fail "$addr: bench saw $max in flight with threshold 3"
+  timeout 10 "$coord" set-threshold auto
+  s=$(timeout 10 "$coord" status --json)
+  [ "$(json_get "['auto'], d['threshold'], d['controller'], d['curve']" <<<"$s")" = "True 3 None []" ] ||
+    fail "$addr: set-threshold auto: $s"
+  timeout 10 "$coord" status | grep -q "threshold  3, learned (auto)" || fail "$addr: status text lacks auto"
+  timeout 10 "$coord" set-threshold 3
+  [ "$(timeout 10 "$coord" status --json | json_get "['auto']")" = False ] || fail "$addr: set-threshold N kept auto"
   w=$(timeout 10 "$coord" watch --count 2 --interval 0.1)
   [ "$(grep -c "threshold  3" <<<"$w")" = 2 ] || fail "$addr: watch: $w"
   timeout 10 "$coord" set-threshold none

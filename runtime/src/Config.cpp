@@ -60,18 +60,18 @@ bool Config::parse(const std::function<const char *(const char *)> &getenv_fn, C
     }
   }
 
-  int64_t cache_mb = 256, subread_kb = 256, max_wt = 4, lease_ms = 3000, threshold = -1,
-          throttle = 0;
+  int64_t cache_mb = 256, subread_kb = 256, max_wt = 4, lease_ms = 3000, throttle = 0;
   if (!integer("PPIOS_CACHE_MB", 1, 1 << 20, &cache_mb)) return false;
   if (!integer("PPIOS_SUBREAD_KB", 4, 1 << 20, &subread_kb)) return false;
   if (!integer("PPIOS_MAX_WT", 0, 64, &max_wt)) return false;
-  if (!integer("PPIOS_THRESHOLD", 1, 1 << 20, &threshold)) return false;
+  if (const char *t = getenv_fn("PPIOS_THRESHOLD");
+      t != nullptr && !parse_threshold_setting(t, &c.coordinator, error))
+    return false;
   if (!integer("PPIOS_LEASE_MS", 100, 3600 * 1000, &lease_ms)) return false;
   if (!integer("PPIOS_MT_THROTTLE", 0, 1, &throttle)) return false;
   c.cache_bytes = static_cast<size_t>(cache_mb) << 20;
   c.subread_bytes = static_cast<size_t>(subread_kb) << 10;
   c.max_waiting_threads = static_cast<int>(max_wt);
-  c.coordinator.threshold = threshold;
   c.coordinator.lease_ms = static_cast<int>(lease_ms);
   c.coordinator.mt_throttle = throttle != 0;
 

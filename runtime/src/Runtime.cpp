@@ -136,6 +136,7 @@ ssize_t Runtime::mt_read(const CachedFile *file, off_t offset, size_t length, ch
     }
     errno = saved_errno;  // the call's errno is the original call's, not our probes'
     result = complete(from_cache, storage);
+    if (result > 0 && static_cast<size_t>(result) > from_cache) storage.add_bytes(static_cast<size_t>(result) - from_cache);
   }
   const uint64_t end = now_ns();
   stats_.mt_read_calls++;
@@ -165,6 +166,7 @@ ssize_t Runtime::mt_write(const FileKey *file, off_t offset, size_t length,
     if (file != nullptr && caching()) cache_.begin_write(*file, offset, length);
     errno = saved_errno;
     result = do_write();
+    if (result > 0) storage.add_bytes(static_cast<uint64_t>(result));
     if (file != nullptr && caching()) {
       ErrnoGuard errno_guard;  // the write's errno, not the refresh's
       FileStamp stamp;
@@ -434,6 +436,7 @@ size_t Runtime::fetch(int fd, const FileKey &key, const FileStamp &stamp, off_t 
     if (n > 0) {
       stats_.pt_read_bytes += static_cast<uint64_t>(n);
       stats_.pt_subreads++;
+      slot.bytes += static_cast<uint64_t>(n);
     }
     ok = n >= 0;
     bool more = wanted && static_cast<size_t>(n) == chunk && remaining > chunk;

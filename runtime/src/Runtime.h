@@ -71,6 +71,8 @@ class MtStorageAccess {
   // The access is to a pipe, FIFO, tty or device: no storage behind it, and a blocking
   // read on an idle pipe must not hold a system-wide storage slot.
   void exempt() { exempt_ = true; }
+  // Bytes moved from or to storage under the slot, reported at release (PPIOS_THRESHOLD=auto).
+  void add_bytes(uint64_t n) { slot_.bytes += n; }
   void release();
 
  private:

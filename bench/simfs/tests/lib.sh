@@ -10,8 +10,12 @@ MNT=$TEST_DIR/mnt
 SERVER_PID=
 mkdir -p "$BACKING" "$MNT"
 
+# A test with more to clean up (a redis-server, a coordinator segment) puts the commands
+# in EXTRA_CLEANUP rather than replacing the trap, so the exit status is kept.
+EXTRA_CLEANUP=
 cleanup() {
     local rc=$?
+    if [[ -n $EXTRA_CLEANUP ]]; then eval "$EXTRA_CLEANUP" || true; fi
     if [[ -n $SERVER_PID ]] && kill -0 "$SERVER_PID" 2>/dev/null; then
         kill -TERM "$SERVER_PID" 2>/dev/null || true
         for _ in $(seq 50); do kill -0 "$SERVER_PID" 2>/dev/null || break; sleep 0.1; done

@@ -52,10 +52,23 @@ pass "mkdir, rename, symlink, chmod, utimens, readdir, unlink, rmdir, backing-si
 ls -A "$MNT" | grep -q simfs && fail "virtual files must not be listed by readdir"
 python3 -c "import json,sys; json.load(open(sys.argv[1]))" "$MNT/.simfs-model.json" ||
     fail "model file is not JSON"
-if printf x 2>/dev/null >"$MNT/.simfs-model.json"; then fail "model file is writable"; fi
+# Writing the model file changes the device (model_live_change.sh); a document that is
+# not a model is refused when the writer closes it, and nothing changes.
+before=$(cat "$MNT/.simfs-model.json")
+python3 - "$MNT/.simfs-model.json" <<'PY' || fail "a bad model document was accepted"
+import errno, sys
+f = open(sys.argv[1], "w")
+f.write("x")
+try:
+    f.close()
+except OSError as e:
+    sys.exit(0 if e.errno == errno.EINVAL else 1)
+sys.exit(1)
+PY
+[[ $(cat "$MNT/.simfs-model.json") == "$before" ]] || fail "a refused write changed the model"
 : >"$MNT/.simfs-stats.json"
 [[ $(stat_field "d['device']['bytes'] + d['fuse']['read_requests']") == 0 ]] ||
     fail "truncating the stats file did not reset it"
-pass "virtual files: hidden, JSON, read-only model, resettable stats"
+pass "virtual files: hidden, JSON, bad model writes refused, resettable stats"
 unmount_simfs
 [[ -f $BACKING/out.bin && ! -e $BACKING/.simfs-stats.json ]] || fail "backing dir after unmount"

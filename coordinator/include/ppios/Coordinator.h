@@ -22,6 +22,9 @@ enum class IoClass : uint8_t { MT = 0, PT = 1 };
 struct SlotTicket {
   uint64_t id = 0;
   IoClass cls = IoClass::MT;
+  // Bytes the holder moved under this slot. The holder adds them before release(), which
+  // reports them: PPIOS_THRESHOLD=auto learns the cap from completed bytes per window.
+  uint64_t bytes = 0;
   bool valid() const { return id != 0; }
 };
 
@@ -33,7 +36,14 @@ struct CoordinatorOptions {
   int64_t threshold = -1;        // -1: not given by this process (use the stored cap, or none)
   int lease_ms = 3000;
   bool mt_throttle = false;      // PPIOS_MT_THROTTLE: MTs also wait when m >= n
+  bool auto_threshold = false;   // PPIOS_THRESHOLD=auto: the cap is learned (see AutoThreshold.h)
 };
+
+// The one parser of a PPIOS_THRESHOLD value, shared by the runtime's Config and ppios-coord:
+// "auto" or a whole number from 1 to kMaxThreshold. Sets options->threshold and
+// options->auto_threshold; returns false with a message naming the accepted values.
+constexpr int64_t kMaxThreshold = 1 << 20;
+bool parse_threshold_setting(const char *text, CoordinatorOptions *options, std::string *error);
 
 class Coordinator {
  public:
@@ -44,7 +54,8 @@ class Coordinator {
   // loses its server falls back to node-local arbitration.
   virtual SlotTicket acquire(IoClass cls, uint64_t lead) = 0;
 
-  // Gives a slot back. Idempotent: releasing an invalid or already released ticket is a no-op.
+  // Gives a slot back, reporting ticket.bytes. Idempotent: releasing an invalid or already
+  // released ticket is a no-op.
   virtual void release(SlotTicket &ticket) = 0;
 
   // PT only, called between sub-reads: true if the holder of `ticket` was asked to

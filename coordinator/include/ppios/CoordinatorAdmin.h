@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace ppios {
@@ -33,6 +34,12 @@ struct CoordinatorStatus {
   uint32_t processes = 0;       // registered processes with a live lease
   uint64_t max_inflight_seen = 0; // since the state was created or reset
   std::vector<HolderInfo> holders;
+  // PPIOS_THRESHOLD=auto: whether the cap is learned, who learns it, and the curve
+  // B(k) in MiB/s it learned (or `ppios-coord calibrate --store` measured).
+  bool auto_threshold = false;
+  std::string controller_host;  // empty: no controller holds the lease
+  int controller_pid = 0;
+  std::vector<std::pair<int, double>> curve;  // (k, MiB/s), k ascending
 };
 
 class CoordinatorAdmin {
@@ -40,8 +47,14 @@ class CoordinatorAdmin {
   virtual ~CoordinatorAdmin() = default;
   // Each returns false and sets *error when the backend cannot be reached.
   virtual bool status(CoordinatorStatus *out, std::string *error) = 0;
-  // n >= 1 sets the cap live (waiters are re-examined at once); n < 0 removes it.
+  // n >= 1 sets the cap live (waiters are re-examined at once); n < 0 removes it. Either
+  // turns the learning of PPIOS_THRESHOLD=auto off.
   virtual bool set_threshold(int64_t n, std::string *error) = 0;
+  // Turns learning on: the controller of a process started with PPIOS_THRESHOLD=auto
+  // climbs from the stored cap (1 if none).
+  virtual bool set_auto(std::string *error) = 0;
+  // Replaces the stored curve (k, MiB/s) shown by status, e.g. after a calibration.
+  virtual bool store_curve(const std::vector<std::pair<int, double>> &curve, std::string *error) = 0;
   // Forgets everything stored for the target (threshold, holders, queues, processes).
   // Meant for a target no job is using.
   virtual bool reset(std::string *error) = 0;

@@ -3,6 +3,7 @@
 //   ppios-coord [--coordinator ADDR] [--target NAME] COMMAND [options]
 //
 // The backend defaults come from PPIOS_COORDINATOR and PPIOS_TARGET, like a ppios program.
+#include "Calibrate.h"
 #include "ppios/Coordinator.h"
 #include "ppios/CoordinatorAdmin.h"
 
@@ -32,6 +33,7 @@ const char *const kGlobalHelp =
     "  set-threshold   change the stored cap of the target, live\n"
     "  reset           forget everything stored for the target\n"
     "  bench           acquire+release latency and throughput with K concurrent clients\n"
+    "  calibrate       measure B(k) of k concurrent readers on a path, find the knee, --store it\n"
     "\n"
     "options (before or after the command):\n"
     "  --coordinator ADDR  shm | redis://[[user]:password@]host[:port][/db] | unix:///path.sock[?db=N&password=P]\n"
@@ -44,10 +46,13 @@ const char *const kStatusHelp =
     "\n"
     "Prints one consistent snapshot of the target: threshold (none = no cap), MT and PT\n"
     "accesses in flight, queued MT and PT requests, live processes, the highest number of\n"
-    "accesses ever in flight together, and every slot holder (host, pid, class, lead).\n"
+    "accesses ever in flight together, every slot holder (host, pid, class, lead), and for\n"
+    "PPIOS_THRESHOLD=auto whether the cap is learned, by which process, and the curve\n"
+    "learned (k -> MiB/s; or measured by `calibrate --store`).\n"
     "  --json   one JSON object: threshold (null = none), mt_inflight, pt_inflight, queued,\n"
     "           queued_mt, queued_pt, processes, max_inflight_seen, backend, target,\n"
-    "           holders [{host, pid, class, lead, yield_requested}]\n";
+    "           holders [{host, pid, class, lead, yield_requested}], auto (bool),\n"
+    "           controller ({host, pid} or null), curve [{k, mibps}]\n";
 
 const char *const kWatchHelp =
     "usage: ppios-coord watch [--interval SECONDS] [--count N]\n"
@@ -55,11 +60,13 @@ const char *const kWatchHelp =
     "Redraws `status` every SECONDS (default 1) until interrupted, or N times.\n";
 
 const char *const kSetThresholdHelp =
-    "usage: ppios-coord set-threshold N|none\n"
+    "usage: ppios-coord set-threshold N|none|auto\n"
     "\n"
     "Stores N (>= 1) as the cap of concurrent accesses for the target; running processes\n"
     "obey it from their next request, and waiters are re-examined at once. `none` removes\n"
-    "the cap (processes then schedule only within themselves).\n";
+    "the cap (processes then schedule only within themselves). Both stop the learning of\n"
+    "PPIOS_THRESHOLD=auto; `auto` turns it back on (a running process started with\n"
+    "PPIOS_THRESHOLD=auto learns the cap, starting from the stored one, 1 if none).\n";
 
 const char *const kResetHelp =
     "usage: ppios-coord reset\n"
@@ -133,13 +140,25 @@ std::string status_json(const CoordinatorStatus &s) {
            ",\"class\":\"" + (h.cls == ppios::IoClass::MT ? "MT" : "PT") + "\",\"lead\":" + std::to_string(h.lead) +
            ",\"yield_requested\":" + (h.yield_requested ? "true" : "false") + "}";
   }
+  out += "],\"auto\":" + std::string(s.auto_threshold ? "true" : "false") + ",\"controller\":";
+  out += s.controller_pid == 0 ? std::string("null")
+                               : "{\"host\":" + json_string(s.controller_host) + ",\"pid\":" + std::to_string(s.controller_pid) + "}";
+  out += ",\"curve\":[";
+  for (size_t i = 0; i < s.curve.size(); ++i) {
+    char buf[64];
+    snprintf(buf, sizeof buf, "%s{\"k\":%d,\"mibps\":%.1f}", i ? "," : "", s.curve[i].first, s.curve[i].second);
+    out += buf;
+  }
   return out + "]}";
 }
 
 void print_status_text(const CoordinatorStatus &s) {
   printf("target %s (%s)\n", s.target.c_str(), s.backend.c_str());
-  if (s.threshold < 0) printf("threshold  none (no cap)\n");
-  else printf("threshold  %lld\n", static_cast<long long>(s.threshold));
+  if (s.threshold < 0) printf("threshold  none (no cap)%s\n", s.auto_threshold ? ", learned (auto)" : "");
+  else printf("threshold  %lld%s\n", static_cast<long long>(s.threshold), s.auto_threshold ? ", learned (auto)" : "");
+  if (s.auto_threshold)
+    printf("controller %s\n", s.controller_pid ? (s.controller_host + " pid " + std::to_string(s.controller_pid)).c_str()
+                                               : "none (no process with PPIOS_THRESHOLD=auto holds the lease)");
   printf("in flight  %u MT, %u PT\n", s.mt_inflight, s.pt_inflight);
   printf("queued     %u MT, %u PT\n", s.queued_mt, s.queued_pt);
   printf("processes  %u\n", s.processes);
@@ -148,6 +167,11 @@ void print_status_text(const CoordinatorStatus &s) {
   for (const auto &h : s.holders)
     printf("%-24s %8d %5s %8llu %s\n", h.host.c_str(), h.pid, h.cls == ppios::IoClass::MT ? "MT" : "PT",
            static_cast<unsigned long long>(h.lead), h.yield_requested ? "yield requested" : "");
+  if (!s.curve.empty()) {
+    printf("curve      k -> MiB/s\n");
+    for (const auto &[k, mibps] : s.curve)
+      printf("  %4d %9.1f%s\n", k, mibps, k == s.threshold ? "  <- cap" : "");
+  }
 }
 
 struct Args {
@@ -194,7 +218,7 @@ int run_bench(const CoordinatorOptions &base, const std::vector<std::string> &re
     } else if (a == "--threshold") {
       const std::string *v = value("--threshold");
       if (v && *v == "none") options.threshold = -1;
-      else if (!v || !parse_i64(*v, 1, 1 << 30, &options.threshold))
+      else if (!v || !parse_i64(*v, 1, ppios::kMaxThreshold, &options.threshold))
         return usage_error("bench: --threshold needs a number >= 1 or none");
     } else {
       return usage_error("bench: unknown argument '" + a + "'");
@@ -280,9 +304,8 @@ int main(int argc, char **argv) {
   if (const char *v = getenv("PPIOS_COORDINATOR"); v && *v) args.options.address = v;
   if (const char *v = getenv("PPIOS_TARGET"); v && *v) args.options.target = v;
   if (const char *v = getenv("PPIOS_THRESHOLD"); v && *v) {
-    int64_t n;
-    if (!parse_i64(v, 1, 1 << 30, &n)) return usage_error(std::string("PPIOS_THRESHOLD='") + v + "' is not a number >= 1");
-    args.options.threshold = n;
+    std::string problem;
+    if (!ppios::parse_threshold_setting(v, &args.options, &problem)) return usage_error(problem);
   }
   if (const char *v = getenv("PPIOS_LEASE_MS"); v && *v) {
     int64_t n;
@@ -313,6 +336,7 @@ int main(int argc, char **argv) {
                      : args.command == "set-threshold"  ? kSetThresholdHelp
                      : args.command == "reset"          ? kResetHelp
                      : args.command == "bench"          ? kBenchHelp
+                     : args.command == "calibrate"      ? ppios::kCalibrateHelp
                                                         : nullptr;
   if (!help) return usage_error("unknown command '" + args.command + "'");
   if (args.help) return fputs(help, stdout), 0;
@@ -321,11 +345,13 @@ int main(int argc, char **argv) {
   if (args.options.target.empty()) return usage_error("--target must not be empty");
 
   if (args.command == "bench") return run_bench(args.options, args.rest);
+  if (args.command == "calibrate") return ppios::run_calibrate(args.options, args.rest);
 
   // Check the command's arguments before connecting.
   bool json = false;
   double interval = 1;
   int64_t count = -1, threshold = 0;
+  bool set_auto = false;
   for (size_t i = 0; i < args.rest.size(); ++i) {
     const std::string &a = args.rest[i];
     bool has_value = i + 1 < args.rest.size();
@@ -336,7 +362,10 @@ int main(int argc, char **argv) {
       if (!has_value || !parse_i64(args.rest[++i], 1, 1LL << 40, &count)) return usage_error("watch: --count needs a number >= 1");
     } else if (args.command == "set-threshold" && i == 0) {
       if (a == "none") threshold = -1;
-      else if (!parse_i64(a, 1, 1 << 30, &threshold)) return usage_error("set-threshold: '" + a + "' is not a number >= 1 or none");
+      else if (a == "auto") set_auto = true;
+      else if (!parse_i64(a, 1, ppios::kMaxThreshold, &threshold))
+        return usage_error("set-threshold: '" + a + "' is not a number from 1 to " + std::to_string(ppios::kMaxThreshold) +
+                           ", none or auto");
     } else {
       return usage_error(args.command + ": unexpected argument '" + a + "'");
     }
@@ -357,7 +386,8 @@ int main(int argc, char **argv) {
     return 0;
   }
   if (args.command == "set-threshold") {
-    if (!admin->set_threshold(threshold, &err)) return fprintf(stderr, "ppios-coord: set-threshold: %s\n", err.c_str()), 1;
+    if (!(set_auto ? admin->set_auto(&err) : admin->set_threshold(threshold, &err)))
+      return fprintf(stderr, "ppios-coord: set-threshold: %s\n", err.c_str()), 1;
     return 0;
   }
   if (!admin->reset(&err)) return fprintf(stderr, "ppios-coord: reset: %s\n", err.c_str()), 1;

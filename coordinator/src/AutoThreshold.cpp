@@ -1,0 +1,107 @@
+// Controller loop of PPIOS_THRESHOLD=auto. Lock order: stop_mutex_ is a leaf, never held
+// across a ControlPlane call.
+#include "AutoThreshold.h"
+
+#include <algorithm>
+#include <chrono>
+
+namespace ppios {
+namespace {
+
+double now_s() {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
+}  // namespace
+
+AutoThreshold::AutoThreshold(std::unique_ptr<ControlPlane> plane, int lease_ms, const ControllerTiming &timing,
+                             const ClimberParams &climber)
+    : plane_(std::move(plane)), lease_ms_(lease_ms), timing_(timing), climber_params_(climber) {
+  thread_ = std::thread([this] { run(); });
+}
+
+AutoThreshold::~AutoThreshold() {
+  {
+    std::lock_guard<std::mutex> g(stop_mutex_);
+    stopping_ = true;
+  }
+  stop_cv_.notify_all();
+  if (thread_.joinable()) thread_.join();
+}
+
+bool AutoThreshold::pause(double seconds) {
+  std::unique_lock<std::mutex> lk(stop_mutex_);
+  return !stop_cv_.wait_for(lk, std::chrono::duration<double>(seconds), [this] { return stopping_; });
+}
+
+void AutoThreshold::run() {
+  std::unique_ptr<ThroughputClimber> climber;
+  const double renew_s = std::max(0.01, lease_ms_ / 3000.0);
+  const double idle_s = std::min(0.1, renew_s);
+  bool leading = false;
+  double lead_renewed = 0;
+  auto keep_lead = [&](bool force) {
+    double t = now_s();
+    if (!force && leading && t - lead_renewed < renew_s) return leading;
+    leading = plane_->lead(lease_ms_);
+    lead_renewed = t;
+    return leading;
+  };
+  for (;;) {
+    if (!keep_lead(false)) {
+      climber.reset();  // whoever leads now learns on its own; we start fresh if we lead again
+      if (!pause(renew_s)) break;
+      continue;
+    }
+    ControlPlane::Sample s0;
+    if (!plane_->sample(&s0) || !s0.auto_on) {
+      climber.reset();
+      if (!pause(idle_s)) break;
+      continue;
+    }
+    const int64_t k = s0.cap >= 1 ? s0.cap : 1;
+    if (s0.cap < 1) plane_->set_cap(k);
+    if (!climber) climber = std::make_unique<ThroughputClimber>(static_cast<int>(k), climber_params_);
+    if (!pause(timing_.settle_s)) break;
+    ControlPlane::Sample s1;
+    if (!plane_->sample(&s1)) continue;
+    const double t1 = now_s();
+    int ticks = 0, bound_ticks = 0;
+    uint64_t inflight_sum = 0;
+    bool changed = false, stop = false;
+    ControlPlane::Sample s2 = s1;
+    while (now_s() - t1 < timing_.window_s) {
+      if (!pause(timing_.tick_s)) {
+        stop = true;
+        break;
+      }
+      if (!keep_lead(false)) break;
+      if (!plane_->sample(&s2)) break;
+      if (s2.cap != k || !s2.auto_on) {
+        changed = true;  // set by hand, or auto turned off: this window measures nothing
+        break;
+      }
+      ++ticks;
+      inflight_sum += s2.inflight;
+      if (s2.queued > 0 || s2.inflight >= static_cast<uint64_t>(k)) ++bound_ticks;
+    }
+    if (stop) break;
+    if (!leading || changed || ticks == 0) continue;
+    {
+      const double t2 = now_s();
+      const uint64_t bytes = s2.bytes >= s1.bytes ? s2.bytes - s1.bytes : 0;
+      if (bytes == 0) continue;  // idle target: nothing to learn
+      // MTs past the cap (no PPIOS_MT_THROTTLE) ran more accesses than k: the window is
+      // not B(k), and no cap would have changed it.
+      if (static_cast<double>(inflight_sum) / ticks > k + 0.5) continue;
+      const double mibps = bytes / (t2 - t1) / (1024.0 * 1024.0);
+      const bool bound = 2 * bound_ticks >= ticks;
+      const int next = climber->next(static_cast<int>(k), mibps, bound, t2);
+      plane_->publish_curve(climber->curve());
+      if (next != k) plane_->set_cap(next);
+    }
+  }
+  if (leading) plane_->resign();
+}
+
+}  // namespace ppios

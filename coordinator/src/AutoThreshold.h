@@ -1,0 +1,83 @@
+// AutoThreshold: the controller of PPIOS_THRESHOLD=auto for one target.
+//
+// Every process started with PPIOS_THRESHOLD=auto owns one AutoThreshold, but only one of
+// them controls the target at a time: the one holding the controller lease, which is
+// stored with the target (shm segment or redis key) and renewed while it runs. If that
+// process dies or stops renewing, another takes over once the lease has expired.
+//
+// The controller measures, per window, the bytes completed under the cap (every release
+// adds its ticket's bytes to a counter of the target), feeds MiB/s to a
+// ThroughputClimber, stores the cap it picks and publishes the curve it learned (k ->
+// MiB/s) for `ppios-coord status`. A window in which more than k accesses ran on average
+// (MTs pass a full cap unless PPIOS_MT_THROTTLE=1) is not B(k) and is not learned from.
+// It changes nothing while the target's auto flag is off (`ppios-coord set-threshold N`
+// turns it off, `set-threshold auto` or a process started with PPIOS_THRESHOLD=auto turns
+// it on).
+//
+// Lifecycle: the thread starts in the constructor and stops (resigning the lease) in the
+// destructor, which waits at most one sampling tick plus one backend call. Thread safety:
+// the ControlPlane is used by the controller thread only.
+#pragma once
+
+#include "ThroughputClimber.h"
+
+#include <condition_variable>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <thread>
+
+namespace ppios {
+
+// What the controller needs from a backend.
+class ControlPlane {
+ public:
+  struct Sample {
+    uint64_t bytes = 0;     // completed bytes reported at release, since the target was created
+    int64_t cap = -1;       // threshold in force (-1: none)
+    uint32_t inflight = 0;
+    uint32_t queued = 0;
+    bool auto_on = false;
+  };
+  virtual ~ControlPlane() = default;
+  // Takes the controller lease or renews ours; true while we hold it.
+  virtual bool lead(int lease_ms) = 0;
+  virtual void resign() = 0;
+  virtual bool sample(Sample *out) = 0;
+  // Stores the cap, only while the auto flag is on.
+  virtual void set_cap(int64_t k) = 0;
+  virtual void publish_curve(const std::map<int, double> &mibps_by_k) = 0;
+};
+
+struct ControllerTiming {
+  double window_s = 0.2;   // measured window
+  double settle_s = 0.06;  // after a cap change, before measuring (holders above a lowered cap finish)
+  double tick_s = 0.01;    // sampling of queue and in-flight counts inside a window
+};
+
+class AutoThreshold {
+ public:
+  AutoThreshold(std::unique_ptr<ControlPlane> plane, int lease_ms, const ControllerTiming &timing = {},
+                const ClimberParams &climber = {});
+  ~AutoThreshold();
+  AutoThreshold(const AutoThreshold &) = delete;
+  AutoThreshold &operator=(const AutoThreshold &) = delete;
+
+ private:
+  void run();
+  // Sleeps up to `seconds`; false when asked to stop.
+  bool pause(double seconds);
+
+  std::unique_ptr<ControlPlane> plane_;
+  const int lease_ms_;
+  const ControllerTiming timing_;
+  const ClimberParams climber_params_;
+
+  std::mutex stop_mutex_;  // guards stopping_ only
+  std::condition_variable stop_cv_;
+  bool stopping_ = false;
+  std::thread thread_;
+};
+
+}  // namespace ppios

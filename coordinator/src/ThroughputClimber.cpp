@@ -1,0 +1,86 @@
+#include "ThroughputClimber.h"
+
+#include <algorithm>
+#include <cmath>
+
+namespace ppios {
+
+ThroughputClimber::ThroughputClimber(int start_k, const ClimberParams &params)
+    : p_(params), state_(State::Settled), base_(std::clamp(start_k, params.min_k, params.max_k)) {}
+
+int ThroughputClimber::probe(State s, double now_s) {
+  int k = s == State::ProbeUp ? base_ + 1 : base_ - 1;
+  if (k < p_.min_k || k > p_.max_k) {
+    if (s == State::ProbeUp && base_ > p_.min_k && !came_from_below_) return probe(State::ProbeDown, now_s);
+    state_ = State::Settled;
+    off_windows_ = 0;
+    return base_;
+  }
+  state_ = s;
+  last_probe_s_ = now_s;
+  return k;
+}
+
+int ThroughputClimber::next(int k, double mibps, bool bound, double now_s) {
+  curve_[k] = mibps;
+  if (last_probe_s_ < 0) last_probe_s_ = now_s;
+  // Below the knee one more stream adds about 1/base: at a large base that is less than
+  // `gain`, so the margin shrinks with it (half the expected step).
+  const double margin = std::min(p_.gain, 0.5 / std::max(base_, 1));
+  const bool better = base_mibps_ >= 0 && mibps > base_mibps_ * (1 + margin);
+  switch (state_) {
+    case State::ProbeUp:
+      if (k != base_ + 1) break;  // the cap was changed under us: start over from it
+      if (better && bound) {
+        base_ = k;
+        base_mibps_ = mibps;
+        came_from_below_ = true;
+        return probe(State::ProbeUp, now_s);
+      }
+      if (!came_from_below_ && base_ > p_.min_k) return probe(State::ProbeDown, now_s);
+      state_ = State::Settled;
+      off_windows_ = 0;
+      return base_;
+    case State::ProbeDown:
+      if (k != base_ - 1) break;
+      if (better) {
+        base_ = k;
+        base_mibps_ = mibps;
+        return probe(State::ProbeDown, now_s);
+      }
+      state_ = State::Settled;
+      off_windows_ = 0;
+      return base_;
+    case State::Settled:
+      if (k != base_) break;
+      if (base_mibps_ < 0) {
+        // First window at a new base: measure it, then look at the neighbours.
+        base_mibps_ = mibps;
+        came_from_below_ = false;
+        return probe(bound ? State::ProbeUp : State::ProbeDown, now_s);
+      }
+      if (std::fabs(mibps - base_mibps_) > p_.shift * base_mibps_) {
+        if (++off_windows_ >= 2) {
+          base_mibps_ = mibps;
+          came_from_below_ = false;
+          return probe(bound ? State::ProbeUp : State::ProbeDown, now_s);
+        }
+        return base_;
+      }
+      off_windows_ = 0;
+      base_mibps_ = 0.7 * base_mibps_ + 0.3 * mibps;
+      if (now_s - last_probe_s_ >= p_.reprobe_s) {
+        came_from_below_ = false;
+        return probe(bound ? State::ProbeUp : State::ProbeDown, now_s);
+      }
+      return base_;
+  }
+  // The cap in force is not the one we asked for (set by hand, or another controller):
+  // adopt it as the new base and measure from there.
+  base_ = std::clamp(k, p_.min_k, p_.max_k);
+  base_mibps_ = mibps;
+  came_from_below_ = false;
+  return probe(bound ? State::ProbeUp : State::ProbeDown, now_s);
+}
+
+}  // namespace ppios

@@ -1,0 +1,67 @@
+// ThroughputClimber: the decision rule behind PPIOS_THRESHOLD=auto.
+//
+// Why a hill-climb on throughput and not a latency limiter: past the knee the aggregate
+// bandwidth of a storage target FALLS as streams are added (seed 000, Figs. 2-3; the
+// emulator's B(k)). Limiters that assume throughput plateaus and only watch latency
+// (Gradient2, Vegas, brpc's auto limiter) keep adding streams while latency looks fine
+// and never see that they lost bandwidth. This climbs the measured curve B(k) itself.
+//
+// Lifecycle: the controller calls next() once per measured window with the cap that was
+// in force, the MiB/s completed in the window and whether the cap bound (requests were
+// queued); next() returns the cap for the following window. Per cap k the climber keeps
+// the last measurement (the curve it learned). States:
+//   probe_up:   the window ran at base+1. Better by more than `gain`: move there, probe
+//               further up. Otherwise probe base-1, unless base was reached from below.
+//   probe_down: the window ran at base-1. Better by more than `gain`: move, probe further
+//               down. Otherwise settle at base.
+//   settled:    stays at base. Two windows in a row off the settled throughput by more
+//               than `shift`, or `reprobe_s` since the last probe: probe base+1 again.
+// Hysteresis (gain) keeps it at one cap under noise; every probe is one step, so once
+// settled the cap never leaves base-1..base+1 until the device really changed.
+//
+// Not thread-safe: one controller thread owns it.
+#pragma once
+
+#include <cstdint>
+#include <map>
+
+namespace ppios {
+
+struct ClimberParams {
+  double gain = 0.06;       // a neighbour must be this much better to move there (at most
+                            // half of 1/base: the step one more stream gives below the knee)
+  double shift = 0.20;      // settled throughput moving this much means the device changed
+  double reprobe_s = 3.0;   // re-probe a settled cap this often
+  int min_k = 1;
+  int max_k = 256;
+};
+
+class ThroughputClimber {
+ public:
+  enum class State { ProbeUp, ProbeDown, Settled };
+
+  ThroughputClimber(int start_k, const ClimberParams &params);
+
+  // One finished window at cap k: returns the cap for the next window. A window in
+  // which the cap did not bind says nothing about a larger cap (the demand was lower).
+  int next(int k, double mibps, bool bound, double now_s);
+
+  int base() const { return base_; }
+  State state() const { return state_; }
+  // Last measured MiB/s per cap.
+  const std::map<int, double> &curve() const { return curve_; }
+
+ private:
+  int probe(State s, double now_s);
+
+  ClimberParams p_;
+  State state_;
+  int base_;
+  double base_mibps_ = -1;     // throughput at base_ (latest), -1 unknown
+  bool came_from_below_ = false;
+  int off_windows_ = 0;        // settled windows in a row off base_mibps_ by > shift
+  double last_probe_s_ = -1;
+  std::map<int, double> curve_;
+};
+
+}  // namespace ppios

@@ -1,0 +1,229 @@
+// PPIOS_THRESHOLD=auto: the climber's decisions on known curves (with measurement noise),
+// the one parser of PPIOS_THRESHOLD, and per backend (shm, redis) the controller lease:
+// one controller per target, taken over when its process dies. Convergence on a real
+// device (readers through the coordinator on ppios-simfs) is simfs.auto_threshold.*.
+#include "../src/ThroughputClimber.h"
+#include "RedisServer.h"
+#include "ppios/Coordinator.h"
+#include "ppios/CoordinatorAdmin.h"
+
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <cmath>
+#include <csignal>
+#include <functional>
+#include <random>
+#include <sys/wait.h>
+#include <thread>
+#include <unistd.h>
+
+namespace ppios {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+// The emulator's B(k): linear to the optimum, then 15% lost per extra stream.
+double device(int k, int opt, double peak = 160) {
+  if (k <= opt) return peak * k / opt;
+  return peak * std::max(0.2, std::pow(0.85, k - opt));
+}
+
+struct CapTrace {
+  std::vector<int> caps;  // cap of every window
+};
+
+// Drives the climber for `windows` windows of 0.25 s with +-noise relative error.
+CapTrace drive(ThroughputClimber &c, int start, int windows, const std::function<int(int)> &opt_at, double noise,
+          unsigned seed, double t0 = 0) {
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<double> jitter(-noise, noise);
+  CapTrace r;
+  int k = start;
+  for (int w = 0; w < windows; ++w) {
+    r.caps.push_back(k);
+    double b = device(k, opt_at(w)) * (1 + jitter(rng));
+    k = c.next(k, b, /*bound=*/true, t0 + 0.25 * w);
+  }
+  return r;
+}
+
+// First window from which every cap is within opt +- 1, or -1.
+int settled_from(const CapTrace &r, int opt, size_t from = 0) {
+  int at = -1;
+  for (size_t i = r.caps.size(); i-- > from;) {
+    if (std::abs(r.caps[i] - opt) > 1) break;
+    at = static_cast<int>(i);
+  }
+  return at;
+}
+
+TEST(ThroughputClimber, ClimbsToTheOptimumAndStaysWithinOne) {
+  for (int opt : {1, 2, 3, 4, 6, 8, 16}) {
+    for (unsigned seed = 1; seed <= 20; ++seed) {
+      ThroughputClimber c(1, ClimberParams{});
+      // 3% noise per window; at 16 streams one step is 6%, so 1% there.
+      CapTrace r = drive(c, 1, 120, [&](int) { return opt; }, opt >= 16 ? 0.01 : 0.03, seed);
+      int at = settled_from(r, opt);
+      ASSERT_GE(at, 0) << "opt " << opt << " seed " << seed;
+      // One window per step up, plus the first measurement and one failed probe.
+      EXPECT_LE(at, opt + 2) << "opt " << opt << " seed " << seed;
+      EXPECT_EQ(c.base(), opt) << "opt " << opt << " seed " << seed;
+    }
+  }
+}
+
+TEST(ThroughputClimber, StartsFromAStoredCapAboveTheKnee) {
+  ThroughputClimber c(12, ClimberParams{});
+  CapTrace r = drive(c, 12, 80, [](int) { return 4; }, 0.03, 7);
+  int at = settled_from(r, 4);
+  ASSERT_GE(at, 0);
+  EXPECT_LE(at, 12);
+}
+
+TEST(ThroughputClimber, FollowsADeviceChangeBothWays) {
+  for (auto [before, after] : {std::pair{8, 3}, std::pair{2, 6}}) {
+    ThroughputClimber c(1, ClimberParams{});
+    CapTrace r = drive(c, 1, 160, [&](int w) { return w < 60 ? before : after; }, 0.03, 3);
+    int at = settled_from(r, after, 60);
+    ASSERT_GE(at, 0) << before << " -> " << after;
+    EXPECT_LE(at - 60, 40) << before << " -> " << after << ": within 10 s of 0.25 s windows";
+  }
+}
+
+TEST(ThroughputClimber, UnboundWindowsDoNotRaiseTheCap) {
+  // Demand below the cap: a larger cap cannot help, so it is never tried as better.
+  ThroughputClimber c(4, ClimberParams{});
+  int k = 4;
+  for (int w = 0; w < 40; ++w) k = c.next(k, 100.0, /*bound=*/false, 0.25 * w);
+  EXPECT_LE(c.base(), 4);
+  EXPECT_GE(c.base(), 3);
+}
+
+TEST(ThroughputClimber, ACapSetByHandBecomesTheNewBase) {
+  ThroughputClimber c(4, ClimberParams{});
+  int k = c.next(4, device(4, 4), true, 0);  // probes 5
+  EXPECT_EQ(k, 5);
+  k = c.next(2, device(2, 4), true, 0.25);   // but 2 was in force
+  EXPECT_EQ(c.base(), 2);
+  EXPECT_EQ(k, 3);
+}
+
+TEST(ThresholdSetting, OneParserForAutoAndNumbers) {
+  CoordinatorOptions o;
+  std::string err;
+  EXPECT_TRUE(parse_threshold_setting("auto", &o, &err));
+  EXPECT_TRUE(o.auto_threshold);
+  EXPECT_EQ(o.threshold, -1);
+  EXPECT_TRUE(parse_threshold_setting("4", &o, &err));
+  EXPECT_FALSE(o.auto_threshold);
+  EXPECT_EQ(o.threshold, 4);
+  for (const char *bad : {"", "0", "-1", "abc", "4x", " 4", "1048577", "AUTO"}) {
+    EXPECT_FALSE(parse_threshold_setting(bad, &o, &err)) << bad;
+    EXPECT_NE(err.find("PPIOS_THRESHOLD='" + std::string(bad) + "'"), std::string::npos) << err;
+    EXPECT_NE(err.find("auto"), std::string::npos) << err;
+  }
+}
+
+class ControllerLease : public ::testing::TestWithParam<std::string> {
+ protected:
+  void SetUp() override {
+    target_ = "lease-" + std::to_string(getpid());
+    if (GetParam() == "shm") {
+      address_ = "shm";
+    } else {
+      server_ = std::make_unique<test::RedisServer>(false);
+      ASSERT_TRUE(server_->start());
+      address_ = server_->address();
+    }
+  }
+  void TearDown() override {
+    std::string err;
+    if (auto a = make_coordinator_admin(options(), &err)) a->reset(&err);
+  }
+  CoordinatorOptions options() const {
+    CoordinatorOptions o;
+    o.address = address_;
+    o.target = target_;
+    o.auto_threshold = true;
+    o.lease_ms = 300;
+    return o;
+  }
+  // Polls status until pred holds or `seconds` pass.
+  bool wait_for(const std::function<bool(const CoordinatorStatus &)> &pred, double seconds, CoordinatorStatus *last) {
+    std::string err;
+    auto admin = make_coordinator_admin(options(), &err);
+    auto until = Clock::now() + std::chrono::duration<double>(seconds);
+    while (Clock::now() < until) {
+      if (admin && admin->status(last, &err) && pred(*last)) return true;
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+    return false;
+  }
+  std::string address_, target_;
+  std::unique_ptr<test::RedisServer> server_;
+};
+
+TEST_P(ControllerLease, OneControllerAndTakeOverWhenItDies) {
+  pid_t child = fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    std::string err;
+    auto c = make_coordinator(options(), &err);
+    if (!c) _exit(3);
+    std::this_thread::sleep_for(std::chrono::seconds(30));  // killed long before
+    _exit(0);
+  }
+  CoordinatorStatus s;
+  ASSERT_TRUE(wait_for([&](const CoordinatorStatus &st) { return st.controller_pid == child; }, 5, &s))
+      << "the first process never took the controller lease (controller pid " << s.controller_pid << ")";
+  EXPECT_TRUE(s.auto_threshold);
+  EXPECT_EQ(s.threshold, 1) << "learning starts from 1 when no cap is stored";
+  std::string err;
+  auto mine = make_coordinator(options(), &err);
+  ASSERT_TRUE(mine) << err;
+  // While the first one lives, it keeps the lease (several lease periods).
+  EXPECT_FALSE(wait_for([&](const CoordinatorStatus &st) { return st.controller_pid != child; }, 1.0, &s))
+      << "two controllers for one target";
+  kill(child, SIGKILL);
+  waitpid(child, nullptr, 0);
+  ASSERT_TRUE(wait_for([&](const CoordinatorStatus &st) { return st.controller_pid == getpid(); }, 3, &s))
+      << "no takeover after the controller died (controller pid " << s.controller_pid << ")";
+  // A cap set by hand stops learning; the controller leaves it alone.
+  auto admin = make_coordinator_admin(options(), &err);
+  ASSERT_TRUE(admin->set_threshold(5, &err)) << err;
+  ASSERT_TRUE(admin->status(&s, &err));
+  EXPECT_FALSE(s.auto_threshold);
+  EXPECT_EQ(s.threshold, 5);
+}
+
+TEST_P(ControllerLease, ReleasedBytesAreLearnedFrom) {
+  std::string err;
+  auto c = make_coordinator(options(), &err);
+  ASSERT_TRUE(c) << err;
+  // One reader moving 1 MiB per 10 ms: the controller measures ~100 MiB/s at cap 1
+  // and publishes it.
+  CoordinatorStatus s;
+  std::atomic<bool> stop{false};
+  std::thread reader([&] {
+    while (!stop) {
+      SlotTicket t = c->acquire(IoClass::PT, 1);
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+      t.bytes = 1 << 20;
+      c->release(t);
+    }
+  });
+  bool learned = wait_for([](const CoordinatorStatus &st) { return !st.curve.empty(); }, 5, &s);
+  stop = true;
+  reader.join();
+  ASSERT_TRUE(learned) << "no curve published";
+  EXPECT_EQ(s.curve.front().first, 1);
+  EXPECT_GT(s.curve.front().second, 40);
+  EXPECT_LT(s.curve.front().second, 110);
+}
+
+INSTANTIATE_TEST_SUITE_P(Backends, ControllerLease, ::testing::Values("shm", "redis"),
+                         [](const auto &info) { return info.param; });
+
+}  // namespace
+}  // namespace ppios

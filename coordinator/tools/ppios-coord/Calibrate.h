@@ -1,0 +1,16 @@
+// `ppios-coord calibrate PATH`: the offline B(k) sweep of seed 000 Figs. 2-3.
+#pragma once
+
+#include "ppios/Coordinator.h"
+
+#include <string>
+#include <vector>
+
+namespace ppios {
+
+extern const char *const kCalibrateHelp;
+
+// Runs the command; returns the process exit code (0 ok, 1 failure, 2 usage).
+int run_calibrate(const CoordinatorOptions &options, const std::vector<std::string> &args);
+
+}  // namespace ppios
