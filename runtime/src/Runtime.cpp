@@ -76,9 +76,10 @@ Runtime::Runtime(const Config &config)
     : config_(config),
       start_ns_(now_ns()),
       cache_(config.cache_bytes),
-      scheduler_(config.mode == Mode::Intra || config.mode == Mode::PPIOS),
+      scheduler_(config.mode == Mode::Intra || config.mode == Mode::PPIOS ||
+                 config.mode == Mode::PPIOSStrict),
       trace_(!config.trace_prefix.empty()) {
-  if (config.mode == Mode::PPIOS) {
+  if (config.mode == Mode::PPIOS || config.mode == Mode::PPIOSStrict) {
     std::string error;
     coordinator_ = make_coordinator(config.coordinator, &error);
     if (!coordinator_) {
@@ -92,25 +93,47 @@ Runtime::Runtime(const Config &config)
 
 // ------------------------------------------------------------------ main thread
 
-void MtStorageAccess::acquire() {
-  if (held_ || exempt_) return;
-  held_ = true;
-  ErrnoGuard errno_guard;
+void MtStorageAccess::take_token() {
+  if (token_held_) return;
+  token_held_ = true;
   rt_.scheduler_.acquire_mt(&token_);
-  uint64_t t = now_ns();
-  slot_ = rt_.coordinator_->acquire(IoClass::MT, 0);
-  rt_.stats_.mt_slot_wait_ns += now_ns() - t;
   if (rt_.scheduler_.enabled()) {
     rt_.stats_.mt_token_wait_ns += token_.granted_ns - token_.asked_ns;
     rt_.trace_.event("mt_token_wait", kTraceMT, token_.asked_ns, token_.granted_ns, nullptr, -1, -1);
   }
 }
 
-void MtStorageAccess::release() {
-  if (!held_) return;
-  held_ = false;
-  rt_.coordinator_->release(slot_);
+void MtStorageAccess::acquire() {
+  if (slot_held_ || exempt_) return;
+  ErrnoGuard errno_guard;
+  if (!rt_.work_conserving()) take_token();
+  slot_held_ = true;
+  uint64_t t = now_ns();
+  slot_ = rt_.coordinator_->acquire(IoClass::MT, 0);
+  rt_.stats_.mt_slot_wait_ns += now_ns() - t;
+}
+
+void MtStorageAccess::claim_in_flight() {
+  ErrnoGuard errno_guard;
+  if (rt_.work_conserving()) take_token();
+  else acquire();
+}
+
+void MtStorageAccess::end_claim() {
+  if (!rt_.work_conserving() || !token_held_) return;
+  token_held_ = false;
   rt_.scheduler_.release(&token_);
+}
+
+void MtStorageAccess::release() {
+  if (slot_held_) {
+    slot_held_ = false;
+    rt_.coordinator_->release(slot_);
+  }
+  if (token_held_) {
+    token_held_ = false;
+    rt_.scheduler_.release(&token_);
+  }
 }
 
 ssize_t Runtime::mt_read(const CachedFile *file, off_t offset, size_t length, char *buffer,
@@ -129,8 +152,9 @@ ssize_t Runtime::mt_read(const CachedFile *file, off_t offset, size_t length, ch
       if (served.needs_token) {
         // A prefetch of these bytes is in flight: take the token (waiting for at most
         // its current sub-read) and use what it has fetched so far.
-        storage.acquire();
+        storage.claim_in_flight();
         served = cache_.serve(file->key, file->stamp, offset, length, buffer, InFlightPolicy::Claim);
+        storage.end_claim();
       }
       from_cache = served.bytes;
     }

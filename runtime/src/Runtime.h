@@ -61,21 +61,32 @@ struct Stats {
 };
 
 // The MT's hold on the process I/O token and a system slot, taken only when it really
-// goes to storage and given back when its access is done.
+// goes to storage and given back when its access is done. In the work-conserving mode
+// (PPIOS_MODE=ppios) a storage access takes only the slot: the process's prefetches may
+// read at the same time whenever the coordinator grants them slots of their own. The
+// token is then taken only to claim a prefetch in flight (claim_in_flight), and given
+// back as soon as the claim is done.
 class MtStorageAccess {
  public:
   explicit MtStorageAccess(class Runtime &rt) : rt_(rt) {}
   ~MtStorageAccess() { release(); }
-  // Takes both, unless exempt().
+  // Takes the slot (and, unless work-conserving, the token), unless exempt().
   void acquire();
+  // Takes the token, so that prefetches in flight are paused between sub-reads while
+  // the MT takes what they fetched so far; end_claim() gives it back if acquire() does
+  // not need it.
+  void claim_in_flight();
+  void end_claim();
   // The access is to a pipe, FIFO, tty or device: no storage behind it, and a blocking
   // read on an idle pipe must not hold a system-wide storage slot.
   void exempt() { exempt_ = true; }
   void release();
 
  private:
+  void take_token();
   Runtime &rt_;
-  bool held_ = false;
+  bool token_held_ = false;
+  bool slot_held_ = false;
   bool exempt_ = false;
   SlotTicket slot_;
   TokenTimes token_;
@@ -93,7 +104,13 @@ class Runtime {
   bool caching() const { return config_.mode != Mode::Off; }
   // True when MT storage accesses take the process I/O token and a coordinator slot
   // (intra, ppios); elsewhere both are free, and telling storage from pipes is not needed.
-  bool scheduling() const { return config_.mode == Mode::Intra || config_.mode == Mode::PPIOS; }
+  bool scheduling() const {
+    return config_.mode == Mode::Intra || config_.mode == Mode::PPIOS ||
+           config_.mode == Mode::PPIOSStrict;
+  }
+  // PPIOS_MODE=ppios: an MT storage access does not hold the process I/O token, so the
+  // process's prefetches may use the slots the coordinator grants them meanwhile.
+  bool work_conserving() const { return config_.mode == Mode::PPIOS; }
   Stats &stats() { return stats_; }
   Trace &trace() { return trace_; }
 
