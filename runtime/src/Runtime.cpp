@@ -76,9 +76,13 @@ Runtime::Runtime(const Config &config)
     : config_(config),
       start_ns_(now_ns()),
       cache_(config.cache_bytes),
+      backoff_(config.backoff && config.mode != Mode::Off),
       scheduler_(config.mode == Mode::Intra || config.mode == Mode::PPIOS ||
                  config.mode == Mode::PPIOSStrict),
       trace_(!config.trace_prefix.empty()) {
+  cache_.set_free_observer([this](const FileKey &key, bool used) {
+    count_backoff(backoff_.record_entry(key, used));
+  });
   if (config.mode == Mode::PPIOS || config.mode == Mode::PPIOSStrict) {
     std::string error;
     coordinator_ = make_coordinator(config.coordinator, &error);
@@ -245,6 +249,7 @@ void Runtime::start_pt(void (*entry)(void *), const void *ctx, size_t ctx_size) 
     if (pt_started_ || stopping()) return;
     pt_started_ = true;
     pt_running_ = true;
+    mt_tid_ = gettid();
     int finalized = 0;
     MPI_Finalized(&finalized);
     int initialized = 0;
@@ -378,11 +383,61 @@ void Runtime::wait_for_mt_start(uint64_t seq) {
   --progress_waiters_;
 }
 
+void Runtime::count_backoff(BackoffReason why) {
+  if (why == BackoffReason::None) return;
+  stats_.pt_backoffs++;
+  if (why == BackoffReason::Late) stats_.pt_backoff_late++;
+  if (why == BackoffReason::Unused) stats_.pt_backoff_unused++;
+}
+
+// The back-off's CPU rule, on the PT thread, at most every 20 ms once the PT has used
+// 20 ms of CPU. The PT's CPU costs the program when the cores are oversubscribed: then
+// every CPU second it takes is one a main thread (its own, or another rank's) waits for.
+// The MT's run-queue wait (/proc schedstat) tells: at least a fifth of its runnable time
+// spent waiting for a core. A PT that then uses at least a quarter of the MT's CPU while
+// less than three quarters of the MT's bytes come from the cache is stopped for good.
+void Runtime::check_pt_cpu() {
+  if (!config_.backoff || pt_backed_off() || mt_tid_ <= 0) return;
+  const uint64_t now = now_ns();
+  if (now - pt_cpu_checked_ns_ < 20000000u) return;
+  pt_cpu_checked_ns_ = now;
+  ErrnoGuard errno_guard;
+  struct timespec pt{};
+  if (clock_gettime(CLOCK_THREAD_CPUTIME_ID, &pt) != 0) return;
+  const uint64_t pt_ns = static_cast<uint64_t>(pt.tv_sec) * 1000000000u + static_cast<uint64_t>(pt.tv_nsec);
+  if (pt_ns < 20000000u) return;
+  char path[64], text[128];
+  std::snprintf(path, sizeof path, "/proc/self/task/%d/schedstat", static_cast<int>(mt_tid_));
+  int fd = open(path, O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return;
+  ssize_t n = read(fd, text, sizeof text - 1);
+  close(fd);
+  if (n <= 0) return;
+  text[n] = '\0';
+  unsigned long long mt_cpu = 0, mt_delay = 0;
+  if (std::sscanf(text, "%llu %llu", &mt_cpu, &mt_delay) != 2) return;
+  const bool oversubscribed = 5 * mt_delay >= mt_cpu + mt_delay && mt_delay > 0;
+  const bool costly = 4 * pt_ns >= mt_cpu;
+  const uint64_t read_bytes = stats_.mt_read_bytes.load(), hit = stats_.hit_bytes.load();
+  const bool paying = read_bytes > 0 && 4 * hit >= 3 * read_bytes;
+  if (!oversubscribed || !costly || paying || read_bytes == 0) return;
+  stats_.pt_backoffs++;
+  stats_.pt_backoff_cpu++;
+  pt_backed_off_.store(true, std::memory_order_release);
+}
+
 size_t Runtime::fetch(int fd, const FileKey &key, const FileStamp &stamp, off_t offset,
                       size_t length, uint64_t seq, int trace_tid, char *copy_to) {
+  if (t_thread.role == ThreadRole::PT) check_pt_cpu();
+  // The file is backed off: prefetching it has not paid off lately.
+  if (backoff_.skip(key)) {
+    stats_.pt_backoff_skips++;
+    return 0;
+  }
   // Too late: the MT has started this transfer itself (it reads what it does not find).
   if (mt_has_started(seq)) {
     stats_.pt_late++;
+    count_backoff(backoff_.record_prefetch(key, true));
     return 0;
   }
   CacheEntry *entry = nullptr;
@@ -419,6 +474,7 @@ size_t Runtime::fetch(int fd, const FileKey &key, const FileStamp &stamp, off_t 
                  static_cast<int64_t>(seq));
     if (copy_to) copied = cache_.copy_fetched(entry, copy_to);
     cache_.finish(entry, ok);
+    count_backoff(backoff_.record_prefetch(key, false));
     return copied;
   }
 
@@ -427,6 +483,7 @@ size_t Runtime::fetch(int fd, const FileKey &key, const FileStamp &stamp, off_t 
   // prefetcher never waits for the token while holding a slot, nor for a slot while
   // holding the token: either could keep its own MT waiting for more than a sub-read.
   SlotTicket slot;
+  bool fetched_any = false;
   for (;;) {
     IoScheduler::Turn turn(scheduler_, seq);
     if (!slot.valid()) {
@@ -458,6 +515,7 @@ size_t Runtime::fetch(int fd, const FileKey &key, const FileStamp &stamp, off_t 
     if (n > 0) {
       stats_.pt_read_bytes += static_cast<uint64_t>(n);
       stats_.pt_subreads++;
+      fetched_any = true;
     }
     ok = n >= 0;
     bool more = wanted && static_cast<size_t>(n) == chunk && remaining > chunk;
@@ -475,6 +533,8 @@ size_t Runtime::fetch(int fd, const FileKey &key, const FileStamp &stamp, off_t 
   coordinator_->release(slot);
   if (copy_to) copied = cache_.copy_fetched(entry, copy_to);
   cache_.finish(entry, ok);
+  // Late: the MT started the transfer before a single byte of it was fetched.
+  count_backoff(backoff_.record_prefetch(key, !fetched_any && mt_has_started(seq)));
   return copied;
 }
 

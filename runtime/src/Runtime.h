@@ -5,7 +5,8 @@
 // Threads: the MT (any thread that is not the PT or a WT; normally the program's main
 // thread), one PT started by ppios_pt_start, and at most PPIOS_MAX_WT waiting threads.
 //
-// Lock order: no two of these are ever held together: PrefetchCache::mu_,
+// Lock order: PrefetchBackoff::mu_ is a leaf (taken inside PrefetchCache::mu_ when the
+// cache reports a freed entry). No two of these are ever held together: PrefetchCache::mu_,
 // IoScheduler::mu_, Runtime::progress_mu_, Runtime::wt_mu_, Runtime::lifecycle_mu_,
 // Runtime::handoff_mu_, PtResources::streams_mu_. Trace::mu_ is a leaf. Coordinator calls and storage I/O happen with none held.
 #pragma once
@@ -26,6 +27,7 @@
 #include <thread>
 #include <vector>
 
+#include "Backoff.h"
 #include "Config.h"
 #include "FileKey.h"
 #include "IoScheduler.h"
@@ -50,7 +52,9 @@ struct CachedFile {
   T(mt_slot_wait) T(pt_slot_wait)                                                      \
   C(pt_prefetch_calls) C(pt_read_bytes) C(pt_subreads) C(pt_yields) C(pt_skipped)      \
   C(pt_late) T(pt_room_wait) C(pt_faults) T(pt_cpu)                                    \
-  C(wt_started) C(wt_dropped)
+  C(wt_started) C(wt_dropped)                                                          \
+  C(pt_backoffs) C(pt_backoff_late) C(pt_backoff_unused) C(pt_backoff_cpu)             \
+  C(pt_backoff_skips)
 
 struct Stats {
 #define PPIOS_STATS_COUNT(name) std::atomic<uint64_t> name{0};
@@ -147,6 +151,9 @@ class Runtime {
   ssize_t prefetch_copy(int fd, off_t offset, size_t count, uint64_t seq, unsigned flags,
                         char *buffer, bool *stopped);
   bool stopping() const { return stopping_.load(std::memory_order_acquire); }
+  // True once the CPU rule of the back-off stopped the PT: it escapes at its next
+  // runtime call or poll (pt_stop "backoff").
+  bool pt_backed_off() const { return pt_backed_off_.load(std::memory_order_acquire); }
 
   // ---- handles the MT hands to the PT after it started (ppios_mt_handoff_*): a helper
   // opened a file the PT reads later. Slots are numbered by ppios-cc, one per statement.
@@ -181,6 +188,9 @@ class Runtime {
   void wait_for_mt_start(uint64_t seq);
   // The PT's slice ended (on the PT thread, after it released its resources).
   void pt_ended(PtStop why);
+  // Back-off: counts a decision; and the CPU rule, on the PT thread.
+  void count_backoff(BackoffReason why);
+  void check_pt_cpu();
   void mt_done(uint64_t seq);
   void notify_progress();
   void waiting_thread_main(int index);
@@ -194,6 +204,7 @@ class Runtime {
   const Config config_;
   const uint64_t start_ns_;
   PrefetchCache cache_;
+  PrefetchBackoff backoff_;
   IoScheduler scheduler_;
   std::unique_ptr<Coordinator> coordinator_;
   Trace trace_;
@@ -215,6 +226,9 @@ class Runtime {
   int wt_running_ = 0;
 
   std::atomic<bool> stopping_{false};
+  std::atomic<bool> pt_backed_off_{false};
+  uint64_t pt_cpu_checked_ns_ = 0;  // PT thread only: when check_pt_cpu last looked
+  pid_t mt_tid_ = 0;                // the thread that started the PT (set before it runs)
   std::mutex handoff_mu_;
   std::condition_variable handoff_cv_;
   std::map<unsigned, intptr_t> handoffs_;
