@@ -126,6 +126,7 @@ void pt_checkpoint() {
   if (t_thread.role != ThreadRole::PT || !t_armed) return;
   Runtime &rt = Runtime::get();
   if (rt.stopping()) pt_escape(PtStop::Stopped);
+  rt.check_pt_cpu();
   if (rt.pt_backed_off()) pt_escape(PtStop::Backoff);
 }
 

@@ -390,22 +390,21 @@ void Runtime::count_backoff(BackoffReason why) {
   if (why == BackoffReason::Unused) stats_.pt_backoff_unused++;
 }
 
-// The back-off's CPU rule, on the PT thread, at most every 20 ms once the PT has used
-// 20 ms of CPU. The PT's CPU costs the program when the cores are oversubscribed: then
-// every CPU second it takes is one a main thread (its own, or another rank's) waits for.
-// The MT's run-queue wait (/proc schedstat) tells: at least a fifth of its runnable time
-// spent waiting for a core. A PT that then uses at least a quarter of the MT's CPU while
-// less than three quarters of the MT's bytes come from the cache is stopped for good.
+// The back-off's CPU rule, on the PT thread, judged over windows of at least 50 ms. The
+// PT's CPU costs the program when the cores are oversubscribed: then a CPU second it takes
+// is one a main thread (its own, or another rank's) waits for. A window is bad when
+//  - the MT spent at least a third of its runnable time waiting for a core (run-queue
+//    wait, /proc/<pid>/task/<tid>/schedstat): the cores are oversubscribed;
+//  - the PT used at least half as much CPU as the MT, and at least 5% of the window;
+//  - fewer than half of the MT's bytes so far came from the cache (after 4 MT reads).
+// Two bad windows in a row stop the PT for good.
 void Runtime::check_pt_cpu() {
   if (!config_.backoff || pt_backed_off() || mt_tid_ <= 0) return;
   const uint64_t now = now_ns();
-  if (now - pt_cpu_checked_ns_ < 20000000u) return;
-  pt_cpu_checked_ns_ = now;
+  if (cpu_window_.wall_ns != 0 && now - cpu_window_.wall_ns < 50000000u) return;
   ErrnoGuard errno_guard;
   struct timespec pt{};
   if (clock_gettime(CLOCK_THREAD_CPUTIME_ID, &pt) != 0) return;
-  const uint64_t pt_ns = static_cast<uint64_t>(pt.tv_sec) * 1000000000u + static_cast<uint64_t>(pt.tv_nsec);
-  if (pt_ns < 20000000u) return;
   char path[64], text[128];
   std::snprintf(path, sizeof path, "/proc/self/task/%d/schedstat", static_cast<int>(mt_tid_));
   int fd = open(path, O_RDONLY | O_CLOEXEC);
@@ -416,11 +415,26 @@ void Runtime::check_pt_cpu() {
   text[n] = '\0';
   unsigned long long mt_cpu = 0, mt_delay = 0;
   if (std::sscanf(text, "%llu %llu", &mt_cpu, &mt_delay) != 2) return;
-  const bool oversubscribed = 5 * mt_delay >= mt_cpu + mt_delay && mt_delay > 0;
-  const bool costly = 4 * pt_ns >= mt_cpu;
+  CpuWindow w;
+  w.wall_ns = now;
+  w.pt_ns = static_cast<uint64_t>(pt.tv_sec) * 1000000000u + static_cast<uint64_t>(pt.tv_nsec);
+  w.mt_cpu_ns = mt_cpu;
+  w.mt_delay_ns = mt_delay;
+  const CpuWindow last = cpu_window_;
+  cpu_window_ = w;
+  if (last.wall_ns == 0) return;  // the first look only starts a window
+  const uint64_t wall = w.wall_ns - last.wall_ns, pt_cpu = w.pt_ns - last.pt_ns;
+  const uint64_t cpu = w.mt_cpu_ns - last.mt_cpu_ns, delay = w.mt_delay_ns - last.mt_delay_ns;
+  const bool oversubscribed = delay > 0 && 3 * delay >= cpu + delay;
+  const bool costly = 2 * pt_cpu >= cpu && 20 * pt_cpu >= wall;
+  const uint64_t calls = stats_.mt_read_calls.load();
   const uint64_t read_bytes = stats_.mt_read_bytes.load(), hit = stats_.hit_bytes.load();
-  const bool paying = read_bytes > 0 && 4 * hit >= 3 * read_bytes;
-  if (!oversubscribed || !costly || paying || read_bytes == 0) return;
+  const bool paying = calls < 4 || 2 * hit >= read_bytes;
+  if (!oversubscribed || !costly || paying) {
+    cpu_bad_windows_ = 0;
+    return;
+  }
+  if (++cpu_bad_windows_ < 2) return;
   stats_.pt_backoffs++;
   stats_.pt_backoff_cpu++;
   pt_backed_off_.store(true, std::memory_order_release);

@@ -154,6 +154,9 @@ class Runtime {
   // True once the CPU rule of the back-off stopped the PT: it escapes at its next
   // runtime call or poll (pt_stop "backoff").
   bool pt_backed_off() const { return pt_backed_off_.load(std::memory_order_acquire); }
+  // The back-off's CPU rule (PT thread only; cheap between its 50 ms windows): called at
+  // every prefetch and every poll of the PT.
+  void check_pt_cpu();
 
   // ---- handles the MT hands to the PT after it started (ppios_mt_handoff_*): a helper
   // opened a file the PT reads later. Slots are numbered by ppios-cc, one per statement.
@@ -188,9 +191,8 @@ class Runtime {
   void wait_for_mt_start(uint64_t seq);
   // The PT's slice ended (on the PT thread, after it released its resources).
   void pt_ended(PtStop why);
-  // Back-off: counts a decision; and the CPU rule, on the PT thread.
+  // Back-off: counts a decision.
   void count_backoff(BackoffReason why);
-  void check_pt_cpu();
   void mt_done(uint64_t seq);
   void notify_progress();
   void waiting_thread_main(int index);
@@ -227,7 +229,13 @@ class Runtime {
 
   std::atomic<bool> stopping_{false};
   std::atomic<bool> pt_backed_off_{false};
-  uint64_t pt_cpu_checked_ns_ = 0;  // PT thread only: when check_pt_cpu last looked
+  // PT thread only: check_pt_cpu's last look (wall, PT CPU, MT CPU and run-queue wait)
+  // and how many bad windows in a row it saw.
+  struct CpuWindow {
+    uint64_t wall_ns = 0, pt_ns = 0, mt_cpu_ns = 0, mt_delay_ns = 0;
+  };
+  CpuWindow cpu_window_;
+  int cpu_bad_windows_ = 0;
   pid_t mt_tid_ = 0;                // the thread that started the PT (set before it runs)
   std::mutex handoff_mu_;
   std::condition_variable handoff_cv_;
