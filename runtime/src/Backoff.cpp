@@ -4,13 +4,13 @@
 
 namespace ppios {
 
-bool PrefetchBackoff::skip(const FileKey &key) {
+bool PrefetchBackoff::skip(const FileKey &key, uint64_t seq, uint64_t mt_started) {
   if (!enabled_) return false;
   std::lock_guard<std::mutex> lock(mu_);
   auto it = files_.find(key);
   if (it == files_.end() || it->second.skip_left == 0) return false;
   --it->second.skip_left;
-  return true;
+  return it->second.why != BackoffReason::Late || seq <= mt_started + kLead;
 }
 
 bool PrefetchBackoff::backed_off(const FileKey &key) {
@@ -49,7 +49,7 @@ BackoffReason PrefetchBackoff::judge(Record &r) {
   }
   r.skip_left = std::min(kMaxSkip, kFirstSkip << std::min<uint32_t>(r.times, 7));
   ++r.times;
-  r = Record{0, 0, 0, 0, r.skip_left, r.times};
+  r = Record{0, 0, 0, 0, r.skip_left, why, r.times};
   return why;
 }
 

@@ -6,10 +6,13 @@
 // it itself; the prefetcher only spent CPU), and a finished cache entry is unused when
 // the MT never took a byte from it (its bytes cost the device bandwidth for nothing).
 // When most prefetches of a window are late, or most entries unused, the file is backed
-// off: its next prefetch calls return at once (they are skipped, costing no I/O and no
-// cache room), 32 of them the first time, twice as many each time after, up to 4096.
-// Then a new window probes the file again, so a program whose phase changes gets its
-// prefetching back.
+// off for its next prefetch calls: 32 of them the first time, twice as many each time
+// after, up to 4096. Backed off for lateness, the prefetcher skips ahead: a call for a
+// transfer the MT will start within the next kLead transfers is skipped (the MT would
+// overtake it), one further ahead still goes, so a PT that catches up prefetches again.
+// Backed off for unused bytes, every call is skipped (no I/O, no cache room). Then a new
+// window probes the file again, so a program whose phase changes gets its prefetching
+// back.
 //
 // Lifecycle: a file's record is made at its first judged prefetch and lives until the
 // runtime ends (one record per file the PT prefetched from). Prefetching threads call
@@ -35,12 +38,13 @@ class PrefetchBackoff {
   static constexpr uint32_t kWindow = 16;        // judged prefetches (or entries) per window
   static constexpr uint64_t kFirstSkip = 32;     // prefetch calls skipped at the first back-off
   static constexpr uint64_t kMaxSkip = 4096;
+  static constexpr uint64_t kLead = 2;           // how far ahead a late file's prefetch must be
 
   explicit PrefetchBackoff(bool enabled) : enabled_(enabled) {}
 
-  // A prefetcher is about to prefetch from `key`: true if the file is backed off (the
-  // call is skipped and counted).
-  bool skip(const FileKey &key);
+  // A prefetcher is about to prefetch transfer `seq` of `key`, and the MT has started
+  // `mt_started` transfers: true if the call is to be skipped (the file is backed off).
+  bool skip(const FileKey &key, uint64_t seq, uint64_t mt_started);
   // A prefetch of `key` was judged: `late` if the MT had started the transfer first.
   // Returns the reason if this backs the file off.
   BackoffReason record_prefetch(const FileKey &key, bool late);
@@ -56,7 +60,8 @@ class PrefetchBackoff {
     uint32_t late = 0;
     uint32_t entries = 0;     // this window's freed entries
     uint32_t unused = 0;
-    uint64_t skip_left = 0;   // prefetch calls still to skip
+    uint64_t skip_left = 0;   // prefetch calls still backed off
+    BackoffReason why = BackoffReason::None;  // of the back-off in force
     uint32_t times = 0;       // back-offs so far
   };
   // With mu_ held.

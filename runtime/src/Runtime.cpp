@@ -444,7 +444,7 @@ size_t Runtime::fetch(int fd, const FileKey &key, const FileStamp &stamp, off_t 
                       size_t length, uint64_t seq, int trace_tid, char *copy_to) {
   if (t_thread.role == ThreadRole::PT) check_pt_cpu();
   // The file is backed off: prefetching it has not paid off lately.
-  if (backoff_.skip(key)) {
+  if (backoff_.skip(key, seq, mt_started_.load(std::memory_order_acquire))) {
     stats_.pt_backoff_skips++;
     return 0;
   }

@@ -15,10 +15,10 @@ namespace {
 const FileKey kA{1, 10};
 const FileKey kB{1, 11};
 
-// Number of skip() calls that return true in a row.
+// Number of skip() calls that return true in a row, for transfers the MT is at.
 uint64_t skips(PrefetchBackoff &b, const FileKey &key) {
   uint64_t n = 0;
-  while (b.skip(key)) ++n;
+  while (b.skip(key, 10, 9)) ++n;
   return n;
 }
 }  // namespace
@@ -35,8 +35,11 @@ TEST(Backoff, MostlyLatePrefetchesBackTheFileOffThenProbeAgain) {
   EXPECT_EQ(calls, static_cast<int>(PrefetchBackoff::kWindow));
   EXPECT_TRUE(b.backed_off(kA));
   EXPECT_FALSE(b.backed_off(kB));  // per file
-  EXPECT_FALSE(b.skip(kB));
-  EXPECT_EQ(skips(b, kA), PrefetchBackoff::kFirstSkip);
+  EXPECT_FALSE(b.skip(kB, 10, 9));
+  // Skipping ahead: a transfer further ahead than kLead still goes (and counts).
+  EXPECT_FALSE(b.skip(kA, 9 + PrefetchBackoff::kLead + 1, 9));
+  EXPECT_TRUE(b.skip(kA, 9 + PrefetchBackoff::kLead, 9));
+  EXPECT_EQ(skips(b, kA), PrefetchBackoff::kFirstSkip - 2);
   // Probing again: still late, so the next back-off is twice as long.
   for (uint32_t i = 0; i < PrefetchBackoff::kWindow; ++i) b.record_prefetch(kA, true);
   EXPECT_EQ(skips(b, kA), 2 * PrefetchBackoff::kFirstSkip);
@@ -48,7 +51,7 @@ TEST(Backoff, PrefetchesThatPayOffAreNeverBackedOff) {
     EXPECT_EQ(b.record_prefetch(kA, i % 3 == 0), BackoffReason::None);  // 1 in 3 late
     EXPECT_EQ(b.record_entry(kA, i % 5 != 0), BackoffReason::None);     // 4 in 5 used
   }
-  EXPECT_FALSE(b.skip(kA));
+  EXPECT_FALSE(b.skip(kA, 10, 9));
 }
 
 TEST(Backoff, UnusedEntriesBackTheFileOff) {
@@ -58,12 +61,13 @@ TEST(Backoff, UnusedEntriesBackTheFileOff) {
     why = b.record_entry(kA, false);
   EXPECT_EQ(why, BackoffReason::Unused);
   EXPECT_TRUE(b.backed_off(kA));
+  EXPECT_TRUE(b.skip(kA, 1000, 1));  // every call, however far ahead
 }
 
 TEST(Backoff, DisabledNeverBacksOff) {
   PrefetchBackoff b(false);
   for (int i = 0; i < 100; ++i) EXPECT_EQ(b.record_prefetch(kA, true), BackoffReason::None);
-  EXPECT_FALSE(b.skip(kA));
+  EXPECT_FALSE(b.skip(kA, 10, 9));
 }
 
 TEST(Backoff, TheCacheReportsEveryFreedEntryWithBytes) {
