@@ -396,7 +396,9 @@ void Runtime::count_backoff(BackoffReason why) {
 //  - the MT spent at least a third of its runnable time waiting for a core (run-queue
 //    wait, /proc/<pid>/task/<tid>/schedstat): the cores are oversubscribed;
 //  - the PT used at least half as much CPU as the MT, and at least 5% of the window;
-//  - fewer than half of the MT's bytes so far came from the cache (after 4 MT reads).
+//  - fewer than a quarter of the MT's bytes so far came from the cache (after 4 MT
+//    reads): with more, the PT was measured to pay for its CPU (bench/never-slower,
+//    latept at P=2).
 // Two bad windows in a row stop the PT for good.
 void Runtime::check_pt_cpu() {
   if (!config_.backoff || pt_backed_off() || mt_tid_ <= 0) return;
@@ -429,7 +431,7 @@ void Runtime::check_pt_cpu() {
   const bool costly = 2 * pt_cpu >= cpu && 20 * pt_cpu >= wall;
   const uint64_t calls = stats_.mt_read_calls.load();
   const uint64_t read_bytes = stats_.mt_read_bytes.load(), hit = stats_.hit_bytes.load();
-  const bool paying = calls < 4 || 2 * hit >= read_bytes;
+  const bool paying = calls < 4 || 4 * hit >= read_bytes;
   if (!oversubscribed || !costly || paying) {
     cpu_bad_windows_ = 0;
     return;
