@@ -12,6 +12,7 @@ const char *mode_name(Mode mode) {
     case Mode::PP: return "pp";
     case Mode::Intra: return "intra";
     case Mode::PPIOS: return "ppios";
+    case Mode::PPIOSStrict: return "ppios-strict";
   }
   return "?";
 }
@@ -54,13 +55,16 @@ bool Config::parse(const std::function<const char *(const char *)> &getenv_fn, C
     else if (!std::strcmp(m, "pp")) c.mode = Mode::PP;
     else if (!std::strcmp(m, "intra")) c.mode = Mode::Intra;
     else if (!std::strcmp(m, "ppios")) c.mode = Mode::PPIOS;
+    else if (!std::strcmp(m, "ppios-strict")) c.mode = Mode::PPIOSStrict;
     else {
-      *error = std::string("PPIOS_MODE='") + m + "' is not valid; use ppios, intra, pp or off";
+      *error = std::string("PPIOS_MODE='") + m +
+               "' is not valid; use ppios, ppios-strict, intra, pp or off";
       return false;
     }
   }
 
-  int64_t cache_mb = 256, subread_kb = 256, max_wt = 4, lease_ms = 3000, throttle = 0;
+  int64_t cache_mb = 256, subread_kb = 256, max_wt = 4, lease_ms = 3000, throttle = 0,
+          backoff = 1;
   if (!integer("PPIOS_CACHE_MB", 1, 1 << 20, &cache_mb)) return false;
   if (!integer("PPIOS_SUBREAD_KB", 4, 1 << 20, &subread_kb)) return false;
   if (!integer("PPIOS_MAX_WT", 0, 64, &max_wt)) return false;
@@ -69,6 +73,8 @@ bool Config::parse(const std::function<const char *(const char *)> &getenv_fn, C
     return false;
   if (!integer("PPIOS_LEASE_MS", 100, 3600 * 1000, &lease_ms)) return false;
   if (!integer("PPIOS_MT_THROTTLE", 0, 1, &throttle)) return false;
+  if (!integer("PPIOS_BACKOFF", 0, 1, &backoff)) return false;
+  c.backoff = backoff != 0;
   c.cache_bytes = static_cast<size_t>(cache_mb) << 20;
   c.subread_bytes = static_cast<size_t>(subread_kb) << 10;
   c.max_waiting_threads = static_cast<int>(max_wt);

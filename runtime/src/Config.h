@@ -10,7 +10,10 @@
 
 namespace ppios {
 
-enum class Mode { Off, PP, Intra, PPIOS };
+// PPIOS: intra + inter-process scheduling, work-conserving inside a process (a prefetch
+// may read while its MT's own access runs, whenever the coordinator grants it a slot).
+// PPIOSStrict: the paper's rule, one storage access at a time per process.
+enum class Mode { Off, PP, Intra, PPIOS, PPIOSStrict };
 
 const char *mode_name(Mode mode);
 
@@ -19,6 +22,7 @@ struct Config {
   size_t cache_bytes = 256u << 20;     // PPIOS_CACHE_MB
   size_t subread_bytes = 256u << 10;   // PPIOS_SUBREAD_KB
   int max_waiting_threads = 4;         // PPIOS_MAX_WT
+  bool backoff = true;                 // PPIOS_BACKOFF: stop prefetching what does not pay off
   std::string stats_path;              // PPIOS_STATS (empty: off)
   std::string trace_prefix;            // PPIOS_TRACE (empty: off)
   CoordinatorOptions coordinator;      // PPIOS_COORDINATOR, PPIOS_TARGET, PPIOS_THRESHOLD,

@@ -6,6 +6,12 @@
 // most the sub-read in progress. Among prefetching threads (the PT and the waiting
 // threads) the one whose data is needed soonest (lowest sequence number) goes first.
 // When disabled (PPIOS_MODE=pp or off) every call returns at once.
+//
+// In the work-conserving mode (PPIOS_MODE=ppios) the MT takes the token only to claim a
+// prefetch in flight, not for its own storage accesses: the token then keeps prefetch
+// sub-reads apart from each other and from claims, and the coordinator's cap (with its
+// yield requests) keeps the MT first. PPIOS_MODE=ppios-strict and intra are the paper's
+// rule: the MT holds the token for every storage access.
 #pragma once
 
 #include <atomic>

@@ -1,10 +1,13 @@
 // MT-side MPI-IO calls (ppios_MPI_File_read, ...), the PT-side MPI-IO prefetch calls,
 // and ppios_pt_start / ppios_MPI_Finalize.
 //
-// An MPI file's bytes are served from the cache only for independent reads through the
-// default file view (displacement 0, etype and filetype MPI_BYTE) with a predefined
-// contiguous datatype: then the individual file pointer and the offsets are plain byte
-// offsets, and the PT can fetch the same bytes through a POSIX descriptor of its own.
+// An MPI file's bytes are served from the cache only for independent reads through a
+// contiguous file view (a displacement, and an etype and filetype with no holes: the
+// default view, or one that skips a header) with a predefined contiguous datatype: then
+// an offset or the individual file pointer, in etypes, is the file byte
+// disp + offset x etype size, and the PT can fetch the same bytes through a POSIX
+// descriptor of its own (which carries the view: ppios_pt_MPI_File_set_view, or the
+// MT's view at a reopen).
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -48,26 +51,53 @@ std::string strip_driver_prefix(const char *filename) {
   return filename;
 }
 
-bool default_view(MPI_File fh) {
+// How a file view maps the offsets of reads (etypes) onto bytes of the file.
+struct ViewMap {
+  MPI_Offset disp = 0;     // file byte of view offset 0
+  int64_t etype_size = 1;  // bytes per offset unit
+  MPI_Offset file_offset(MPI_Offset view_offset) const { return disp + view_offset * etype_size; }
+};
+
+// Whether `t` is contiguous: its bytes lie one after another from 0, with no holes.
+int64_t contiguous_size(MPI_Datatype t) {
+  int size = 0;
+  MPI_Aint lb = 0, extent = 0, true_lb = 0, true_extent = 0;
+  if (MPI_Type_size(t, &size) != MPI_SUCCESS || MPI_Type_get_extent(t, &lb, &extent) != MPI_SUCCESS ||
+      MPI_Type_get_true_extent(t, &true_lb, &true_extent) != MPI_SUCCESS)
+    return -1;
+  bool plain = size > 0 && lb == 0 && true_lb == 0 && extent == size && true_extent == size;
+  return plain ? size : -1;
+}
+
+// The view of `fh` if it maps view bytes one to one onto the file's bytes from its
+// displacement on: native representation and contiguous etype and filetype (the default
+// view, or a displacement that skips a header). Other views (a filetype with holes)
+// interleave the file, and their reads are never served from the cache.
+bool contiguous_view(MPI_File fh, ViewMap *out) {
   MPI_Offset disp = 0;
   MPI_Datatype etype, filetype;
   char rep[MPI_MAX_DATAREP_STRING];
   if (MPI_File_get_view(fh, &disp, &etype, &filetype, rep) != MPI_SUCCESS) return false;
-  bool plain = disp == 0 && etype == MPI_BYTE && filetype == MPI_BYTE &&
-               std::strcmp(rep, "native") == 0;
+  int64_t etype_size = contiguous_size(etype);
+  int64_t filetype_size = contiguous_size(filetype);
+  bool plain = disp >= 0 && etype_size > 0 && filetype_size > 0 &&
+               filetype_size % etype_size == 0 && std::strcmp(rep, "native") == 0;
   for (MPI_Datatype *t : {&etype, &filetype}) {  // derived types come back as copies
     int ni, na, nd, combiner;
     if (MPI_Type_get_envelope(*t, &ni, &na, &nd, &combiner) == MPI_SUCCESS &&
         combiner != MPI_COMBINER_NAMED)
       MPI_Type_free(t);
   }
-  return plain;
+  if (!plain) return false;
+  out->disp = disp;
+  out->etype_size = etype_size;
+  return true;
 }
 
 // Finds the file behind `fh` if a read of `count` x `datatype` may come from the cache;
-// sets *type_size.
+// sets *type_size and *view.
 bool probe_mpi_read(MPI_File fh, int count, MPI_Datatype datatype, CachedFile *out,
-                    int64_t *type_size) {
+                    int64_t *type_size, ViewMap *view) {
   if (count <= 0) return false;
   std::string path;
   FileKey registered;
@@ -83,7 +113,9 @@ bool probe_mpi_read(MPI_File fh, int count, MPI_Datatype datatype, CachedFile *o
   if (*type_size <= 0) return false;
   int amode = 0;
   if (MPI_File_get_amode(fh, &amode) != MPI_SUCCESS || (amode & MPI_MODE_WRONLY)) return false;
-  if (!default_view(fh)) return false;
+  // Whole items are whole etypes, so what is left of a partly served read starts at a
+  // view offset.
+  if (!contiguous_view(fh, view) || *type_size % view->etype_size != 0) return false;
   struct stat st;
   if (stat(path.c_str(), &st) != 0 || !S_ISREG(st.st_mode) || !(ppios::key_of(st) == registered))
     return false;
@@ -92,50 +124,64 @@ bool probe_mpi_read(MPI_File fh, int count, MPI_Datatype datatype, CachedFile *o
   return true;
 }
 
+// Bytes an MPI-IO transfer moved, from its status (the program's, or ours when it
+// passed MPI_STATUS_IGNORE).
+ssize_t transferred_bytes(int rc, MPI_Status *status) {
+  if (rc != MPI_SUCCESS) return -1;
+  MPI_Count bytes = 0;
+  if (MPI_Get_elements_x(status, MPI_BYTE, &bytes) != MPI_SUCCESS || bytes == MPI_UNDEFINED) return 0;
+  return static_cast<ssize_t>(bytes);
+}
+
 void set_status_bytes(MPI_Status *status, MPI_Count bytes) {
   if (status != MPI_STATUS_IGNORE) MPI_Status_set_elements_x(status, MPI_BYTE, bytes);
 }
 
 // The shared body of MPI_File_read and MPI_File_read_at. `at` < 0 means "at the
-// individual file pointer".
+// individual file pointer". Offsets and the file pointer count etypes of the view;
+// `offset` is the file byte they map to.
 int mpi_read(MPI_File fh, MPI_Offset at, void *buf, int count, MPI_Datatype datatype,
              MPI_Status *status) {
   Runtime &rt = Runtime::get();
   const bool explicit_offset = at >= 0;
+  // A status of our own when the program ignores it: the bytes still count in the stats.
+  MPI_Status own_status;
+  MPI_Status *st = status == MPI_STATUS_IGNORE ? &own_status : status;
   auto original = [&] {
-    return explicit_offset ? MPI_File_read_at(fh, at, buf, count, datatype, status)
-                           : MPI_File_read(fh, buf, count, datatype, status);
+    return explicit_offset ? MPI_File_read_at(fh, at, buf, count, datatype, st)
+                           : MPI_File_read(fh, buf, count, datatype, st);
   };
   CachedFile file;
   int64_t type_size = 0;
-  MPI_Offset offset = at;
-  bool cacheable = rt.caching() && probe_mpi_read(fh, count, datatype, &file, &type_size);
-  if (cacheable && !explicit_offset) cacheable = MPI_File_get_position(fh, &offset) == MPI_SUCCESS;
+  ViewMap view;
+  MPI_Offset position = at;
+  bool cacheable = rt.caching() && probe_mpi_read(fh, count, datatype, &file, &type_size, &view);
+  if (cacheable && !explicit_offset) cacheable = MPI_File_get_position(fh, &position) == MPI_SUCCESS;
   int rc = MPI_SUCCESS;
   if (!cacheable) {
     rt.mt_read(nullptr, at, 0, nullptr, [&](size_t, MtStorageAccess &storage) -> ssize_t {
       storage.acquire();
       rc = original();
-      MPI_Count bytes = 0;
-      if (rc == MPI_SUCCESS && status != MPI_STATUS_IGNORE) MPI_Get_elements_x(status, MPI_BYTE, &bytes);
-      return rc == MPI_SUCCESS ? static_cast<ssize_t>(bytes) : -1;
+      return transferred_bytes(rc, st);
     });
     return rc;
   }
   const size_t total = static_cast<size_t>(count) * static_cast<size_t>(type_size);
+  const MPI_Offset offset = view.file_offset(position);
+  auto etypes = [&](size_t bytes) { return static_cast<MPI_Offset>(bytes) / view.etype_size; };
   char *out = static_cast<char *>(buf);
   rt.mt_read(&file, offset, total, out, [&](size_t h, MtStorageAccess &storage) -> ssize_t {
     // Whole items only, so the rest is again `datatype` items.
     size_t whole = h - h % static_cast<size_t>(type_size);
     if (whole > 0 && whole == total) {
-      if (!explicit_offset) MPI_File_seek(fh, offset + static_cast<MPI_Offset>(total), MPI_SEEK_SET);
+      if (!explicit_offset) MPI_File_seek(fh, position + etypes(total), MPI_SEEK_SET);
       set_status_bytes(status, static_cast<MPI_Count>(total));
       return static_cast<ssize_t>(total);
     }
     storage.acquire();
     MPI_Status rest;
     int left = count - static_cast<int>(whole / static_cast<size_t>(type_size));
-    MPI_Offset rest_at = offset + static_cast<MPI_Offset>(whole);
+    MPI_Offset rest_at = position + etypes(whole);
     if (explicit_offset) {
       rc = MPI_File_read_at(fh, rest_at, out + whole, left, datatype, &rest);
     } else {
@@ -144,7 +190,7 @@ int mpi_read(MPI_File fh, MPI_Offset at, void *buf, int count, MPI_Datatype data
     }
     if (rc != MPI_SUCCESS) {
       // Let the original call, as a whole, report what went wrong.
-      if (!explicit_offset) MPI_File_seek(fh, offset, MPI_SEEK_SET);
+      if (!explicit_offset) MPI_File_seek(fh, position, MPI_SEEK_SET);
       rc = original();
       return -1;
     }
@@ -175,9 +221,10 @@ int mpi_write(MPI_File fh, MPI_Offset at, const void *buf, int count, MPI_Dataty
   if (known) {
     int64_t type_size = (ppios::mpi_type_sizes_init(), ppios::mpi_type_size(datatype));
     MPI_Offset position = at;
-    if (type_size > 0 && count > 0 && default_view(fh) &&
+    ViewMap view;
+    if (type_size > 0 && count > 0 && contiguous_view(fh, &view) &&
         (explicit_offset || MPI_File_get_position(fh, &position) == MPI_SUCCESS)) {
-      offset = position;
+      offset = view.file_offset(position);
       length = static_cast<size_t>(count) * static_cast<size_t>(type_size);
     }
   }
@@ -187,14 +234,13 @@ int mpi_write(MPI_File fh, MPI_Offset at, const void *buf, int count, MPI_Dataty
     std::lock_guard<std::mutex> lock(g_files_mu);
     path = g_files[fh].path;
   }
+  MPI_Status own_status;
+  MPI_Status *st = status == MPI_STATUS_IGNORE ? &own_status : status;
   rt.mt_write(known ? &key : nullptr, offset, length,
               [&]() -> ssize_t {
-                rc = explicit_offset ? MPI_File_write_at(fh, at, buf, count, datatype, status)
-                                     : MPI_File_write(fh, buf, count, datatype, status);
-                MPI_Count bytes = 0;
-                if (rc == MPI_SUCCESS && status != MPI_STATUS_IGNORE)
-                  MPI_Get_elements_x(status, MPI_BYTE, &bytes);
-                return rc == MPI_SUCCESS ? static_cast<ssize_t>(bytes) : -1;
+                rc = explicit_offset ? MPI_File_write_at(fh, at, buf, count, datatype, st)
+                                     : MPI_File_write(fh, buf, count, datatype, st);
+                return transferred_bytes(rc, st);
               },
               [&](ppios::FileStamp *stamp) {
                 struct stat st;
@@ -271,11 +317,38 @@ ppios_pt_mpi_file pt_token(int fd) {
 }
 }  // namespace
 
+namespace {
+// The views of the PT's MPI handles that are not the default one, by descriptor. The MT
+// sets one at a reopen, the PT at ppios_pt_MPI_File_set_view; `usable` false: the view
+// interleaves the file (or is not known), and the handle's reads are not prefetched.
+struct PtView {
+  ViewMap map;
+  bool usable = true;
+};
+std::mutex g_pt_views_mu;
+std::map<int, PtView> g_pt_views;
+
+void set_pt_view(int fd, const PtView *view) {
+  std::lock_guard<std::mutex> lock(g_pt_views_mu);
+  if (view == nullptr) g_pt_views.erase(fd);
+  else g_pt_views[fd] = *view;
+}
+
+PtView pt_view(int fd) {
+  std::lock_guard<std::mutex> lock(g_pt_views_mu);
+  auto it = g_pt_views.find(fd);
+  return it == g_pt_views.end() ? PtView{} : it->second;
+}
+}  // namespace
+
 int ppios_pt_MPI_File_open(const char *filename, int /*amode*/, ppios_pt_mpi_file *fh) {
   ppios::pt_checkpoint();
   int fd = ppios::PtResources::get().open_regular(strip_driver_prefix(filename).c_str());
   *fh = pt_token(fd);
-  if (fd >= 0) return MPI_SUCCESS;
+  if (fd >= 0) {
+    set_pt_view(fd, nullptr);
+    return MPI_SUCCESS;
+  }
   return errno == ENOENT ? MPI_ERR_NO_SUCH_FILE : MPI_ERR_FILE;
 }
 
@@ -287,14 +360,19 @@ ppios_pt_mpi_file ppios_pt_reopen_MPI_File(MPI_File mt_fh) {
     if (it == g_files.end()) return nullptr;
     path = it->second.path;
   }
+  // The MT's view goes with the handle: its file pointer counts etypes of that view.
+  PtView view;
+  view.usable = contiguous_view(mt_fh, &view.map);
   MPI_Offset position = 0;
   if (MPI_File_get_position(mt_fh, &position) != MPI_SUCCESS) return nullptr;
   int fd = ppios::PtResources::get().open_regular(path.c_str());
-  if (fd >= 0 && lseek(fd, static_cast<off_t>(position), SEEK_SET) < 0) {
+  off_t at = static_cast<off_t>(view.usable ? view.map.file_offset(position) : 0);
+  if (fd >= 0 && lseek(fd, at, SEEK_SET) < 0) {
     ppios::PtResources::get().disown_fd(fd);
     close(fd);
     fd = -1;
   }
+  if (fd >= 0) set_pt_view(fd, &view);
   return pt_token(fd);
 }
 
@@ -315,6 +393,7 @@ int ppios_pt_MPI_File_close(ppios_pt_mpi_file *fh) {
   ppios::pt_checkpoint();
   int fd = pt_fd(*fh);
   if (fd >= 0 && ppios::PtResources::get().owns_fd(fd)) {
+    set_pt_view(fd, nullptr);
     ppios::PtResources::get().disown_fd(fd);
     close(fd);
   }
@@ -322,13 +401,38 @@ int ppios_pt_MPI_File_close(ppios_pt_mpi_file *fh) {
   return MPI_SUCCESS;
 }
 
+int ppios_pt_MPI_File_set_view(ppios_pt_mpi_file fh, MPI_Offset disp, MPI_Datatype etype,
+                               MPI_Datatype filetype, const char *datarep, MPI_Info /*info*/) {
+  ppios::pt_checkpoint();
+  int fd = pt_fd(fh);
+  if (!ppios::PtResources::get().owns_fd(fd)) return MPI_ERR_FILE;
+  // Only sizes measured before the PT started: the PT makes no MPI calls.
+  PtView view;
+  int64_t etype_size = ppios::mpi_type_size(etype);
+  int64_t filetype_size = ppios::mpi_type_size(filetype);
+  view.usable = disp >= 0 && etype_size > 0 && filetype_size > 0 &&
+                filetype_size % etype_size == 0 && datarep != nullptr &&
+                std::strcmp(datarep, "native") == 0;
+  view.map.disp = disp;
+  view.map.etype_size = etype_size > 0 ? etype_size : 1;
+  set_pt_view(fd, &view);
+  // Like MPI_File_set_view: the file pointer goes to the start of the view.
+  lseek(fd, static_cast<off_t>(view.usable ? disp : 0), SEEK_SET);
+  return MPI_SUCCESS;
+}
+
 int ppios_pt_MPI_File_seek(ppios_pt_mpi_file fh, MPI_Offset offset, int whence) {
   ppios::pt_checkpoint();
-  if (!ppios::PtResources::get().owns_fd(pt_fd(fh))) return MPI_ERR_FILE;
+  int fd = pt_fd(fh);
+  if (!ppios::PtResources::get().owns_fd(fd)) return MPI_ERR_FILE;
   int w = whence == MPI_SEEK_SET ? SEEK_SET : whence == MPI_SEEK_CUR ? SEEK_CUR
         : whence == MPI_SEEK_END ? SEEK_END : -1;
-  if (w < 0 || pt_fd(fh) < 0) return MPI_ERR_ARG;
-  return lseek(pt_fd(fh), static_cast<off_t>(offset), w) < 0 ? MPI_ERR_ARG : MPI_SUCCESS;
+  if (w < 0 || fd < 0) return MPI_ERR_ARG;
+  PtView view = pt_view(fd);
+  if (!view.usable) return MPI_ERR_ARG;
+  off_t bytes = static_cast<off_t>(offset * view.map.etype_size);
+  if (w == SEEK_SET) bytes += static_cast<off_t>(view.map.disp);
+  return lseek(fd, bytes, w) < 0 ? MPI_ERR_ARG : MPI_SUCCESS;
 }
 
 int ppios_pt_MPI_File_get_size(ppios_pt_mpi_file fh, MPI_Offset *size) {
@@ -343,9 +447,11 @@ int ppios_prefetch_MPI_File_read_at(ppios_pt_mpi_file fh, MPI_Offset offset, int
                                     MPI_Datatype datatype, ppios_seq_t seq, unsigned flags) {
   int64_t type_size = ppios::mpi_type_size(datatype);
   if (type_size <= 0 || count < 0 || pt_fd(fh) < 0) return -1;
+  PtView view = pt_view(pt_fd(fh));
+  if (!view.usable || offset < 0) return -1;
   ssize_t bytes = ppios_prefetch_pread(pt_fd(fh),
                                        static_cast<size_t>(count) * static_cast<size_t>(type_size),
-                                       static_cast<off_t>(offset), seq, flags);
+                                       static_cast<off_t>(view.map.file_offset(offset)), seq, flags);
   return bytes < 0 ? -1 : static_cast<int>(bytes / type_size);
 }
 
@@ -355,7 +461,8 @@ int ppios_prefetch_MPI_File_read(ppios_pt_mpi_file fh, int count, MPI_Datatype d
   int64_t type_size = ppios::mpi_type_size(datatype);
   int fd = pt_fd(fh);
   if (!ppios::PtResources::get().owns_fd(fd)) return -1;
-  off_t offset = fd < 0 ? -1 : lseek(fd, 0, SEEK_CUR);
+  if (!pt_view(fd).usable) return -1;
+  off_t offset = fd < 0 ? -1 : lseek(fd, 0, SEEK_CUR);  // a file byte: the view is applied
   if (type_size <= 0 || count < 0 || offset < 0) return -1;
   ssize_t bytes = ppios_prefetch_pread(fd, static_cast<size_t>(count) * static_cast<size_t>(type_size),
                                        offset, seq, flags);
@@ -369,9 +476,11 @@ int ppios_prefetch_MPI_File_read_at_copy(ppios_pt_mpi_file fh, MPI_Offset offset
                                          unsigned flags) {
   int64_t type_size = ppios::mpi_type_size(datatype);
   if (type_size <= 0 || count < 0 || offset < 0 || pt_fd(fh) < 0) return -1;
+  PtView view = pt_view(pt_fd(fh));
+  if (!view.usable) return -1;
   ssize_t bytes = ppios_prefetch_pread_copy(
       pt_fd(fh), buf, static_cast<size_t>(count) * static_cast<size_t>(type_size),
-      static_cast<off_t>(offset), seq, flags);
+      static_cast<off_t>(view.map.file_offset(offset)), seq, flags);
   return bytes < 0 ? -1 : static_cast<int>(bytes / type_size);
 }
 

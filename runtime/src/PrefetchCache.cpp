@@ -360,6 +360,7 @@ void PrefetchCache::maybe_free(CacheEntry *e) {
   if (e->linked || e->pins > 0 || e->filling) return;
   if (e->filled > e->consumed) counters_.unused_bytes += e->filled - e->consumed;
   if (e->filled > 0 && e->consumed == 0) ++counters_.unserved_entries;
+  if (e->filled > 0 && free_observer_) free_observer_(e->key, e->consumed > 0);
   counters_.bytes_in_use -= e->reserved;
   delete e;
   if (room_waiters_ > 0) room_cv_.notify_all();

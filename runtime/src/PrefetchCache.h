@@ -18,6 +18,7 @@
 
 #include <condition_variable>
 #include <cstddef>
+#include <functional>
 #include <cstdint>
 #include <map>
 #include <memory>
@@ -110,6 +111,13 @@ class PrefetchCache {
 
   CacheCounters counters();
 
+  // Called (with the cache's lock held: it must take no lock but leaves) for every
+  // entry with fetched bytes that is freed, with whether the MT took any of them. Set
+  // once, before any prefetch.
+  void set_free_observer(std::function<void(const FileKey &, bool used)> observer) {
+    free_observer_ = std::move(observer);
+  }
+
  private:
   struct Range {
     off_t begin;
@@ -136,6 +144,7 @@ class PrefetchCache {
   bool stopped_ = false;
   int room_waiters_ = 0;
   CacheCounters counters_;
+  std::function<void(const FileKey &, bool)> free_observer_;
 };
 
 }  // namespace ppios

@@ -69,6 +69,7 @@ const char *pt_stop_name(PtStop why) {
     case PtStop::Budget: return "budget";
     case PtStop::Stopped: return "stopped";
     case PtStop::Bounds: return "bounds";
+    case PtStop::Backoff: return "backoff";
   }
   return "?";
 }
@@ -122,8 +123,11 @@ void pt_escape(PtStop why) {
 }
 
 void pt_checkpoint() {
-  if (t_thread.role == ThreadRole::PT && t_armed && Runtime::get().stopping())
-    pt_escape(PtStop::Stopped);
+  if (t_thread.role != ThreadRole::PT || !t_armed) return;
+  Runtime &rt = Runtime::get();
+  if (rt.stopping()) pt_escape(PtStop::Stopped);
+  rt.check_pt_cpu();
+  if (rt.pt_backed_off()) pt_escape(PtStop::Backoff);
 }
 
 void pt_fault_escape(int sig, const void *address) {

@@ -37,6 +37,7 @@ enum class PtStop : int {
   Budget,   // ppios_pt_malloc over PPIOS_CACHE_MB, or out of memory
   Stopped,  // the runtime is stopping (end of the run)
   Bounds,   // ppios_pt_index: a subscript out of bounds
+  Backoff,  // the back-off's CPU rule: the PT cost as much CPU as the MT, without paying off
 };
 const char *pt_stop_name(PtStop why);
 

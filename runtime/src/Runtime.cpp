@@ -76,9 +76,14 @@ Runtime::Runtime(const Config &config)
     : config_(config),
       start_ns_(now_ns()),
       cache_(config.cache_bytes),
-      scheduler_(config.mode == Mode::Intra || config.mode == Mode::PPIOS),
+      backoff_(config.backoff && config.mode != Mode::Off),
+      scheduler_(config.mode == Mode::Intra || config.mode == Mode::PPIOS ||
+                 config.mode == Mode::PPIOSStrict),
       trace_(!config.trace_prefix.empty()) {
-  if (config.mode == Mode::PPIOS) {
+  cache_.set_free_observer([this](const FileKey &key, bool used) {
+    count_backoff(backoff_.record_entry(key, used));
+  });
+  if (config.mode == Mode::PPIOS || config.mode == Mode::PPIOSStrict) {
     std::string error;
     coordinator_ = make_coordinator(config.coordinator, &error);
     if (!coordinator_) {
@@ -92,25 +97,47 @@ Runtime::Runtime(const Config &config)
 
 // ------------------------------------------------------------------ main thread
 
-void MtStorageAccess::acquire() {
-  if (held_ || exempt_) return;
-  held_ = true;
-  ErrnoGuard errno_guard;
+void MtStorageAccess::take_token() {
+  if (token_held_) return;
+  token_held_ = true;
   rt_.scheduler_.acquire_mt(&token_);
-  uint64_t t = now_ns();
-  slot_ = rt_.coordinator_->acquire(IoClass::MT, 0);
-  rt_.stats_.mt_slot_wait_ns += now_ns() - t;
   if (rt_.scheduler_.enabled()) {
     rt_.stats_.mt_token_wait_ns += token_.granted_ns - token_.asked_ns;
     rt_.trace_.event("mt_token_wait", kTraceMT, token_.asked_ns, token_.granted_ns, nullptr, -1, -1);
   }
 }
 
-void MtStorageAccess::release() {
-  if (!held_) return;
-  held_ = false;
-  rt_.coordinator_->release(slot_);
+void MtStorageAccess::acquire() {
+  if (slot_held_ || exempt_) return;
+  ErrnoGuard errno_guard;
+  if (!rt_.work_conserving()) take_token();
+  slot_held_ = true;
+  uint64_t t = now_ns();
+  slot_ = rt_.coordinator_->acquire(IoClass::MT, 0);
+  rt_.stats_.mt_slot_wait_ns += now_ns() - t;
+}
+
+void MtStorageAccess::claim_in_flight() {
+  ErrnoGuard errno_guard;
+  if (rt_.work_conserving()) take_token();
+  else acquire();
+}
+
+void MtStorageAccess::end_claim() {
+  if (!rt_.work_conserving() || !token_held_) return;
+  token_held_ = false;
   rt_.scheduler_.release(&token_);
+}
+
+void MtStorageAccess::release() {
+  if (slot_held_) {
+    slot_held_ = false;
+    rt_.coordinator_->release(slot_);
+  }
+  if (token_held_) {
+    token_held_ = false;
+    rt_.scheduler_.release(&token_);
+  }
 }
 
 ssize_t Runtime::mt_read(const CachedFile *file, off_t offset, size_t length, char *buffer,
@@ -129,8 +156,9 @@ ssize_t Runtime::mt_read(const CachedFile *file, off_t offset, size_t length, ch
       if (served.needs_token) {
         // A prefetch of these bytes is in flight: take the token (waiting for at most
         // its current sub-read) and use what it has fetched so far.
-        storage.acquire();
+        storage.claim_in_flight();
         served = cache_.serve(file->key, file->stamp, offset, length, buffer, InFlightPolicy::Claim);
+        storage.end_claim();
       }
       from_cache = served.bytes;
     }
@@ -223,6 +251,7 @@ void Runtime::start_pt(void (*entry)(void *), const void *ctx, size_t ctx_size) 
     if (pt_started_ || stopping()) return;
     pt_started_ = true;
     pt_running_ = true;
+    mt_tid_ = gettid();
     int finalized = 0;
     MPI_Finalized(&finalized);
     int initialized = 0;
@@ -356,11 +385,77 @@ void Runtime::wait_for_mt_start(uint64_t seq) {
   --progress_waiters_;
 }
 
+void Runtime::count_backoff(BackoffReason why) {
+  if (why == BackoffReason::None) return;
+  stats_.pt_backoffs++;
+  if (why == BackoffReason::Late) stats_.pt_backoff_late++;
+  if (why == BackoffReason::Unused) stats_.pt_backoff_unused++;
+}
+
+// The back-off's CPU rule, on the PT thread, judged over windows of at least 50 ms. The
+// PT's CPU costs the program when the cores are oversubscribed: then a CPU second it takes
+// is one a main thread (its own, or another rank's) waits for. A window is bad when
+//  - the MT spent at least a third of its runnable time waiting for a core (run-queue
+//    wait, /proc/<pid>/task/<tid>/schedstat): the cores are oversubscribed;
+//  - the PT used at least half as much CPU as the MT, and at least 5% of the window;
+//  - fewer than a quarter of the MT's bytes so far came from the cache (after 4 MT
+//    reads): with more, the PT was measured to pay for its CPU (bench/never-slower,
+//    latept at P=2).
+// Two bad windows in a row stop the PT for good.
+void Runtime::check_pt_cpu() {
+  if (!config_.backoff || pt_backed_off() || mt_tid_ <= 0) return;
+  const uint64_t now = now_ns();
+  if (cpu_window_.wall_ns != 0 && now - cpu_window_.wall_ns < 50000000u) return;
+  ErrnoGuard errno_guard;
+  struct timespec pt{};
+  if (clock_gettime(CLOCK_THREAD_CPUTIME_ID, &pt) != 0) return;
+  char path[64], text[128];
+  std::snprintf(path, sizeof path, "/proc/self/task/%d/schedstat", static_cast<int>(mt_tid_));
+  int fd = open(path, O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return;
+  ssize_t n = read(fd, text, sizeof text - 1);
+  close(fd);
+  if (n <= 0) return;
+  text[n] = '\0';
+  unsigned long long mt_cpu = 0, mt_delay = 0;
+  if (std::sscanf(text, "%llu %llu", &mt_cpu, &mt_delay) != 2) return;
+  CpuWindow w;
+  w.wall_ns = now;
+  w.pt_ns = static_cast<uint64_t>(pt.tv_sec) * 1000000000u + static_cast<uint64_t>(pt.tv_nsec);
+  w.mt_cpu_ns = mt_cpu;
+  w.mt_delay_ns = mt_delay;
+  const CpuWindow last = cpu_window_;
+  cpu_window_ = w;
+  if (last.wall_ns == 0) return;  // the first look only starts a window
+  const uint64_t wall = w.wall_ns - last.wall_ns, pt_cpu = w.pt_ns - last.pt_ns;
+  const uint64_t cpu = w.mt_cpu_ns - last.mt_cpu_ns, delay = w.mt_delay_ns - last.mt_delay_ns;
+  const bool oversubscribed = delay > 0 && 3 * delay >= cpu + delay;
+  const bool costly = 2 * pt_cpu >= cpu && 20 * pt_cpu >= wall;
+  const uint64_t calls = stats_.mt_read_calls.load();
+  const uint64_t read_bytes = stats_.mt_read_bytes.load(), hit = stats_.hit_bytes.load();
+  const bool paying = calls < 4 || 4 * hit >= read_bytes;
+  if (!oversubscribed || !costly || paying) {
+    cpu_bad_windows_ = 0;
+    return;
+  }
+  if (++cpu_bad_windows_ < 2) return;
+  stats_.pt_backoffs++;
+  stats_.pt_backoff_cpu++;
+  pt_backed_off_.store(true, std::memory_order_release);
+}
+
 size_t Runtime::fetch(int fd, const FileKey &key, const FileStamp &stamp, off_t offset,
                       size_t length, uint64_t seq, int trace_tid, char *copy_to) {
+  if (t_thread.role == ThreadRole::PT) check_pt_cpu();
+  // The file is backed off: prefetching it has not paid off lately.
+  if (backoff_.skip(key, seq, mt_started_.load(std::memory_order_acquire))) {
+    stats_.pt_backoff_skips++;
+    return 0;
+  }
   // Too late: the MT has started this transfer itself (it reads what it does not find).
   if (mt_has_started(seq)) {
     stats_.pt_late++;
+    count_backoff(backoff_.record_prefetch(key, true));
     return 0;
   }
   CacheEntry *entry = nullptr;
@@ -397,6 +492,7 @@ size_t Runtime::fetch(int fd, const FileKey &key, const FileStamp &stamp, off_t 
                  static_cast<int64_t>(seq));
     if (copy_to) copied = cache_.copy_fetched(entry, copy_to);
     cache_.finish(entry, ok);
+    count_backoff(backoff_.record_prefetch(key, false));
     return copied;
   }
 
@@ -405,6 +501,7 @@ size_t Runtime::fetch(int fd, const FileKey &key, const FileStamp &stamp, off_t 
   // prefetcher never waits for the token while holding a slot, nor for a slot while
   // holding the token: either could keep its own MT waiting for more than a sub-read.
   SlotTicket slot;
+  bool fetched_any = false;
   for (;;) {
     IoScheduler::Turn turn(scheduler_, seq);
     if (!slot.valid()) {
@@ -437,6 +534,7 @@ size_t Runtime::fetch(int fd, const FileKey &key, const FileStamp &stamp, off_t 
       stats_.pt_read_bytes += static_cast<uint64_t>(n);
       stats_.pt_subreads++;
       slot.bytes += static_cast<uint64_t>(n);
+      fetched_any = true;
     }
     ok = n >= 0;
     bool more = wanted && static_cast<size_t>(n) == chunk && remaining > chunk;
@@ -454,6 +552,8 @@ size_t Runtime::fetch(int fd, const FileKey &key, const FileStamp &stamp, off_t 
   coordinator_->release(slot);
   if (copy_to) copied = cache_.copy_fetched(entry, copy_to);
   cache_.finish(entry, ok);
+  // Late: the MT started the transfer before a single byte of it was fetched.
+  count_backoff(backoff_.record_prefetch(key, !fetched_any && mt_has_started(seq)));
   return copied;
 }
 

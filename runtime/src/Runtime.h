@@ -5,7 +5,8 @@
 // Threads: the MT (any thread that is not the PT or a WT; normally the program's main
 // thread), one PT started by ppios_pt_start, and at most PPIOS_MAX_WT waiting threads.
 //
-// Lock order: no two of these are ever held together: PrefetchCache::mu_,
+// Lock order: PrefetchBackoff::mu_ is a leaf (taken inside PrefetchCache::mu_ when the
+// cache reports a freed entry). No two of these are ever held together: PrefetchCache::mu_,
 // IoScheduler::mu_, Runtime::progress_mu_, Runtime::wt_mu_, Runtime::lifecycle_mu_,
 // Runtime::handoff_mu_, PtResources::streams_mu_. Trace::mu_ is a leaf. Coordinator calls and storage I/O happen with none held.
 #pragma once
@@ -26,6 +27,7 @@
 #include <thread>
 #include <vector>
 
+#include "Backoff.h"
 #include "Config.h"
 #include "FileKey.h"
 #include "IoScheduler.h"
@@ -50,7 +52,9 @@ struct CachedFile {
   T(mt_slot_wait) T(pt_slot_wait)                                                      \
   C(pt_prefetch_calls) C(pt_read_bytes) C(pt_subreads) C(pt_yields) C(pt_skipped)      \
   C(pt_late) T(pt_room_wait) C(pt_faults) T(pt_cpu)                                    \
-  C(wt_started) C(wt_dropped)
+  C(wt_started) C(wt_dropped)                                                          \
+  C(pt_backoffs) C(pt_backoff_late) C(pt_backoff_unused) C(pt_backoff_cpu)             \
+  C(pt_backoff_skips)
 
 struct Stats {
 #define PPIOS_STATS_COUNT(name) std::atomic<uint64_t> name{0};
@@ -61,13 +65,22 @@ struct Stats {
 };
 
 // The MT's hold on the process I/O token and a system slot, taken only when it really
-// goes to storage and given back when its access is done.
+// goes to storage and given back when its access is done. In the work-conserving mode
+// (PPIOS_MODE=ppios) a storage access takes only the slot: the process's prefetches may
+// read at the same time whenever the coordinator grants them slots of their own. The
+// token is then taken only to claim a prefetch in flight (claim_in_flight), and given
+// back as soon as the claim is done.
 class MtStorageAccess {
  public:
   explicit MtStorageAccess(class Runtime &rt) : rt_(rt) {}
   ~MtStorageAccess() { release(); }
-  // Takes both, unless exempt().
+  // Takes the slot (and, unless work-conserving, the token), unless exempt().
   void acquire();
+  // Takes the token, so that prefetches in flight are paused between sub-reads while
+  // the MT takes what they fetched so far; end_claim() gives it back if acquire() does
+  // not need it.
+  void claim_in_flight();
+  void end_claim();
   // The access is to a pipe, FIFO, tty or device: no storage behind it, and a blocking
   // read on an idle pipe must not hold a system-wide storage slot.
   void exempt() { exempt_ = true; }
@@ -76,8 +89,10 @@ class MtStorageAccess {
   void release();
 
  private:
+  void take_token();
   Runtime &rt_;
-  bool held_ = false;
+  bool token_held_ = false;
+  bool slot_held_ = false;
   bool exempt_ = false;
   SlotTicket slot_;
   TokenTimes token_;
@@ -95,7 +110,13 @@ class Runtime {
   bool caching() const { return config_.mode != Mode::Off; }
   // True when MT storage accesses take the process I/O token and a coordinator slot
   // (intra, ppios); elsewhere both are free, and telling storage from pipes is not needed.
-  bool scheduling() const { return config_.mode == Mode::Intra || config_.mode == Mode::PPIOS; }
+  bool scheduling() const {
+    return config_.mode == Mode::Intra || config_.mode == Mode::PPIOS ||
+           config_.mode == Mode::PPIOSStrict;
+  }
+  // PPIOS_MODE=ppios: an MT storage access does not hold the process I/O token, so the
+  // process's prefetches may use the slots the coordinator grants them meanwhile.
+  bool work_conserving() const { return config_.mode == Mode::PPIOS; }
   Stats &stats() { return stats_; }
   Trace &trace() { return trace_; }
 
@@ -132,6 +153,12 @@ class Runtime {
   ssize_t prefetch_copy(int fd, off_t offset, size_t count, uint64_t seq, unsigned flags,
                         char *buffer, bool *stopped);
   bool stopping() const { return stopping_.load(std::memory_order_acquire); }
+  // True once the CPU rule of the back-off stopped the PT: it escapes at its next
+  // runtime call or poll (pt_stop "backoff").
+  bool pt_backed_off() const { return pt_backed_off_.load(std::memory_order_acquire); }
+  // The back-off's CPU rule (PT thread only; cheap between its 50 ms windows): called at
+  // every prefetch and every poll of the PT.
+  void check_pt_cpu();
 
   // ---- handles the MT hands to the PT after it started (ppios_mt_handoff_*): a helper
   // opened a file the PT reads later. Slots are numbered by ppios-cc, one per statement.
@@ -166,6 +193,8 @@ class Runtime {
   void wait_for_mt_start(uint64_t seq);
   // The PT's slice ended (on the PT thread, after it released its resources).
   void pt_ended(PtStop why);
+  // Back-off: counts a decision.
+  void count_backoff(BackoffReason why);
   void mt_done(uint64_t seq);
   void notify_progress();
   void waiting_thread_main(int index);
@@ -179,6 +208,7 @@ class Runtime {
   const Config config_;
   const uint64_t start_ns_;
   PrefetchCache cache_;
+  PrefetchBackoff backoff_;
   IoScheduler scheduler_;
   std::unique_ptr<Coordinator> coordinator_;
   Trace trace_;
@@ -200,6 +230,15 @@ class Runtime {
   int wt_running_ = 0;
 
   std::atomic<bool> stopping_{false};
+  std::atomic<bool> pt_backed_off_{false};
+  // PT thread only: check_pt_cpu's last look (wall, PT CPU, MT CPU and run-queue wait)
+  // and how many bad windows in a row it saw.
+  struct CpuWindow {
+    uint64_t wall_ns = 0, pt_ns = 0, mt_cpu_ns = 0, mt_delay_ns = 0;
+  };
+  CpuWindow cpu_window_;
+  int cpu_bad_windows_ = 0;
+  pid_t mt_tid_ = 0;                // the thread that started the PT (set before it runs)
   std::mutex handoff_mu_;
   std::condition_variable handoff_cv_;
   std::map<unsigned, intptr_t> handoffs_;

@@ -68,7 +68,7 @@ TEST(Config, BadValuesNameTheVariableAndTheAcceptedValues) {
   EXPECT_NE(error_for("PPIOS_THRESHOLD", "abc").find("PPIOS_THRESHOLD='abc'"), std::string::npos);
   EXPECT_NE(error_for("PPIOS_THRESHOLD", "abc").find("whole number"), std::string::npos);
   EXPECT_NE(error_for("PPIOS_CACHE_MB", "0").find("from 1"), std::string::npos);
-  EXPECT_NE(error_for("PPIOS_MODE", "fast").find("ppios, intra, pp or off"), std::string::npos);
+  EXPECT_NE(error_for("PPIOS_MODE", "fast").find("ppios, ppios-strict, intra, pp or off"), std::string::npos);
   EXPECT_NE(error_for("PPIOS_SUBREAD_KB", "-4").find("PPIOS_SUBREAD_KB"), std::string::npos);
   EXPECT_NE(error_for("PPIOS_SUBREAD_KB", "64k").find("PPIOS_SUBREAD_KB"), std::string::npos);
   EXPECT_NE(error_for("PPIOS_CACHE_MB", "99999999999999999999").find("PPIOS_CACHE_MB"), std::string::npos);
@@ -76,4 +76,27 @@ TEST(Config, BadValuesNameTheVariableAndTheAcceptedValues) {
   EXPECT_NE(error_for("PPIOS_TARGET", "a b").find("PPIOS_TARGET"), std::string::npos);
   EXPECT_NE(error_for("PPIOS_STATS", "").find("PPIOS_STATS"), std::string::npos);
   EXPECT_NE(error_for("PPIOS_MT_THROTTLE", "2").find("PPIOS_MT_THROTTLE"), std::string::npos);
+}
+
+TEST(Config, ModesByName) {
+  for (auto [text, mode] : {std::pair{"off", Mode::Off}, std::pair{"pp", Mode::PP},
+                            std::pair{"intra", Mode::Intra}, std::pair{"ppios", Mode::PPIOS},
+                            std::pair{"ppios-strict", Mode::PPIOSStrict}}) {
+    Config c;
+    std::string error;
+    ASSERT_TRUE(parse({{"PPIOS_MODE", text}}, &c, &error)) << error;
+    EXPECT_EQ(c.mode, mode);
+    EXPECT_STREQ(ppios::mode_name(mode), text);
+  }
+  EXPECT_NE(error_for("PPIOS_MODE", "ppios-loose").find("PPIOS_MODE='ppios-loose'"), std::string::npos);
+}
+
+TEST(Config, BackoffSwitch) {
+  Config c;
+  std::string error;
+  ASSERT_TRUE(parse({}, &c, &error)) << error;
+  EXPECT_TRUE(c.backoff);
+  ASSERT_TRUE(parse({{"PPIOS_BACKOFF", "0"}}, &c, &error)) << error;
+  EXPECT_FALSE(c.backoff);
+  EXPECT_NE(error_for("PPIOS_BACKOFF", "yes").find("PPIOS_BACKOFF='yes'"), std::string::npos);
 }

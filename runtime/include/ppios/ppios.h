@@ -228,8 +228,12 @@ FILE *ppios_pt_take_stream(unsigned slot);
 
 /* ---------------------------------------------------------------- PT: MPI-IO
  * The PT may not call MPI, so it sees an MPI file as a read-only POSIX descriptor of its
- * own (ROMIO prefixes such as "ufs:" are stripped). Offsets are bytes: only the default
- * file view is prefetched. Datatypes must be predefined and contiguous.
+ * own (ROMIO prefixes such as "ufs:" are stripped). Offsets count etypes of the handle's
+ * view, as for MPI: the default view (bytes), or a contiguous one set with
+ * ppios_pt_MPI_File_set_view (a displacement that skips a header; predefined etype and
+ * filetype) or inherited from the MT's handle at a reopen. A handle whose view has holes
+ * is not prefetched (its prefetch calls return -1). Datatypes must be predefined and
+ * contiguous.
  * A PT handle has the type MPI_File, so that it fits where the program keeps its files
  * (struct fields, parameters), but it is a token of the runtime's: it must never reach an
  * MPI call. An invalid PT handle is the null token (a failed open). */
@@ -244,6 +248,10 @@ ppios_pt_mpi_file ppios_pt_take_MPI_File(unsigned slot);
 int ppios_pt_MPI_File_close(ppios_pt_mpi_file *fh);
 int ppios_pt_MPI_File_seek(ppios_pt_mpi_file fh, MPI_Offset offset, int whence);
 int ppios_pt_MPI_File_get_size(ppios_pt_mpi_file fh, MPI_Offset *size);
+/* Like MPI_File_set_view, for the PT's handle (moves its file pointer to the view's
+ * start). Returns MPI_SUCCESS, or MPI_ERR_FILE for a handle the PT does not own. */
+int ppios_pt_MPI_File_set_view(ppios_pt_mpi_file fh, MPI_Offset disp, MPI_Datatype etype,
+                               MPI_Datatype filetype, const char *datarep, MPI_Info info);
 /* Return the predicted number of whole `datatype` items read, or -1 if unknown. */
 int ppios_prefetch_MPI_File_read(ppios_pt_mpi_file fh, int count, MPI_Datatype datatype,
                                  ppios_seq_t seq, unsigned flags);
