@@ -38,6 +38,8 @@ const IoCallInfo Table[] = {
     {"MPI_File_write", K::Write, I::MpiIo, A::CountOnly, 0, 0, 1, 4, -1, {-1, -1}, true, false, -1},
     {"MPI_File_write_at", K::Write, I::MpiIo, A::CountOnly, 0, 0, 2, 5, -1, {-1, -1}, false, false, -1},
     {"MPI_File_seek", K::Seek, I::MpiIo, A::RenamePt, 0, 0, -1, -1, -1, {-1, -1}, false, false, -1},
+    // A view moves the file pointer and maps offsets (the runtime serves contiguous ones).
+    {"MPI_File_set_view", K::Seek, I::MpiIo, A::RenamePt, 0, 0, -1, -1, -1, {-1, -1}, false, false, -1},
     {"MPI_File_get_size", K::Query, I::MpiIo, A::RenamePt, 0, 0, -1, -1, -1, {-1, -1}, false, false, 1},
 
     {"MPI_Finalize", K::Finalize, I::Mpi, A::None, -1, 0, -1, -1, -1, {-1, -1}, false, false, -1},

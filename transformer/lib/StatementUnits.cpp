@@ -92,9 +92,12 @@ public:
     }
     for (unsigned I = 0; I < Call->getNumArgs(); ++I) {
       const Expr *Arg = Call->getArg(I);
-      if (static_cast<int>(I) == Info->BufferArg || static_cast<int>(I) == Info->StatusArg ||
-          static_cast<int>(I) == Info->DropArgs[0] || static_cast<int>(I) == Info->DropArgs[1]) {
-        if (const VarDecl *VD = baseVariable(Arg))
+      // What the call stores into (data, status) depends on the file; the arguments the PT
+      // drops (communicator, info) are only not evaluated.
+      bool Stored = static_cast<int>(I) == Info->BufferArg || static_cast<int>(I) == Info->StatusArg;
+      if (Stored || static_cast<int>(I) == Info->DropArgs[0] ||
+          static_cast<int>(I) == Info->DropArgs[1]) {
+        if (const VarDecl *VD = Stored ? baseVariable(Arg) : nullptr)
           U.BufferVars.insert(VD);
         continue;
       }
