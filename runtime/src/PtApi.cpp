@@ -31,6 +31,12 @@ void ppios_pt_out_of_bounds(void) { ppios::pt_escape(PtStop::Bounds); }
 
 void ppios_pt_poll(void) { ppios::pt_checkpoint(); }
 
+void ppios_pt_speculate(ppios_seq_t seq) {
+  ppios::pt_checkpoint();
+  Runtime::get().hold_speculation(seq);
+  ppios::pt_checkpoint();  // the runtime may have stopped while the PT waited
+}
+
 // The allocations run as runtime code: a fault inside malloc (a heap the slice broke)
 // must not become an escape that leaves malloc's locks held.
 void *ppios_pt_malloc(size_t size) {

@@ -385,6 +385,13 @@ void Runtime::wait_for_mt_start(uint64_t seq) {
   --progress_waiters_;
 }
 
+void Runtime::hold_speculation(uint64_t seq) {
+  if (seq <= kSpeculationWindow || mt_has_started(seq - kSpeculationWindow)) return;
+  uint64_t started = now_ns();
+  wait_for_mt_start(seq - kSpeculationWindow);
+  stats_.pt_speculation_wait_ns += now_ns() - started;
+}
+
 void Runtime::count_backoff(BackoffReason why) {
   if (why == BackoffReason::None) return;
   stats_.pt_backoffs++;

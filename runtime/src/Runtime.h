@@ -51,7 +51,7 @@ struct CachedFile {
   C(mt_write_calls) C(mt_write_bytes) T(mt_write_wait) T(mt_token_wait)                \
   T(mt_slot_wait) T(pt_slot_wait)                                                      \
   C(pt_prefetch_calls) C(pt_read_bytes) C(pt_subreads) C(pt_yields) C(pt_skipped)      \
-  C(pt_late) T(pt_room_wait) C(pt_faults) T(pt_cpu)                                    \
+  C(pt_late) T(pt_room_wait) C(pt_faults) T(pt_cpu) T(pt_speculation_wait)                                    \
   C(wt_started) C(wt_dropped)                                                          \
   C(pt_backoffs) C(pt_backoff_late) C(pt_backoff_unused) C(pt_backoff_cpu)             \
   C(pt_backoff_skips)
@@ -168,6 +168,10 @@ class Runtime {
   // Waits until the MT posted `slot`; false if the runtime stops first.
   bool handoff_take(unsigned slot, intptr_t *handle);
   uint64_t mt_transfers_started() const { return mt_started_.load(std::memory_order_acquire); }
+  // ppios_pt_speculate: the PT, in a loop it runs past an exit it cannot evaluate, waits
+  // while it is more than kSpeculationWindow transfers ahead of the MT.
+  static constexpr uint64_t kSpeculationWindow = 16;
+  void hold_speculation(uint64_t seq);
 
   // Stops the PT and WTs, writes stats and trace. Idempotent.
   void shutdown();

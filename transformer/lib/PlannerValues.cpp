@@ -357,4 +357,26 @@ const Speculation *PrefetchPlanner::speculationFor(const Unit &U) const {
   return It == Speculations.end() || It->second.Conjuncts.empty() ? nullptr : &It->second;
 }
 
+bool PrefetchPlanner::speculates(const Unit &Loop) const {
+  if (Loop.UnitKind != Unit::Loop)
+    return false;
+  if (speculationFor(Loop))
+    return true;
+  for (const auto &Owned : Units.all()) {
+    const Unit &J = *Owned;
+    if (J.UnitKind != Unit::Jump || J.InSlice || &J == &Loop || !J.isWithin(&Loop))
+      continue;
+    if (isa<ReturnStmt>(J.S) || programExitCall(J.S))
+      return true;
+    if (isa<BreakStmt>(J.S)) {
+      const Unit *Target = J.Parent;
+      while (Target && Target->UnitKind != Unit::Loop)
+        Target = Target->Parent;
+      if (Target == &Loop)
+        return true;
+    }
+  }
+  return false;
+}
+
 } // namespace ppios

@@ -292,6 +292,13 @@ std::string PrefetchThreadEmitter::renderCall(const IoCallSite &Site) {
 void PrefetchThreadEmitter::removeUnit(const Unit &U, const std::string &Replacement) {
   auto [Begin, End] = Text.statementRange(U.S);
   bool InBlock = !U.Parent || U.Parent->UnitKind == Unit::Block;
+  // A loop body the PT runs nothing of keeps its braces: the loop's poll goes inside.
+  const auto *Body = dyn_cast<CompoundStmt>(U.S);
+  if (Replacement.empty() && !InBlock && Body && !Body->getLBracLoc().isMacroID() &&
+      !Body->getRBracLoc().isMacroID()) {
+    Edits.replace(Text.offset(Body->getLBracLoc()) + 1, Text.offset(Body->getRBracLoc()), "");
+    return;
+  }
   if (!Replacement.empty() || !InBlock) {
     Edits.replace(Begin, End, Replacement.empty() ? "{}" : Replacement);
     return;
@@ -493,7 +500,7 @@ std::string PrefetchThreadEmitter::cloneDefinition(bool External) const {
 // (a condition the PT cannot compute is dropped, leaving an endless loop). Added last:
 // insertions added after the other edits are never part of what those were computed from.
 void PrefetchThreadEmitter::addLoopPolls() {
-  const char *Poll = "ppios_pt_poll()";
+  std::string Poll;
   auto Plain = [](const Stmt *St) {
     return St && !St->getBeginLoc().isMacroID() && !St->getEndLoc().isMacroID();
   };
@@ -513,6 +520,8 @@ void PrefetchThreadEmitter::addLoopPolls() {
     const Unit &U = *Owned;
     if (U.UnitKind != Unit::Loop || !U.InSlice || U.TopIndex < Plan.startIndex())
       continue;
+    // Past an exit it cannot evaluate, the PT stays within a window of the MT.
+    Poll = Plan.speculates(U) ? "ppios_pt_speculate(" + Seq + ")" : "ppios_pt_poll()";
     if (const auto *FS = dyn_cast<ForStmt>(U.S)) {
       // In the increment: the body may be a statement the PT replaces.
       if (const Expr *Inc = FS->getInc()) {

@@ -109,6 +109,12 @@ void ppios_pt_exit(void) PPIOS_NORETURN;
  * acquire load otherwise). PPIOS_STATS pt_stop "stopped". */
 void ppios_pt_poll(void);
 
+/* ppios_pt_poll for a loop the PT runs past an exit it cannot evaluate (a condition on
+ * the data read, which it speculates is false): `seq` is the PT's sequence number. The PT
+ * waits while the MT has not started transfer seq - 16, so at most 16 prefetches are
+ * wasted when the program leaves the loop. PPIOS_STATS pt_speculation_wait_s. */
+void ppios_pt_speculate(ppios_seq_t seq);
+
 /* The PT's own heap memory (copies of the program's tables), counted against the same
  * PPIOS_CACHE_MB budget as the prefetch cache. They never return NULL: over budget or out
  * of memory the PT escapes (pt_stop "budget"). ppios_pt_realloc(NULL, n) allocates;
