@@ -280,15 +280,35 @@ RedisCoordinator::Attempt RedisCoordinator::acquire_on_server(IoClass cls, uint6
   return result;
 }
 
+// Slots held on one side are invisible to the other side's cap. Switching sides, a grant
+// waits until this process holds none on the other side (their accesses end within a
+// sub-read), so the process never holds more than the cap across the switch. Bounded by
+// the lease: a holder stuck longer would lose its slot to the lease anyway.
+void RedisCoordinator::enter_side(int side) {
+  std::unique_lock<std::mutex> lock(side_mutex_);
+  side_cv_.wait_for(lock, std::chrono::milliseconds(options_.lease_ms),
+                    [&] { return side_held_[1 - side] == 0; });
+  side_held_[side]++;
+}
+
+void RedisCoordinator::leave_side(int side) {
+  std::lock_guard<std::mutex> lock(side_mutex_);
+  side_held_[side]--;
+  side_cv_.notify_all();
+}
+
 SlotTicket RedisCoordinator::acquire(IoClass cls, uint64_t lead) {
   uint64_t id;
   while ((id = tickets_.allocate()) == 0) std::this_thread::sleep_for(std::chrono::milliseconds(1));
   while (online_.load()) {
+    enter_side(0);
     Attempt a = acquire_on_server(cls, lead, id);
     if (a == Attempt::Granted) return SlotTicket{id, cls};
+    leave_side(0);
     if (a == Attempt::Failed) break;
     // Lost: the server forgot our waiter (lease expired or reset); ask again.
   }
+  enter_side(1);
   SlotTicket inner = fallback_->acquire(cls, lead);
   LocalTicketTable::Entry *e = tickets_.find(id);
   e->fallback = true;
@@ -302,6 +322,7 @@ void RedisCoordinator::release(SlotTicket &ticket) {
     ticket.id = 0;
     return;
   }
+  leave_side(e->fallback ? 1 : 0);
   if (e->fallback) {
     SlotTicket inner{e->fallback_ticket, ticket.cls};
     fallback_->release(inner);

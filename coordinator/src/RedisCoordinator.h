@@ -56,6 +56,15 @@ class RedisCoordinator final : public Coordinator {
   LocalTicketTable tickets_;
 
   std::atomic<bool> online_{false};
+  // Tickets of this process held or being acquired now, on the server (side 0) and in
+  // the node-local fallback (side 1). Neither side's cap sees the other's slots: across a
+  // switch (the server lost, or back) a process enters a side only once it holds nothing
+  // on the other (see enter_side). Guarded by side_mutex_.
+  std::mutex side_mutex_;
+  std::condition_variable side_cv_;
+  int side_held_[2] = {0, 0};
+  void enter_side(int side);
+  void leave_side(int side);
   std::atomic<bool> warned_offline_{false};
   std::atomic<bool> warned_threshold_{false};
 
