@@ -211,12 +211,14 @@ def run_program(a, binary, workdir, env, label):
         out, err = proc.communicate(timeout=a.timeout)
         code = proc.returncode
     except subprocess.TimeoutExpired:
+        # Every rank gone and only mpirun left: the launcher hung, not the program.
+        ranks_alive = bool(session_members(proc.pid))
         try:
             os.killpg(proc.pid, 9)  # the run's own session: mpirun and its ranks
         except OSError:
             pass
         out, err = proc.communicate()
-        code = "timeout"
+        code = "timeout" if ranks_alive or a.singleton else LAUNCHER_HUNG
         err += f"\n[hazards: killed after {a.timeout} s]".encode()
     secs = time.monotonic() - started
     for feeder in feeders:
@@ -224,6 +226,25 @@ def run_program(a, binary, workdir, env, label):
     for f in opened:
         f.close()
     return code, out.decode(errors="replace"), err.decode(errors="replace"), secs
+
+
+LAUNCHER_HUNG = "launcher hung"
+
+
+def session_members(sid):
+    """Live processes of session `sid` other than its leader (mpirun): the ranks."""
+    members = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit() or int(entry) == sid:
+            continue
+        try:
+            with open(f"/proc/{entry}/stat") as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+        except (OSError, IndexError):
+            continue
+        if fields[0] != "Z" and int(fields[3]) == sid:
+            members.append(int(entry))
+    return members
 
 
 def files_in(workdir):
@@ -597,10 +618,12 @@ def check(a, top, env, failures):
             code, out, err, secs = run_program(a, binary, workdir, run_env, label)
             launcher_died = (not a.singleton and isinstance(code, int) and code < 0
                              and not out and not err.strip())
-            if not launcher_died or attempt == 2:
+            if (not launcher_died and code != LAUNCHER_HUNG) or attempt == 2:
                 break
-            print(f"  ({label}: mpirun itself died of signal {-code} with no output: "
-                  f"run again)", flush=True)
+            print(f"  ({label}: " + ("mpirun hung after every rank had ended"
+                                     if code == LAUNCHER_HUNG else
+                                     f"mpirun itself died of signal {-code} with no output")
+                  + ": run again)", flush=True)
         res = dict(code=code, out=out, err=normalize_stderr(err), files=files_in(workdir),
                    secs=secs, workdir=workdir)
         missing = [o for o in a.output if o not in res["files"]]
