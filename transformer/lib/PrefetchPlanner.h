@@ -203,9 +203,9 @@ public:
   const std::vector<CloneCallDecision> &cloneCalls() const { return CloneCalls; }
   // Conjuncts of a loop's condition the PT leaves out (see Speculation).
   const struct Speculation *speculationFor(const Unit &U) const;
-  // The PT runs the loop past an exit of the program's it cannot evaluate: conjuncts it
-  // leaves out, or a break/return/exit under a condition it cannot compute. Such a loop
-  // holds the PT within a window of the MT (ppios_pt_speculate).
+  // The PT runs the loop past an exit of the program's it cannot evaluate: conjuncts of
+  // its condition it leaves out. Such a loop holds the PT within a window of the MT
+  // (ppios_pt_speculate).
   bool speculates(const Unit &Loop) const;
   const CloneCallDecision *cloneCallFor(const clang::CallExpr *Call) const;
   const CloneSummary *summaryOf(const clang::FunctionDecl *Callee) const;
