@@ -355,15 +355,24 @@ def check(a, top, inputs, programs_inputs, env, failures):
     compare("mpicc build vs reference", baseline, expected_for(np), failures)
 
     for mode in a.modes.split(","):
-        menv = dict(env, PPIOS_MODE=mode)
-        menv.update(kv.split("=", 1) for kv in a.env)
-        stats = os.path.join(top, f"stats-{mode}.jsonl")
-        menv["PPIOS_STATS"] = stats
-        got, err = runner(f"ppios-cc-{mode}", ppios, argv, np, menv)
-        if sanitizer_report(err):
-            failures.add(f"mode {mode}: sanitizer report\n{err}")
-        compare(f"ppios-cc build, mode {mode}", got, baseline, failures)
-        check_stats(f"mode {mode}", stats, np, mode, a, failures)
+        # Output, exit code and files must match in every run. The statistics' bounds (hit
+        # ratio, PT CPU) depend on timing on a noisy machine: a run that misses only those
+        # is run once more, and the second run decides.
+        for attempt in range(2):
+            menv = dict(env, PPIOS_MODE=mode)
+            menv.update(kv.split("=", 1) for kv in a.env)
+            stats = os.path.join(top, f"stats-{mode}-{attempt}.jsonl")
+            menv["PPIOS_STATS"] = stats
+            got, err = runner(f"ppios-cc-{mode}", ppios, argv, np, menv)
+            if sanitizer_report(err):
+                failures.add(f"mode {mode}: sanitizer report\n{err}")
+            compare(f"ppios-cc build, mode {mode}", got, baseline, failures)
+            timing = Failures()
+            check_stats(f"mode {mode}", stats, np, mode, a, timing)
+            if not timing or attempt == 1:
+                failures.extend(timing)
+                break
+            print(f"  mode {mode}: statistics out of bounds once: run again", flush=True)
 
     if spec["build"] == "single" and (a.expect_unchanged or a.runtime_include):
         emit_source(a, spec, top, runner, argv, np, baseline, env, failures)
