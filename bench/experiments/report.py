@@ -277,7 +277,7 @@ def evaluate_issue10(table, row_bounds, points):
             fails.append(f"{_label(key)}: ppios {row['ppios']['wall']:.2f} s vs "
                          f"min(normal, pp) {best:.2f} s = x{row['ppios']['wall'] / best:.3f} "
                          f"({why(row, key, row_bounds.get(key), points)})")
-    out.append(_verdict10("R1", checked, fails, f"{checked} rows"))
+    out.append(_verdict("R1", checked, fails, f"{checked} rows"))
 
     # R2
     fails, checked, lows = [], 0, []
@@ -292,7 +292,7 @@ def evaluate_issue10(table, row_bounds, points):
                          f"{EFFICIENCY_TARGET[key[0]]:.2f} "
                          f"({why(row, key, row_bounds.get(key), points)})")
     details = f"{checked} rows" + (f", lowest {min(lows):.2f}" if lows else "")
-    out.append(_verdict10("R2", checked, fails, details))
+    out.append(_verdict("R2", checked, fails, details))
 
     # R3
     fails, checked = [], 0
@@ -305,7 +305,7 @@ def evaluate_issue10(table, row_bounds, points):
         if ratio > 0.15:
             fails.append(f"{_label(key)}: {_pct_less(ratio)} less (compute/IO {c:.2f}; "
                          f"{why(row, key, row_bounds.get(key), points)})")
-    out.append(_verdict10("R3", checked, fails, f"{checked} rows with compute >= I/O"))
+    out.append(_verdict("R3", checked, fails, f"{checked} rows with compute >= I/O"))
 
     # R4
     fails, checked, seen = [], 0, []
@@ -324,7 +324,7 @@ def evaluate_issue10(table, row_bounds, points):
                          f"({why(row)}; neighbour's time in reads "
                          f"{nb['ppios']['io']:.2f} s vs {nb['normal']['io']:.2f} s beside "
                          f"normal)")
-    out.append(_verdict10("R4", checked, fails,
+    out.append(_verdict("R4", checked, fails,
                           f"{checked} E3 points" + (f" ({'; '.join(seen)})" if seen else "")))
     return out
 
@@ -343,14 +343,6 @@ TARGETS10 = [
     ("R4", "E3: ppios gains while slowing its neighbour by no more than 5%"),
 ]
 TARGETS10_D = dict(TARGETS10)
-
-
-def _verdict10(name, checked, fails, details):
-    if checked == 0:
-        return (name, TARGETS10_D[name], "not measured", details + " (no such row in this run)")
-    if fails:
-        return (name, TARGETS10_D[name], "not met", details + "; misses: " + "; ".join(fails))
-    return (name, TARGETS10_D[name], "met", details)
 
 
 def efficiency_table(table, row_bounds, points):
@@ -486,15 +478,16 @@ TARGETS = [
     ("T5", "within 10% of the optimal reference where computation exceeds I/O"),
 ]
 TARGETS_D = dict(TARGETS)
+ALL_TARGETS = {**TARGETS_D, **TARGETS10_D}
 
 
 def _verdict(name, checked, fails, details):
+    """A target's row: not measured (no row of its kind), met, or not met with its misses."""
     if checked == 0:
-        return (name, TARGETS_D[name], "not measured", details + " (no such row in this run)")
-    verdict = "met" if not fails else "not met"
+        return (name, ALL_TARGETS[name], "not measured", details + " (no such row in this run)")
     if fails:
-        details += "; misses: " + "; ".join(fails)
-    return (name, TARGETS_D[name], verdict, details)
+        return (name, ALL_TARGETS[name], "not met", details + "; misses: " + "; ".join(fails))
+    return (name, ALL_TARGETS[name], "met", details)
 
 
 def _best(table, a, b):
