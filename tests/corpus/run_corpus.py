@@ -226,6 +226,12 @@ def check_stats(label, path, np, mode, a, failures):
         if a.max_pt_cpu_share is not None and pt_cpu > a.max_pt_cpu_share * other_cpu:
             failures.add(f"{label}: the PT used {pt_cpu:.3f} s of CPU, more than "
                          f"{a.max_pt_cpu_share:.0%} of the program's {other_cpu:.3f} s")
+        calls = sum(s.get("pt_prefetch_calls", 0) for s in stats)
+        mt_reads = sum(s.get("mt_read_calls", 0) for s in stats)
+        if a.max_prefetches_per_read is not None and calls > a.max_prefetches_per_read * mt_reads:
+            failures.add(f"{label}: {calls} prefetches for {mt_reads} MT reads, more than "
+                         f"{a.max_prefetches_per_read} per read: the PT asks the device for "
+                         "smaller pieces than the program's own buffered stream does")
     if a.stats_optional and read:
         failures.add(f"{label}: a program without reads has {read} MT read bytes")
     if a.min_hit_ratio is not None and mode != "off" and ratio < a.min_hit_ratio:
@@ -258,6 +264,8 @@ def main():
                     help="most prefetched entries the program may never read (pt_mismatch)")
     ap.add_argument("--max-pt-cpu-share", type=float, default=None,
                     help="most CPU the PT may use, as a fraction of the other threads' CPU")
+    ap.add_argument("--max-prefetches-per-read", type=float, default=None,
+                    help="most prefetch requests (pt_prefetch_calls) per MT read call")
     ap.add_argument("--device", choices=["page-cache", "simfs"], default="page-cache",
                     help="where the inputs live: a plain directory, or a ppios-simfs mount "
                     "(the emulated contended device; needs --simfs)")

@@ -357,12 +357,58 @@ const Speculation *PrefetchPlanner::speculationFor(const Unit &U) const {
   return It == Speculations.end() || It->second.Conjuncts.empty() ? nullptr : &It->second;
 }
 
-// Only conjuncts left out of the loop's own condition count: a break on a read's result
-// that the PT does not follow (`if (n <= 0) break;` after a statement it cannot run) is
-// most often the end of the file, where holding the PT near the MT costs its lead (the
-// corpus's hit ratios fell from 0.96 to 0.75 when such loops were held too).
+// The PT runs past exits of the program's in two ways that hold it within a window of
+// the MT: conjuncts left out of the loop's own condition, and exits under statements it
+// drops (see droppedExitHolds).
 bool PrefetchPlanner::speculates(const Unit &Loop) const {
-  return Loop.UnitKind == Unit::Loop && speculationFor(Loop) != nullptr;
+  if (Loop.UnitKind != Unit::Loop)
+    return false;
+  return speculationFor(Loop) != nullptr || droppedExitHolds(Loop);
+}
+
+// An exit of the loop (break, return, program exit) under a statement the PT drops is
+// held when it depends on the bytes read (`if (tag == SENTINEL) break;`: where the
+// program stops, only the data knows), or when the PT has no way left out of the loop
+// (`for (;;)` whose every exit is dropped: without the window it would spin at the end
+// of the file until the program ends). Other dropped exits are not held: a break on a
+// read's result after a statement the PT cannot run (`if (n <= 0) break;` in a loop over
+// the blocks) is most often the end of the file, which the loop's own condition finds,
+// and holding the PT near the MT there costs its lead (the corpus's hit ratios fell from
+// 0.96 to 0.75 when such loops were held too).
+bool PrefetchPlanner::droppedExitHolds(const Unit &Loop) const {
+  bool Dropped = false, Kept = false;
+  for (const auto &Owned : Units.all()) {
+    const Unit &J = *Owned;
+    if (J.UnitKind != Unit::Jump || isa<ContinueStmt>(J.S) || &J == &Loop || !J.isWithin(&Loop))
+      continue;
+    bool ExitsLoop = true, OnData = false, Runs = J.InSlice;
+    for (const Unit *P = &J; P != &Loop; P = P->Parent) {
+      if (P != &J && P->UnitKind == Unit::Loop && isa<BreakStmt>(J.S))
+        ExitsLoop = false; // it ends an inner loop only
+      OnData |= P->Bad && P->TaintSource != nullptr;
+      Runs &= !P->Bad || P == &J;
+    }
+    if (!ExitsLoop)
+      continue;
+    if (OnData)
+      return true;
+    (Runs ? Kept : Dropped) = true;
+  }
+  return Dropped && !Kept && !endsByCondition(Loop);
+}
+
+bool PrefetchPlanner::endsByCondition(const Unit &Loop) const {
+  const Expr *Cond = nullptr;
+  if (const auto *FS = dyn_cast<ForStmt>(Loop.S))
+    Cond = FS->getCond();
+  else if (const auto *WS = dyn_cast<WhileStmt>(Loop.S))
+    Cond = WS->getCond();
+  else if (const auto *DS = dyn_cast<DoStmt>(Loop.S))
+    Cond = DS->getCond();
+  if (!Cond)
+    return false;
+  bool Always = false;
+  return !(Cond->EvaluateAsBooleanCondition(Always, Units.function()->getASTContext()) && Always);
 }
 
 } // namespace ppios

@@ -39,19 +39,12 @@ bool PrefetchPlanner::hasActiveCall(const Unit &U) const {
   return false;
 }
 
-// The variables the PT needs for the calls it keeps from a bad statement: operands of its
-// prefetched reads (all of the statement's uses, as before clones existed) and the
-// arguments of its active clone calls that the clone uses.
+// The variables the PT needs for the calls it keeps from a bad statement: the operands of
+// its prefetched reads (a buffer only where the read copies into it) and of their arm
+// guards, and the arguments of its active clone calls that the clone uses. Nothing else
+// of the statement: a variable the PT declared and never used would warn, and break
+// builds with -Werror.
 void PrefetchPlanner::activeOperands(const Unit &U, VarSet &Out) const {
-  bool HasClone = false;
-  for (const CloneCallDecision &C : CloneCalls)
-    if (C.Owner == &U)
-      HasClone = true;
-  if (!HasClone) {
-    Out.insert(U.Uses.begin(), U.Uses.end());
-    Out.insert(U.TypeUses.begin(), U.TypeUses.end());
-    return;
-  }
   for (const IoCallSite &Site : U.IoCalls) {
     const ReadDecision *D = decisionFor(Site.Call);
     if (!D || !D->Prefetched)

@@ -194,6 +194,8 @@ private:
   std::vector<ArmGuard> armGuards(const clang::CallExpr *Call, const Unit &U) const;
   bool speculate(const Unit &U, const clang::VarDecl *VD, const std::string &Why);
   bool computable(const clang::Expr *E, const Unit &U) const;
+  bool droppedExitHolds(const Unit &Loop) const;
+  bool endsByCondition(const Unit &Loop) const;
   bool ancestorsGood(const Unit &U) const;
 public:
   bool hasPrefetchedRead(const Unit &U) const;
@@ -204,8 +206,9 @@ public:
   // Conjuncts of a loop's condition the PT leaves out (see Speculation).
   const struct Speculation *speculationFor(const Unit &U) const;
   // The PT runs the loop past an exit of the program's it cannot evaluate: conjuncts of
-  // its condition it leaves out. Such a loop holds the PT within a window of the MT
-  // (ppios_pt_speculate).
+  // its condition it leaves out, a break/return under a statement that depends on the
+  // bytes read, or every exit of a loop without a condition. Such a loop holds the PT
+  // within a window of the MT (ppios_pt_speculate).
   bool speculates(const Unit &Loop) const;
   const CloneCallDecision *cloneCallFor(const clang::CallExpr *Call) const;
   const CloneSummary *summaryOf(const clang::FunctionDecl *Callee) const;

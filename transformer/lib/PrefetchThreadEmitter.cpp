@@ -528,7 +528,7 @@ void PrefetchThreadEmitter::addLoopPolls() {
         if (Plain(Inc))
           Edits.insert(Text.tokenEnd(Inc->getEndLoc()), std::string(", ") + Poll);
       } else if (!FS->getRParenLoc().isMacroID()) {
-        Edits.insert(Text.offset(FS->getRParenLoc()), Poll);
+        Edits.insert(Text.offset(FS->getRParenLoc()), " " + Poll);
       }
     } else if (const auto *WS = dyn_cast<WhileStmt>(U.S)) {
       IntoBody(WS->getBody());
