@@ -218,11 +218,28 @@ void Runtime::mt_done(uint64_t seq) {
   notify_progress();
 }
 
+// A waiter stores its wake_at_* and then reads the progress counters; the MT stores a
+// counter and then reads wake_at_*. With a full fence between each pair at least one
+// of them sees the other's store: the waiter does not sleep, or the MT wakes it.
 void Runtime::notify_progress() {
-  if (progress_waiters_.load(std::memory_order_acquire) > 0) {
+  std::atomic_thread_fence(std::memory_order_seq_cst);
+  if (mt_started_.load(std::memory_order_relaxed) >= wake_at_start_.load(std::memory_order_relaxed) ||
+      mt_completed_.load(std::memory_order_relaxed) >= wake_at_done_.load(std::memory_order_relaxed)) {
     std::lock_guard<std::mutex> lock(progress_mu_);
     progress_cv_.notify_all();
   }
+}
+
+void Runtime::wait_progress(const std::atomic<uint64_t> &progress, uint64_t target,
+                            std::multiset<uint64_t> &waits, std::atomic<uint64_t> &wake_at) {
+  if (progress.load(std::memory_order_acquire) >= target) return;
+  std::unique_lock<std::mutex> lock(progress_mu_);
+  auto mine = waits.insert(target);
+  wake_at.store(*waits.begin(), std::memory_order_relaxed);
+  std::atomic_thread_fence(std::memory_order_seq_cst);
+  progress_cv_.wait(lock, [&] { return stopping() || progress.load(std::memory_order_acquire) >= target; });
+  waits.erase(mine);
+  wake_at.store(waits.empty() ? UINT64_MAX : *waits.begin(), std::memory_order_relaxed);
 }
 
 bool Runtime::mt_has_started(uint64_t seq) const {
@@ -369,26 +386,17 @@ ssize_t Runtime::prefetch_copy(int fd, off_t offset, size_t count, uint64_t seq,
 }
 
 void Runtime::wait_for_mt(uint64_t seq) {
-  std::unique_lock<std::mutex> lock(progress_mu_);
-  ++progress_waiters_;
-  progress_cv_.wait(lock, [&] {
-    return stopping() || mt_completed_.load(std::memory_order_acquire) + 1 >= seq;
-  });
-  --progress_waiters_;
+  if (seq > 0) wait_progress(mt_completed_, seq - 1, done_waits_, wake_at_done_);
 }
 
 void Runtime::wait_for_mt_start(uint64_t seq) {
-  if (mt_has_started(seq)) return;
-  std::unique_lock<std::mutex> lock(progress_mu_);
-  ++progress_waiters_;
-  progress_cv_.wait(lock, [&] { return stopping() || mt_has_started(seq); });
-  --progress_waiters_;
+  wait_progress(mt_started_, seq, start_waits_, wake_at_start_);
 }
 
 void Runtime::hold_speculation(uint64_t seq) {
   if (seq <= kSpeculationWindow || mt_has_started(seq - kSpeculationWindow)) return;
   uint64_t started = now_ns();
-  wait_for_mt_start(seq - kSpeculationWindow);
+  wait_for_mt_start(seq - kSpeculationWindow / 2);
   stats_.pt_speculation_wait_ns += now_ns() - started;
 }
 

@@ -23,6 +23,7 @@
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <set>
 #include <string>
 #include <thread>
 #include <vector>
@@ -169,7 +170,8 @@ class Runtime {
   bool handoff_take(unsigned slot, intptr_t *handle);
   uint64_t mt_transfers_started() const { return mt_started_.load(std::memory_order_acquire); }
   // ppios_pt_speculate: the PT, in a loop it runs past an exit it cannot evaluate, waits
-  // while it is more than kSpeculationWindow transfers ahead of the MT.
+  // once it is more than kSpeculationWindow transfers ahead of the MT, until it is half
+  // that ahead (one wake-up per half window).
   static constexpr uint64_t kSpeculationWindow = 16;
   void hold_speculation(uint64_t seq);
 
@@ -218,12 +220,19 @@ class Runtime {
   Trace trace_;
   Stats stats_;
 
-  // MT progress: transfers started and completed (WTs wait on it).
+  // MT progress: transfers started and completed. The threads that wait for it (WTs,
+  // the PT after a synchronization or in its speculation window) register the count they
+  // wait for, and the MT wakes them when it gets there, not at every transfer: a PT held
+  // in the window of a loop over small records would otherwise be woken twice per read.
   std::atomic<uint64_t> mt_started_{0};
   std::atomic<uint64_t> mt_completed_{0};
   std::mutex progress_mu_;
   std::condition_variable progress_cv_;
-  std::atomic<int> progress_waiters_{0};
+  std::multiset<uint64_t> start_waits_, done_waits_;  // guarded by progress_mu_
+  std::atomic<uint64_t> wake_at_start_{UINT64_MAX};   // their minimums
+  std::atomic<uint64_t> wake_at_done_{UINT64_MAX};
+  void wait_progress(const std::atomic<uint64_t> &progress, uint64_t target,
+                     std::multiset<uint64_t> &waits, std::atomic<uint64_t> &wake_at);
 
   // Waiting threads and their jobs, lowest sequence number first.
   std::mutex wt_mu_;
