@@ -312,6 +312,38 @@ int __wrap_MPI_File_read_at(MPI_File fh, MPI_Offset offset, void *buf, int count
   return ppios_MPI_File_read_at(fh, offset, buf, count, datatype, status);
 }
 
+int __wrap_MPI_File_read_all(MPI_File fh, void *buf, int count, MPI_Datatype datatype,
+                             MPI_Status *status) {
+  if (on_pt()) return MPI_ERR_OTHER;
+  if (ppios::pass_through()) return MPI_File_read_all(fh, buf, count, datatype, status);
+  RuntimeScope scope;
+  return ppios_MPI_File_read_all(fh, buf, count, datatype, status);
+}
+
+int __wrap_MPI_File_read_at_all(MPI_File fh, MPI_Offset offset, void *buf, int count,
+                                MPI_Datatype datatype, MPI_Status *status) {
+  if (on_pt()) return MPI_ERR_OTHER;
+  if (ppios::pass_through()) return MPI_File_read_at_all(fh, offset, buf, count, datatype, status);
+  RuntimeScope scope;
+  return ppios_MPI_File_read_at_all(fh, offset, buf, count, datatype, status);
+}
+
+int __wrap_MPI_File_write_all(MPI_File fh, const void *buf, int count, MPI_Datatype datatype,
+                              MPI_Status *status) {
+  if (on_pt()) return MPI_ERR_OTHER;
+  if (ppios::pass_through()) return MPI_File_write_all(fh, buf, count, datatype, status);
+  RuntimeScope scope;
+  return ppios_MPI_File_write_all(fh, buf, count, datatype, status);
+}
+
+int __wrap_MPI_File_write_at_all(MPI_File fh, MPI_Offset offset, const void *buf, int count,
+                                 MPI_Datatype datatype, MPI_Status *status) {
+  if (on_pt()) return MPI_ERR_OTHER;
+  if (ppios::pass_through()) return MPI_File_write_at_all(fh, offset, buf, count, datatype, status);
+  RuntimeScope scope;
+  return ppios_MPI_File_write_at_all(fh, offset, buf, count, datatype, status);
+}
+
 int __wrap_MPI_File_write(MPI_File fh, const void *buf, int count, MPI_Datatype datatype,
                           MPI_Status *status) {
   if (on_pt()) return MPI_ERR_OTHER;

@@ -137,20 +137,35 @@ void set_status_bytes(MPI_Status *status, MPI_Count bytes) {
   if (status != MPI_STATUS_IGNORE) MPI_Status_set_elements_x(status, MPI_BYTE, bytes);
 }
 
-// The shared body of MPI_File_read and MPI_File_read_at. `at` < 0 means "at the
-// individual file pointer". Offsets and the file pointer count etypes of the view;
-// `offset` is the file byte they map to.
-int mpi_read(MPI_File fh, MPI_Offset at, void *buf, int count, MPI_Datatype datatype,
-             MPI_Status *status) {
+// A collective transfer (MPI_File_read_all, ...) is made by every process of the file's
+// communicator: the MT always takes part, with the items the cache did not serve (none
+// if it served them all), and calls it exactly once, or the others wait forever. It
+// takes no coordinator slot: holding one while it waits for the other processes could
+// hold up a process that waits for that slot before it joins (PPIOS_MT_THROTTLE=1).
+enum class Transfer { Independent, Collective };
+
+// MPI_File_read/_at/_all/_at_all with `at`, `buf`, `count` and `status` of their own.
+int read_call(Transfer how, MPI_File fh, MPI_Offset at, void *buf, int count,
+              MPI_Datatype datatype, MPI_Status *status) {
+  if (how == Transfer::Collective)
+    return at >= 0 ? MPI_File_read_at_all(fh, at, buf, count, datatype, status)
+                   : MPI_File_read_all(fh, buf, count, datatype, status);
+  return at >= 0 ? MPI_File_read_at(fh, at, buf, count, datatype, status)
+                 : MPI_File_read(fh, buf, count, datatype, status);
+}
+
+// The shared body of the MPI-IO reads. `at` < 0 means "at the individual file pointer".
+// Offsets and the file pointer count etypes of the view; `offset` is the file byte they
+// map to.
+int mpi_read(Transfer how, MPI_File fh, MPI_Offset at, void *buf, int count,
+             MPI_Datatype datatype, MPI_Status *status) {
   Runtime &rt = Runtime::get();
   const bool explicit_offset = at >= 0;
+  const bool collective = how == Transfer::Collective;
   // A status of our own when the program ignores it: the bytes still count in the stats.
   MPI_Status own_status;
   MPI_Status *st = status == MPI_STATUS_IGNORE ? &own_status : status;
-  auto original = [&] {
-    return explicit_offset ? MPI_File_read_at(fh, at, buf, count, datatype, st)
-                           : MPI_File_read(fh, buf, count, datatype, st);
-  };
+  auto original = [&] { return read_call(how, fh, at, buf, count, datatype, st); };
   CachedFile file;
   int64_t type_size = 0;
   ViewMap view;
@@ -160,6 +175,7 @@ int mpi_read(MPI_File fh, MPI_Offset at, void *buf, int count, MPI_Datatype data
   int rc = MPI_SUCCESS;
   if (!cacheable) {
     rt.mt_read(nullptr, at, 0, nullptr, [&](size_t, MtStorageAccess &storage) -> ssize_t {
+      if (collective) storage.exempt();
       storage.acquire();
       rc = original();
       return transferred_bytes(rc, st);
@@ -173,7 +189,8 @@ int mpi_read(MPI_File fh, MPI_Offset at, void *buf, int count, MPI_Datatype data
   rt.mt_read(&file, offset, total, out, [&](size_t h, MtStorageAccess &storage) -> ssize_t {
     // Whole items only, so the rest is again `datatype` items.
     size_t whole = h - h % static_cast<size_t>(type_size);
-    if (whole > 0 && whole == total) {
+    if (collective) storage.exempt();
+    if (whole > 0 && whole == total && !collective) {
       if (!explicit_offset) MPI_File_seek(fh, position + etypes(total), MPI_SEEK_SET);
       set_status_bytes(status, static_cast<MPI_Count>(total));
       return static_cast<ssize_t>(total);
@@ -183,15 +200,16 @@ int mpi_read(MPI_File fh, MPI_Offset at, void *buf, int count, MPI_Datatype data
     int left = count - static_cast<int>(whole / static_cast<size_t>(type_size));
     MPI_Offset rest_at = position + etypes(whole);
     if (explicit_offset) {
-      rc = MPI_File_read_at(fh, rest_at, out + whole, left, datatype, &rest);
+      rc = read_call(how, fh, rest_at, out + whole, left, datatype, &rest);
     } else {
       rc = MPI_File_seek(fh, rest_at, MPI_SEEK_SET);
-      if (rc == MPI_SUCCESS) rc = MPI_File_read(fh, out + whole, left, datatype, &rest);
+      if (rc == MPI_SUCCESS) rc = read_call(how, fh, -1, out + whole, left, datatype, &rest);
     }
     if (rc != MPI_SUCCESS) {
-      // Let the original call, as a whole, report what went wrong.
       if (!explicit_offset) MPI_File_seek(fh, position, MPI_SEEK_SET);
-      rc = original();
+      // Let the original call, as a whole, report what went wrong; a collective one has
+      // been made already, and its error is the answer.
+      if (!collective) rc = original();
       return -1;
     }
     MPI_Count got = 0;
@@ -202,8 +220,8 @@ int mpi_read(MPI_File fh, MPI_Offset at, void *buf, int count, MPI_Datatype data
   return rc;
 }
 
-int mpi_write(MPI_File fh, MPI_Offset at, const void *buf, int count, MPI_Datatype datatype,
-              MPI_Status *status) {
+int mpi_write(Transfer how, MPI_File fh, MPI_Offset at, const void *buf, int count,
+              MPI_Datatype datatype, MPI_Status *status) {
   Runtime &rt = Runtime::get();
   const bool explicit_offset = at >= 0;
   FileKey key;
@@ -238,8 +256,12 @@ int mpi_write(MPI_File fh, MPI_Offset at, const void *buf, int count, MPI_Dataty
   MPI_Status *st = status == MPI_STATUS_IGNORE ? &own_status : status;
   rt.mt_write(known ? &key : nullptr, offset, length,
               [&]() -> ssize_t {
-                rc = explicit_offset ? MPI_File_write_at(fh, at, buf, count, datatype, st)
-                                     : MPI_File_write(fh, buf, count, datatype, st);
+                if (how == Transfer::Collective)
+                  rc = explicit_offset ? MPI_File_write_at_all(fh, at, buf, count, datatype, st)
+                                       : MPI_File_write_all(fh, buf, count, datatype, st);
+                else
+                  rc = explicit_offset ? MPI_File_write_at(fh, at, buf, count, datatype, st)
+                                       : MPI_File_write(fh, buf, count, datatype, st);
                 return transferred_bytes(rc, st);
               },
               [&](ppios::FileStamp *stamp) {
@@ -247,7 +269,8 @@ int mpi_write(MPI_File fh, MPI_Offset at, const void *buf, int count, MPI_Dataty
                 if (stat(path.c_str(), &st) != 0) return false;
                 *stamp = ppios::stamp_of(st);
                 return true;
-              });
+              },
+              /*storage_io=*/how == Transfer::Independent);
   return rc;
 }
 
@@ -280,24 +303,46 @@ int ppios_MPI_File_close(MPI_File *fh) {
 }
 
 int ppios_MPI_File_read(MPI_File fh, void *buf, int count, MPI_Datatype datatype, MPI_Status *status) {
-  return mpi_read(fh, -1, buf, count, datatype, status);
+  return mpi_read(Transfer::Independent, fh, -1, buf, count, datatype, status);
 }
 
 int ppios_MPI_File_read_at(MPI_File fh, MPI_Offset offset, void *buf, int count,
                            MPI_Datatype datatype, MPI_Status *status) {
   if (offset < 0) return MPI_File_read_at(fh, offset, buf, count, datatype, status);
-  return mpi_read(fh, offset, buf, count, datatype, status);
+  return mpi_read(Transfer::Independent, fh, offset, buf, count, datatype, status);
+}
+
+int ppios_MPI_File_read_all(MPI_File fh, void *buf, int count, MPI_Datatype datatype,
+                            MPI_Status *status) {
+  return mpi_read(Transfer::Collective, fh, -1, buf, count, datatype, status);
+}
+
+int ppios_MPI_File_read_at_all(MPI_File fh, MPI_Offset offset, void *buf, int count,
+                               MPI_Datatype datatype, MPI_Status *status) {
+  if (offset < 0) return MPI_File_read_at_all(fh, offset, buf, count, datatype, status);
+  return mpi_read(Transfer::Collective, fh, offset, buf, count, datatype, status);
 }
 
 int ppios_MPI_File_write(MPI_File fh, const void *buf, int count, MPI_Datatype datatype,
                          MPI_Status *status) {
-  return mpi_write(fh, -1, buf, count, datatype, status);
+  return mpi_write(Transfer::Independent, fh, -1, buf, count, datatype, status);
 }
 
 int ppios_MPI_File_write_at(MPI_File fh, MPI_Offset offset, const void *buf, int count,
                             MPI_Datatype datatype, MPI_Status *status) {
   if (offset < 0) return MPI_File_write_at(fh, offset, buf, count, datatype, status);
-  return mpi_write(fh, offset, buf, count, datatype, status);
+  return mpi_write(Transfer::Independent, fh, offset, buf, count, datatype, status);
+}
+
+int ppios_MPI_File_write_all(MPI_File fh, const void *buf, int count, MPI_Datatype datatype,
+                             MPI_Status *status) {
+  return mpi_write(Transfer::Collective, fh, -1, buf, count, datatype, status);
+}
+
+int ppios_MPI_File_write_at_all(MPI_File fh, MPI_Offset offset, const void *buf, int count,
+                                MPI_Datatype datatype, MPI_Status *status) {
+  if (offset < 0) return MPI_File_write_at_all(fh, offset, buf, count, datatype, status);
+  return mpi_write(Transfer::Collective, fh, offset, buf, count, datatype, status);
 }
 
 int ppios_MPI_File_seek(MPI_File fh, MPI_Offset offset, int whence) {
@@ -469,6 +514,24 @@ int ppios_prefetch_MPI_File_read(ppios_pt_mpi_file fh, int count, MPI_Datatype d
   if (bytes < 0) return -1;
   lseek(fd, offset + bytes, SEEK_SET);
   return static_cast<int>(bytes / type_size);
+}
+
+// The PT prefetches the bytes of this process's part of a collective read with reads
+// of its own (it never takes part in a collective call: only the MT does).
+int ppios_prefetch_MPI_File_read_all(ppios_pt_mpi_file fh, int count, MPI_Datatype datatype,
+                                     ppios_seq_t seq, unsigned flags) {
+  return ppios_prefetch_MPI_File_read(fh, count, datatype, seq, flags);
+}
+
+int ppios_prefetch_MPI_File_read_at_all(ppios_pt_mpi_file fh, MPI_Offset offset, int count,
+                                        MPI_Datatype datatype, ppios_seq_t seq, unsigned flags) {
+  return ppios_prefetch_MPI_File_read_at(fh, offset, count, datatype, seq, flags);
+}
+
+int ppios_prefetch_MPI_File_read_at_all_copy(ppios_pt_mpi_file fh, MPI_Offset offset, void *buf,
+                                             int count, MPI_Datatype datatype, ppios_seq_t seq,
+                                             unsigned flags) {
+  return ppios_prefetch_MPI_File_read_at_copy(fh, offset, buf, count, datatype, seq, flags);
 }
 
 int ppios_prefetch_MPI_File_read_at_copy(ppios_pt_mpi_file fh, MPI_Offset offset, void *buf,

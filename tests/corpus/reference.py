@@ -54,6 +54,9 @@ def c99_offsets(d, np, args):
     return _round_robin(_read(d, "shapes.bin")[4096:], np, int(args[1]), whole_blocks_only=True)
 
 
+collective_reads = c99_offsets
+
+
 def created_file(d, np, args):
     data, block = _read(d, "shapes.bin"), int(args[1])
     nblocks = -(-len(data) // block)

@@ -80,6 +80,7 @@ PROGRAMS = {
     "stop_flag": dict(build="single", args=SHAPE_ARGS, rounds=SHAPE_ROUNDS),
     "c99_offsets": dict(build="single", args=SHAPE_ARGS, rounds=SHAPE_ROUNDS,
                         cflags=["-std=c99"]),
+    "collective_reads": dict(build="single", args=SHAPE_ARGS, rounds=SHAPE_ROUNDS),
 }
 
 

@@ -35,8 +35,13 @@ const IoCallInfo Table[] = {
     {"MPI_File_close", K::Close, I::MpiIo, A::RenamePt, 0, 1, -1, -1, -1, {-1, -1}, false, false, -1},
     {"MPI_File_read", K::Read, I::MpiIo, A::Prefetch, 0, 0, 1, 4, -1, {-1, -1}, true, false, -1},
     {"MPI_File_read_at", K::Read, I::MpiIo, A::Prefetch, 0, 0, 2, 5, -1, {-1, -1}, false, false, -1},
+    // Collective reads: the PT prefetches this process's part with reads of its own.
+    {"MPI_File_read_all", K::Read, I::MpiIo, A::Prefetch, 0, 0, 1, 4, -1, {-1, -1}, true, false, -1},
+    {"MPI_File_read_at_all", K::Read, I::MpiIo, A::Prefetch, 0, 0, 2, 5, -1, {-1, -1}, false, false, -1},
     {"MPI_File_write", K::Write, I::MpiIo, A::CountOnly, 0, 0, 1, 4, -1, {-1, -1}, true, false, -1},
     {"MPI_File_write_at", K::Write, I::MpiIo, A::CountOnly, 0, 0, 2, 5, -1, {-1, -1}, false, false, -1},
+    {"MPI_File_write_all", K::Write, I::MpiIo, A::CountOnly, 0, 0, 1, 4, -1, {-1, -1}, true, false, -1},
+    {"MPI_File_write_at_all", K::Write, I::MpiIo, A::CountOnly, 0, 0, 2, 5, -1, {-1, -1}, false, false, -1},
     {"MPI_File_seek", K::Seek, I::MpiIo, A::RenamePt, 0, 0, -1, -1, -1, {-1, -1}, false, false, -1},
     // A view moves the file pointer and maps offsets (the runtime serves contiguous ones).
     {"MPI_File_set_view", K::Seek, I::MpiIo, A::RenamePt, 0, 0, -1, -1, -1, {-1, -1}, false, false, -1},

@@ -157,8 +157,10 @@ off_t ppios_ftello(FILE *stream);
 void ppios_rewind(FILE *stream);
 
 /* ---------------------------------------------------------------- MT: MPI-IO
- * Independent calls with the default file view are served from the cache; collective
- * calls and other views pass straight through. */
+ * Reads through a contiguous file view (a displacement, contiguous etype and filetype)
+ * are served from the cache, collective ones too: the MT still takes part in the
+ * collective call, with the items the cache did not serve (none if it served them all).
+ * Other views pass straight through. */
 int ppios_MPI_File_open(MPI_Comm comm, const char *filename, int amode, MPI_Info info,
                         MPI_File *fh);
 int ppios_MPI_File_close(MPI_File *fh);
@@ -166,10 +168,18 @@ int ppios_MPI_File_read(MPI_File fh, void *buf, int count, MPI_Datatype datatype
                         MPI_Status *status);
 int ppios_MPI_File_read_at(MPI_File fh, MPI_Offset offset, void *buf, int count,
                            MPI_Datatype datatype, MPI_Status *status);
+int ppios_MPI_File_read_all(MPI_File fh, void *buf, int count, MPI_Datatype datatype,
+                            MPI_Status *status);
+int ppios_MPI_File_read_at_all(MPI_File fh, MPI_Offset offset, void *buf, int count,
+                               MPI_Datatype datatype, MPI_Status *status);
 int ppios_MPI_File_write(MPI_File fh, const void *buf, int count, MPI_Datatype datatype,
                          MPI_Status *status);
 int ppios_MPI_File_write_at(MPI_File fh, MPI_Offset offset, const void *buf, int count,
                             MPI_Datatype datatype, MPI_Status *status);
+int ppios_MPI_File_write_all(MPI_File fh, const void *buf, int count, MPI_Datatype datatype,
+                             MPI_Status *status);
+int ppios_MPI_File_write_at_all(MPI_File fh, MPI_Offset offset, const void *buf, int count,
+                                MPI_Datatype datatype, MPI_Status *status);
 int ppios_MPI_File_seek(MPI_File fh, MPI_Offset offset, int whence);
 
 /* ---------------------------------------------------------------- PT: POSIX and stdio */
@@ -263,12 +273,20 @@ int ppios_prefetch_MPI_File_read(ppios_pt_mpi_file fh, int count, MPI_Datatype d
                                  ppios_seq_t seq, unsigned flags);
 int ppios_prefetch_MPI_File_read_at(ppios_pt_mpi_file fh, MPI_Offset offset, int count,
                                     MPI_Datatype datatype, ppios_seq_t seq, unsigned flags);
+/* This process's part of a collective read, prefetched with independent reads. */
+int ppios_prefetch_MPI_File_read_all(ppios_pt_mpi_file fh, int count, MPI_Datatype datatype,
+                                     ppios_seq_t seq, unsigned flags);
+int ppios_prefetch_MPI_File_read_at_all(ppios_pt_mpi_file fh, MPI_Offset offset, int count,
+                                        MPI_Datatype datatype, ppios_seq_t seq, unsigned flags);
 
 /* The PT needs the items themselves: see ppios_prefetch_pread_copy. Returns the number
  * of whole items read, or -1. */
 int ppios_prefetch_MPI_File_read_at_copy(ppios_pt_mpi_file fh, MPI_Offset offset, void *buf,
                                          int count, MPI_Datatype datatype, ppios_seq_t seq,
                                          unsigned flags);
+int ppios_prefetch_MPI_File_read_at_all_copy(ppios_pt_mpi_file fh, MPI_Offset offset, void *buf,
+                                             int count, MPI_Datatype datatype, ppios_seq_t seq,
+                                             unsigned flags);
 
 #ifdef __cplusplus
 }
