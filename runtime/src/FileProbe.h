@@ -11,13 +11,14 @@
 
 namespace ppios {
 
-inline bool probe_readable_file(int fd, CachedFile *out) {
+inline bool probe_readable_file(int fd, CachedFile *out, blksize_t *block_size = nullptr) {
   struct stat st;
   if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) return false;
   int flags = fcntl(fd, F_GETFL);
   if (flags < 0 || (flags & O_ACCMODE) == O_WRONLY || (flags & O_DIRECT)) return false;
   out->key = key_of(st);
   out->stamp = stamp_of(st);
+  if (block_size) *block_size = st.st_blksize;
   return true;
 }
 

@@ -204,6 +204,18 @@ FILE *__wrap_fopen(const char *path, const char *mode) {
 
 FILE *__wrap_fopen64(const char *path, const char *mode) { return __wrap_fopen(path, mode); }
 
+// The PT never reopens a stream: only its own, and ppios-cc never emits it.
+FILE *__wrap_freopen(const char *path, const char *mode, FILE *stream) {
+  if (on_pt()) return nullptr;
+  if (ppios::pass_through()) return freopen(path, mode, stream);
+  RuntimeScope scope;
+  return ppios_freopen(path, mode, stream);
+}
+
+FILE *__wrap_freopen64(const char *path, const char *mode, FILE *stream) {
+  return __wrap_freopen(path, mode, stream);
+}
+
 int __wrap_fclose(FILE *stream) {
   if (on_pt()) return ppios_pt_fclose(stream);
   if (ppios::pass_through()) return fclose(stream);

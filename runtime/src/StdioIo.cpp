@@ -36,6 +36,26 @@ namespace {
 std::mutex g_writers_mu;
 std::map<FILE *, FileKey> g_writers;
 
+// The MT's stream "buffer": the block its stream would hold after its last read from
+// storage (glibc fills st_blksize bytes from a block boundary), and what the file looked
+// like when that read was checked against it (an fstat; on a network file system each is
+// a round trip). A read that starts and ends inside that block is checked no further:
+// the program built without prefetching would take those bytes from its stream's buffer
+// without asking the file either, so they may be exactly as old. Per thread, one stream:
+// a program reading records of one stream in a loop.
+struct MtStreamBlock {
+  FILE *stream = nullptr;
+  int fd = -1;
+  CachedFile file;
+  off_t begin = 0;
+  off_t end = 0;
+};
+thread_local MtStreamBlock t_mt_stream_block;
+
+void forget_mt_stream_block(FILE *stream) {
+  if (t_mt_stream_block.stream == stream) t_mt_stream_block = MtStreamBlock{};
+}
+
 // The PT fetches for a stdio read what the MT's stream itself would read from the file:
 // a read smaller than the stream's buffer fills the buffer from a block boundary (glibc's
 // buffer is st_blksize bytes, and fseek realigns to it), and reads that fall inside the
@@ -81,7 +101,21 @@ FILE *ppios_fopen(const char *path, const char *mode) {
   return stream;
 }
 
+// The stream keeps its address (and mostly its descriptor number) for another file.
+FILE *ppios_freopen(const char *path, const char *mode, FILE *stream) {
+  forget_mt_stream_block(stream);
+  FILE *reopened = freopen(path, mode, stream);
+  Runtime &rt = Runtime::get();
+  if (reopened != nullptr && truncating_mode(mode) && rt.caching()) {
+    ppios::ErrnoGuard errno_guard;
+    FileKey key;
+    if (ppios::probe_regular_file(fileno(reopened), &key)) rt.cache().invalidate_file(key);
+  }
+  return reopened;
+}
+
 int ppios_fclose(FILE *stream) {
+  forget_mt_stream_block(stream);
   FileKey key;
   bool held = false;
   {
@@ -114,9 +148,20 @@ size_t ppios_fread(void *ptr, size_t size, size_t nmemb, FILE *stream) {
   {
     ppios::ErrnoGuard errno_guard;
     int fd = fileno(stream);
-    if (rt.caching() && sized && !feof(stream) && fd >= 0 && ppios::probe_readable_file(fd, &file)) {
+    MtStreamBlock &held = t_mt_stream_block;
+    blksize_t block = 0;
+    if (rt.caching() && sized && !feof(stream) && fd >= 0 && (offset = ftello(stream)) >= 0 &&
+        held.stream == stream && held.fd == fd && held.begin <= offset &&
+        total <= static_cast<size_t>(std::max<off_t>(held.end - offset, 0))) {
+      file = held.file;
+      cacheable = true;
+    } else if (rt.caching() && sized && !feof(stream) && fd >= 0 &&
+               ppios::probe_readable_file(fd, &file, &block)) {
       offset = ftello(stream);
       cacheable = offset >= 0;
+      off_t width = block > 0 ? block : BUFSIZ;
+      if (cacheable)
+        held = MtStreamBlock{stream, fd, file, offset - offset % width, offset - offset % width + width};
     } else if (fd >= 0 && rt.scheduling()) {
       storage_io = ppios::storage_backed(fd);  // stdin from a pipe may block for a long time
     }
@@ -149,6 +194,7 @@ size_t ppios_fwrite(const void *ptr, size_t size, size_t nmemb, FILE *stream) {
   {
     ppios::ErrnoGuard errno_guard;
     int fd = fileno(stream);
+    forget_mt_stream_block(stream);  // the stream's buffer now holds the program's bytes
     if (rt.caching()) {
       regular = fd >= 0 && ppios::probe_regular_file(fd, &key);
       if (regular) {

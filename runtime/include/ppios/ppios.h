@@ -147,6 +147,7 @@ off_t ppios_lseek(int fd, off_t offset, int whence);
 
 /* ---------------------------------------------------------------- MT: stdio */
 FILE *ppios_fopen(const char *path, const char *mode);
+FILE *ppios_freopen(const char *path, const char *mode, FILE *stream);
 int ppios_fclose(FILE *stream);
 size_t ppios_fread(void *ptr, size_t size, size_t nmemb, FILE *stream);
 size_t ppios_fwrite(const void *ptr, size_t size, size_t nmemb, FILE *stream);
