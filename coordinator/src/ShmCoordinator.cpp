@@ -73,10 +73,16 @@ void ShmCoordinator::renew_leases() {
 }
 
 SlotTicket ShmCoordinator::unscheduled(IoClass cls, const char *why) {
+  failing_open_.store(true);
   if (!warned_unscheduled_.exchange(true))
     fprintf(stderr, "ppios: warning: shm coordinator, target '%s': %s; the access proceeds without a slot\n",
             options_.target.c_str(), why);
   return SlotTicket{ShmSlotTable::kUnscheduledTicket, cls};
+}
+
+SlotTicket ShmCoordinator::granted(uint64_t ticket, IoClass cls) {
+  if (failing_open_.load(std::memory_order_relaxed)) failing_open_.store(false);
+  return SlotTicket{ticket, cls};
 }
 
 SlotTicket ShmCoordinator::acquire(IoClass cls, uint64_t lead) {
@@ -92,7 +98,7 @@ SlotTicket ShmCoordinator::acquire(IoClass cls, uint64_t lead) {
   for (;;) {
     uint64_t ticket = 0, waiter = 0;
     auto outcome = table_->acquire_or_enqueue(&process_handle_, options_.lease_ms, request, &ticket, &waiter);
-    if (outcome == ShmSlotTable::Outcome::Granted) return SlotTicket{ticket, cls};
+    if (outcome == ShmSlotTable::Outcome::Granted) return granted(ticket, cls);
     if (outcome == ShmSlotTable::Outcome::Unavailable) return unscheduled(cls, "the segment's lock is not let go");
     if (outcome == ShmSlotTable::Outcome::TableFull) {
       if (late()) return unscheduled(cls, "the slot table stayed full");
@@ -102,7 +108,7 @@ SlotTicket ShmCoordinator::acquire(IoClass cls, uint64_t lead) {
     for (;;) {
       table_->wait(waiter, poll_ms);
       auto polled = table_->poll(waiter, &ticket);
-      if (polled == ShmSlotTable::PollResult::Granted) return SlotTicket{ticket, cls};
+      if (polled == ShmSlotTable::PollResult::Granted) return granted(ticket, cls);
       if (polled == ShmSlotTable::PollResult::Unavailable) return unscheduled(cls, "the segment's lock is not let go");
       if (polled == ShmSlotTable::PollResult::Lost) break;  // our entry was reaped (stalled past the lease): start over
       if (late()) {

@@ -48,13 +48,17 @@ class ShmCoordinator final : public Coordinator {
   void renew_leases();
   // An access that proceeds without a slot (fail-open), with one warning per process.
   SlotTicket unscheduled(IoClass cls, const char *why);
+  SlotTicket granted(uint64_t ticket, IoClass cls);
   // How long one acquire may wait for a slot before it proceeds without one: a stopped
   // holder's slots come back within the lease, so only a forged or foreign holder makes
   // a wait that long.
-  int max_wait_ms() const { return std::max(2 * options_.lease_ms, 2000); }
+  // After one such wait, later acquires wait only one poll until a slot is granted again:
+  // holders that never finish cost one bound, not one per access.
+  int max_wait_ms() const { return failing_open_.load() ? 1 : std::max(2 * options_.lease_ms, 2000); }
 
   std::unique_ptr<ShmSlotTable> table_;  // null: the segment could not be used
   std::atomic<bool> warned_unscheduled_{false};
+  std::atomic<bool> failing_open_{false};
   CoordinatorOptions options_;
   std::atomic<uint64_t> process_handle_{0};
 

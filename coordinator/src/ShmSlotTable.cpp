@@ -1054,4 +1054,43 @@ void ShmSlotTable::hold_lock_for_test(int hold_ms) {
   unlock();
 }
 
+bool ShmSlotTable::forge_for_test(const std::string &kind) {
+  ShmLayout &s = *layout_;
+  if (kind == "bounds") {
+    s.holder_hw = s.waiter_hw = s.holder_hint = 0xFFFFFFFFu;
+  } else if (kind == "phantoms") {
+    // A process entry with a pid that is always alive (init) and a lease as long as any,
+    // owning 1000 PT slots.
+    ProcEntry &pe = s.procs[kMaxProcs - 1];
+    pe.gen = 77;
+    pe.pid = 1;
+    pe.pidns = own_pid_namespace();
+    pe.lease_deadline_ms.store(now_ms() + kMaxLeaseMs, std::memory_order_relaxed);
+    for (uint32_t i = 0; i < 1000; ++i) {
+      HolderEntry &h = s.holders[kMaxHolders - 1 - i];
+      h.proc = kMaxProcs - 1;
+      h.cls = static_cast<uint8_t>(IoClass::PT);
+      h.ticket.store(make_id(1, kMaxHolders - 1 - i), std::memory_order_relaxed);
+    }
+    s.holder_hw = kMaxHolders;
+    s.pt += 1000;
+    s.threshold = 1;
+  } else if (kind == "holder-index") {
+    for (uint32_t i = 0; i < 8; ++i) {
+      s.holders[i].proc = 0xFFFFFFFFu;
+      s.holders[i].ticket.store(make_id(1, i), std::memory_order_relaxed);
+    }
+    s.holder_hw = std::max<uint32_t>(s.holder_hw, 8);
+  } else if (kind == "counters") {
+    s.mt = s.pt = s.queued_mt = s.queued_pt = 0xFFFFFFFFu;
+  } else if (kind == "magic") {
+    s.magic = 0;
+  } else if (kind == "threshold") {
+    s.threshold = 0;
+  } else {
+    return false;
+  }
+  return true;
+}
+
 }  // namespace ppios

@@ -110,8 +110,14 @@ class ShmSlotTable {
   void set_learned_cap(int64_t k);
   void store_curve(const std::vector<std::pair<int, double>> &curve);
 
-  // For tests of a stuck holder: takes the lock and keeps it for hold_ms.
+  // For tests of a stuck or hostile process. hold_lock_for_test takes the lock and keeps
+  // it for hold_ms. forge_for_test writes what an attacker would, without the lock:
+  // "bounds" (scan bounds 0xFFFFFFFF), "phantoms" (1000 PT holders of a live process
+  // entry, threshold 1), "holder-index" (holders naming process 0xFFFFFFFF), "counters"
+  // (m, p, queues wrapped below zero), "magic" (zeroed magic), "threshold" (cap 0).
+  // Returns false for an unknown kind.
   void hold_lock_for_test(int hold_ms);
+  bool forge_for_test(const std::string &kind);
 
  private:
   ShmSlotTable(ShmLayout *layout, std::string name, int lock_wait_ms);
