@@ -4,7 +4,7 @@
 //   coordinator_shm_attack TARGET GROUP hold MS       take the segment's lock and keep it
 //   coordinator_shm_attack TARGET GROUP forge KIND    write KIND (ShmSlotTable::forge_for_test)
 //   coordinator_shm_attack TARGET GROUP fuzz SECONDS  write random bytes at random places
-//   coordinator_shm_attack TARGET GROUP squat         create the name first, mode 0666
+//   coordinator_shm_attack TARGET GROUP squat -       create the name first, mode 0666
 //
 // GROUP is -1 for the private segment. Exits 0 when the attack could be made, 1 when the
 // segment could not be opened (what a private segment must do to another user).
@@ -23,7 +23,7 @@
 
 int main(int argc, char **argv) {
   if (argc != 5) {
-    fprintf(stderr, "usage: %s TARGET GROUP hold MS|forge KIND|fuzz SECONDS|squat\n", argv[0]);
+    fprintf(stderr, "usage: %s TARGET GROUP hold MS|forge KIND|fuzz SECONDS|squat -\n", argv[0]);
     return 2;
   }
   const std::string target = argv[1], action = argv[3], arg = argv[4];
