@@ -91,32 +91,42 @@ SlotTicket ShmCoordinator::acquire(IoClass cls, uint64_t lead) {
   request.cls = cls;
   request.lead = lead;
   request.mt_throttle = options_.mt_throttle;
-  // Waiters wake on their own every poll_ms to reap dead holders; a grant wakes them at once.
-  const int poll_ms = std::clamp(options_.lease_ms / 4, 1, 50);
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(max_wait_ms());
-  auto late = [&] { return std::chrono::steady_clock::now() >= deadline; };
+  using Clock = std::chrono::steady_clock;
+  const auto start = Clock::now();
+  auto since = [](Clock::time_point t) {
+    return std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - t).count();
+  };
+  const char *const kStalled = "no slot was granted on the target for twice the lease (holders that never finish?)";
   for (;;) {
     uint64_t ticket = 0, waiter = 0;
     auto outcome = table_->acquire_or_enqueue(&process_handle_, options_.lease_ms, request, &ticket, &waiter);
     if (outcome == ShmSlotTable::Outcome::Granted) return granted(ticket, cls);
     if (outcome == ShmSlotTable::Outcome::Unavailable) return unscheduled(cls, "the segment's lock is not let go");
     if (outcome == ShmSlotTable::Outcome::TableFull) {
-      if (late()) return unscheduled(cls, "the slot table stayed full");
+      if (since(start) >= stall_ms()) return unscheduled(cls, "the slot table stayed full");
       std::this_thread::sleep_for(std::chrono::milliseconds(1));
       continue;
     }
+    // Waiters wake on their own every poll_ms to reap dead holders; a grant wakes them at once.
+    uint64_t grants_seen = 0;
+    auto moved_at = Clock::now();
     for (;;) {
-      table_->wait(waiter, poll_ms);
-      auto polled = table_->poll(waiter, &ticket);
+      table_->wait(waiter, poll_ms());
+      uint64_t grants = 0;
+      auto polled = table_->poll(waiter, &ticket, &grants);
       if (polled == ShmSlotTable::PollResult::Granted) return granted(ticket, cls);
       if (polled == ShmSlotTable::PollResult::Unavailable) return unscheduled(cls, "the segment's lock is not let go");
       if (polled == ShmSlotTable::PollResult::Lost) break;  // our entry was reaped (stalled past the lease): start over
-      if (late()) {
+      if (grants != grants_seen) {
+        grants_seen = grants;
+        moved_at = Clock::now();
+      }
+      if (since(moved_at) >= stall_ms() || since(start) >= max_wait_ms()) {
         table_->withdraw(waiter);
-        return unscheduled(cls, "no slot came free within twice the lease (holders that never finish?)");
+        return unscheduled(cls, kStalled);
       }
     }
-    if (late()) return unscheduled(cls, "no slot came free within twice the lease (holders that never finish?)");
+    if (since(start) >= max_wait_ms()) return unscheduled(cls, kStalled);
   }
 }
 

@@ -49,12 +49,15 @@ class ShmCoordinator final : public Coordinator {
   // An access that proceeds without a slot (fail-open), with one warning per process.
   SlotTicket unscheduled(IoClass cls, const char *why);
   SlotTicket granted(uint64_t ticket, IoClass cls);
-  // How long one acquire may wait for a slot before it proceeds without one: a stopped
-  // holder's slots come back within the lease, so only a forged or foreign holder makes
-  // a wait that long.
-  // After one such wait, later acquires wait only one poll until a slot is granted again:
-  // holders that never finish cost one bound, not one per access.
-  int max_wait_ms() const { return failing_open_.load() ? 1 : std::max(2 * options_.lease_ms, 2000); }
+  // An access proceeds without a slot when nothing was granted on the target for
+  // stall_ms() while it waited (a stopped holder's slots come back within the lease, so
+  // only holders that never finish, forged or foreign, stall the queue that long), or
+  // after a wait of max_wait_ms() whatever moved (a forged grant count must not make a
+  // wait endless). After one such access, later ones give up after two polls without a
+  // grant: stuck holders cost one bound, not one per access. Cleared at the next grant.
+  int stall_ms() const { return failing_open_.load() ? 2 * poll_ms() : std::max(2 * options_.lease_ms, 2000); }
+  int max_wait_ms() const { return std::max(20 * options_.lease_ms, 60000); }
+  int poll_ms() const { return std::clamp(options_.lease_ms / 4, 1, 50); }
 
   std::unique_ptr<ShmSlotTable> table_;  // null: the segment could not be used
   std::atomic<bool> warned_unscheduled_{false};

@@ -830,7 +830,7 @@ void ShmSlotTable::wait(uint64_t waiter_id, int timeout_ms) {
   futex_wait(&layout_->waiters[i].granted, 0, timeout_ms);
 }
 
-ShmSlotTable::PollResult ShmSlotTable::poll(uint64_t waiter_id, uint64_t *ticket) {
+ShmSlotTable::PollResult ShmSlotTable::poll(uint64_t waiter_id, uint64_t *ticket, uint64_t *grants) {
   uint32_t i = id_index(waiter_id);
   if (i >= kMaxWaiters) return PollResult::Lost;
   if (!lock()) return PollResult::Unavailable;
@@ -850,6 +850,7 @@ ShmSlotTable::PollResult ShmSlotTable::poll(uint64_t waiter_id, uint64_t *ticket
     else p.request_yields();  // the cap may have been lowered or a flagged PT finished
     result = collect();
   }
+  *grants = s.next_gen;  // bumped by every grant (and registration)
   unlock();
   return result.value_or(PollResult::Waiting);
 }

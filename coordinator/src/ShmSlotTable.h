@@ -81,8 +81,9 @@ class ShmSlotTable {
   // Sleeps until the waiter is granted or timeout_ms passes.
   void wait(uint64_t waiter_id, int timeout_ms);
   // After wait(): Granted with *ticket. Lost when the waiter was dropped (its process was
-  // reaped or the table reset); the caller must start over.
-  PollResult poll(uint64_t waiter_id, uint64_t *ticket);
+  // reaped or the table reset); the caller must start over. *grants is a count of the
+  // grants of the target so far: while it moves the queue moves, and waiting is worth it.
+  PollResult poll(uint64_t waiter_id, uint64_t *ticket, uint64_t *grants);
   // Gives up a queued waiter (a wait past its bound); a grant that raced in is released.
   void withdraw(uint64_t waiter_id);
   // Frees the slot and adds `bytes` to the target's completed-bytes counter.
