@@ -202,7 +202,7 @@ struct Policy {
     if (uint64_t{s.mt} + s.pt > s.holder_hw || uint64_t{s.queued_mt} + s.queued_pt > s.waiter_hw) repair();
   }
 
-  // A process entry that is in use and has a lease no live process could have asked for.
+  // A process index that names an entry in use (holders and waiters of others are orphans).
   bool proc_entry_valid(uint32_t index) const {
     return index < kMaxProcs && s.procs[index].gen != 0;
   }
