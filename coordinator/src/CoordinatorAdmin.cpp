@@ -16,53 +16,64 @@ namespace {
 
 class ShmAdmin final : public CoordinatorAdmin {
  public:
-  explicit ShmAdmin(std::string target) : target_(std::move(target)) {}
+  ShmAdmin(std::string target, int64_t group, int lease_ms) : target_(std::move(target)), group_(group), lease_ms_(lease_ms) {}
 
   bool status(CoordinatorStatus *out, std::string *error) override {
     *out = CoordinatorStatus{};
     out->backend = "shm";
     out->target = target_;
     std::string problem;
-    auto table = ShmSlotTable::open(target_, false, &problem);
+    auto table = ShmSlotTable::open(target_, group_, false, lease_ms_, &problem);
     if (!table) {
       if (!problem.empty()) *error = problem;
       return problem.empty();  // no segment yet: nothing stored, which is a valid status
     }
-    table->snapshot(out);
+    if (!table->snapshot(out, error)) return false;
     out->target = target_;
     return true;
   }
 
   bool set_threshold(int64_t n, std::string *error) override {
-    auto table = ShmSlotTable::open(target_, true, error);
-    if (!table) return false;
-    table->set_threshold(n);
-    return true;
+    auto table = pinned_table(error);
+    if (table) table->set_threshold(n);
+    return table != nullptr;
   }
 
-  bool reset(std::string *error) override { return ShmSlotTable::unlink(target_, error); }
+  bool reset(std::string *error, bool force) override { return ShmSlotTable::remove(target_, group_, force, error); }
 
   bool set_auto(std::string *error) override {
-    auto table = ShmSlotTable::open(target_, true, error);
-    if (!table) return false;
-    table->enable_auto();
-    return true;
+    auto table = pinned_table(error);
+    if (table) table->enable_auto();
+    return table != nullptr;
   }
 
   bool store_curve(const std::vector<std::pair<int, double>> &curve, std::string *error) override {
-    auto table = ShmSlotTable::open(target_, true, error);
-    if (!table) return false;
-    table->store_curve(curve);
-    return true;
+    auto table = pinned_table(error);
+    if (table) table->store_curve(curve);
+    return table != nullptr;
   }
 
  private:
+  // What an admin stores outlives the processes (see ShmSlotTable.h); a segment removed
+  // by its last process while we opened it is opened (created) again.
+  std::unique_ptr<ShmSlotTable> pinned_table(std::string *error) {
+    for (int attempt = 0; attempt < 8; ++attempt) {
+      auto table = ShmSlotTable::open(target_, group_, true, lease_ms_, error);
+      if (!table || table->pin()) return table;
+    }
+    *error = "the segment of target '" + target_ + "' was removed again and again while opening it";
+    return nullptr;
+  }
+
   std::string target_;
+  int64_t group_;
+  int lease_ms_;
 };
 
 class RedisAdmin final : public CoordinatorAdmin {
  public:
-  RedisAdmin(std::unique_ptr<RedisLink> link, std::string target) : link_(std::move(link)), target_(std::move(target)) {}
+  RedisAdmin(std::unique_ptr<RedisLink> link, std::string target, int64_t group)
+      : link_(std::move(link)), target_(std::move(target)), group_(group) {}
 
   bool status(CoordinatorStatus *out, std::string *error) override {
     auto r = link_->run(target_, {"status"}, error);
@@ -129,7 +140,16 @@ class RedisAdmin final : public CoordinatorAdmin {
     return link_->run(target_, {"set-threshold", std::to_string(n < 0 ? -1 : n)}, error) != nullptr;
   }
 
-  bool reset(std::string *error) override {
+  bool reset(std::string *error, bool force) override {
+    if (!force) {
+      CoordinatorStatus s;
+      if (!status(&s, error)) return false;
+      if (s.processes > 0) {
+        *error = std::to_string(s.processes) + " process(es) are registered on target '" + target_ +
+                 "'; resetting it now would free their slots under them (use --force to reset it anyway)";
+        return false;
+      }
+    }
     if (!link_->run(target_, {"reset"}, error)) return false;
     // Per-waiter and per-process lists expire on their own; remove them now anyway.
     std::string cursor = "0";
@@ -142,15 +162,20 @@ class RedisAdmin final : public CoordinatorAdmin {
         link_->command({"DEL", std::string(keys->element[i]->str, keys->element[i]->len)}, error);
     } while (cursor != "0");
     // This node's stand-in for the server (used during outages) belongs to the target too.
-    return ShmSlotTable::unlink(target_, error);
+    return ShmSlotTable::remove(target_, group_, force, error);
   }
 
  private:
   std::unique_ptr<RedisLink> link_;
   std::string target_;
+  int64_t group_;  // of this node's stand-in segment
 };
 
 }  // namespace
+
+void collect_unused_segments(bool include_pinned, std::vector<std::string> *removed, std::vector<std::string> *kept) {
+  ShmSlotTable::collect_garbage(include_pinned, removed, kept);
+}
 
 std::unique_ptr<CoordinatorAdmin> make_coordinator_admin(const CoordinatorOptions &options, std::string *error) {
   std::string problem = validate_coordinator_address(options.address);
@@ -158,7 +183,7 @@ std::unique_ptr<CoordinatorAdmin> make_coordinator_admin(const CoordinatorOption
     *error = problem;
     return nullptr;
   }
-  if (options.address == "shm") return std::make_unique<ShmAdmin>(options.target);
+  if (options.address == "shm") return std::make_unique<ShmAdmin>(options.target, options.shm_group, options.lease_ms);
   RedisAddress address;
   RedisAddress::parse(options.address, &address, &problem);
   RedisLink::Failure failure;
@@ -167,7 +192,7 @@ std::unique_ptr<CoordinatorAdmin> make_coordinator_admin(const CoordinatorOption
     *error = "coordinator " + address.describe() + ": " + problem;
     return nullptr;
   }
-  return std::make_unique<RedisAdmin>(std::move(link), options.target);
+  return std::make_unique<RedisAdmin>(std::move(link), options.target, options.shm_group);
 }
 
 }  // namespace ppios

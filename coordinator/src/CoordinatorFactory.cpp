@@ -4,9 +4,14 @@
 #include "RedisAddress.h"
 #include "ppios/Coordinator.h"
 
+#include <algorithm>
 #include <cerrno>
+#include <cstdint>
 #include <cstdlib>
 #include <cstring>
+#include <grp.h>
+#include <unistd.h>
+#include <vector>
 
 namespace ppios {
 
@@ -34,13 +39,115 @@ bool parse_threshold_setting(const char *text, CoordinatorOptions *options, std:
   return false;
 }
 
+std::string redact_address(const std::string &address) {
+  std::string out = address;
+  // redis://[user]:password@host...
+  if (out.rfind("redis://", 0) == 0) {
+    size_t at = out.rfind('@');
+    size_t colon = out.find(':', 8);
+    if (at != std::string::npos && colon != std::string::npos && colon < at) out.replace(colon + 1, at - colon - 1, "***");
+  }
+  // unix:///path.sock?password=...
+  for (size_t pos = out.find("password="); pos != std::string::npos; pos = out.find("password=", pos + 1)) {
+    size_t start = pos + 9, end = out.find('&', start);
+    out.replace(start, (end == std::string::npos ? out.size() : end) - start, "***");
+  }
+  return out;
+}
+
 std::string validate_coordinator_address(const std::string &address) {
   if (address == "shm") return "";
   RedisAddress parsed;
   std::string problem;
   if (RedisAddress::parse(address, &parsed, &problem)) return "";
-  return "PPIOS_COORDINATOR='" + address + "' is not valid (" + problem +
+  return "PPIOS_COORDINATOR='" + redact_address(address) + "' is not valid (" + problem +
          "); use shm, redis://[:password@]host:port[/db] or unix:///path.sock";
+}
+
+std::string validate_target(const std::string &target) {
+  bool ok = !target.empty() && target.size() <= 64;
+  for (char c : target)
+    ok = ok && ((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '-' || c == '_' ||
+                c == '.');
+  if (ok) return "";
+  return "PPIOS_TARGET='" + target + "' is not valid; use 1 to 64 characters from A-Z a-z 0-9 . _ -";
+}
+
+namespace {
+
+bool parse_whole(const char *text, int64_t min, int64_t max, int64_t *out) {
+  if (text == nullptr || *text == '\0') return false;
+  for (const char *p = text; *p; ++p)
+    if (*p < '0' || *p > '9') return false;
+  errno = 0;
+  long long v = std::strtoll(text, nullptr, 10);
+  if (errno != 0 || v < min || v > max) return false;
+  *out = v;
+  return true;
+}
+
+// A group name or number the caller belongs to: the creator hands the segment to it.
+bool parse_group(const char *text, int64_t *gid, std::string *error) {
+  int64_t n;
+  if (parse_whole(text, 0, INT32_MAX, &n)) {
+    *gid = n;
+  } else if (struct group *g = *text ? getgrnam(text) : nullptr) {
+    *gid = g->gr_gid;
+  } else {
+    *error = std::string("PPIOS_SHM_GROUP='") + text + "' is not a group name or number";
+    return false;
+  }
+  bool member = getegid() == static_cast<gid_t>(*gid) || geteuid() == 0;
+  std::vector<gid_t> groups(static_cast<size_t>(std::max(0, getgroups(0, nullptr))));
+  int count = groups.empty() ? 0 : getgroups(static_cast<int>(groups.size()), groups.data());
+  for (int i = 0; i < count && !member; ++i) member = groups[static_cast<size_t>(i)] == static_cast<gid_t>(*gid);
+  if (!member) {
+    *error = std::string("PPIOS_SHM_GROUP='") + text + "': you are not a member of that group";
+    return false;
+  }
+  return true;
+}
+
+}  // namespace
+
+bool parse_coordinator_env(const std::function<const char *(const char *)> &getenv_fn, CoordinatorOptions *options,
+                           std::string *error) {
+  CoordinatorOptions o = *options;
+  auto range = [&](const char *name, const char *text, int64_t min, int64_t max, int64_t *out) {
+    if (parse_whole(text, min, max, out)) return true;
+    *error = std::string(name) + "='" + text + "' is not valid; use a whole number from " + std::to_string(min) +
+             " to " + std::to_string(max);
+    return false;
+  };
+  if (const char *t = getenv_fn("PPIOS_THRESHOLD"); t != nullptr && !parse_threshold_setting(t, &o, error))
+    return false;
+  int64_t v;
+  if (const char *t = getenv_fn("PPIOS_LEASE_MS")) {
+    if (!range("PPIOS_LEASE_MS", t, kMinLeaseMs, kMaxLeaseMs, &v)) return false;
+    o.lease_ms = static_cast<int>(v);
+  }
+  if (const char *t = getenv_fn("PPIOS_MT_THROTTLE")) {
+    if (!range("PPIOS_MT_THROTTLE", t, 0, 1, &v)) return false;
+    o.mt_throttle = v != 0;
+  }
+  if (const char *a = getenv_fn("PPIOS_COORDINATOR")) {
+    if (std::string problem = validate_coordinator_address(a); !problem.empty()) {
+      *error = problem;
+      return false;
+    }
+    o.address = a;
+  }
+  if (const char *t = getenv_fn("PPIOS_TARGET")) {
+    if (std::string problem = validate_target(t); !problem.empty()) {
+      *error = problem;
+      return false;
+    }
+    o.target = t;
+  }
+  if (const char *g = getenv_fn("PPIOS_SHM_GROUP"); g != nullptr && !parse_group(g, &o.shm_group, error))
+    return false;
+  *options = o;
+  return true;
 }
 
 std::unique_ptr<Coordinator> make_coordinator(const CoordinatorOptions &options, std::string *error) {

@@ -102,14 +102,14 @@ std::unique_ptr<Coordinator> RedisCoordinator::create(const CoordinatorOptions &
   RedisAddress address;
   std::string problem;
   if (!RedisAddress::parse(options.address, &address, &problem)) {
-    if (error) *error = "PPIOS_COORDINATOR='" + options.address + "': " + problem;
+    if (error) *error = "PPIOS_COORDINATOR='" + redact_address(options.address) + "': " + problem;
     return nullptr;
   }
   // Connect first: a configuration error must stop the program before anything is created.
   RedisLink::Failure failure;
   auto link = RedisLink::connect(address, kConnectTimeoutMs, &failure, &problem);
   if (failure == RedisLink::Failure::Fatal) {
-    if (error) *error = "ppios: coordinator " + address.describe() + ": " + problem;
+    if (error) *error = "coordinator " + address.describe() + ": " + problem;
     return nullptr;
   }
   // The stand-in only mirrors the stored cap; the cap is learned on the server.
@@ -333,7 +333,8 @@ void RedisCoordinator::release(SlotTicket &ticket) {
     if (!link) {
       go_offline("cannot connect");
     } else if (!link->send(options_.target,
-                           {"release", e->holder, ticket.cls == IoClass::MT ? "M" : "P", std::to_string(ticket.bytes)},
+                           {"release", e->holder, ticket.cls == IoClass::MT ? "M" : "P", std::to_string(ticket.bytes),
+                            process_id()},
                            &err)) {
       // One-way: the server frees the slot (and hands it on) as soon as it reads this; the
       // reply is checked by the next call on this link. Not waiting halves the wake-ups of

@@ -39,13 +39,17 @@ local prefix = string.sub(K_STATE, 1, -6)  -- strip "state"
 local K_HOLD, K_PROCS = prefix .. 'holders', prefix .. 'procs'
 
 local st = redis.call('HMGET', K_STATE, 'n', 'm', 'p', 'qm', 'qp', 'y', 'maxseen')
-local n = tonumber(st[1] or -1)
-local m, p = tonumber(st[2] or 0), tonumber(st[3] or 0)
-local qm, qp, y, seen = tonumber(st[4] or 0), tonumber(st[5] or 0), tonumber(st[6] or 0), tonumber(st[7] or 0)
+-- Counts are never below zero, whatever is stored (a counter that drifted is corrected
+-- by the next reap that recounts, and never makes a request queue forever).
+local function count(v) return math.max(0, tonumber(v) or 0) end
+local n = tonumber(st[1]) or -1
+local m, p = count(st[2]), count(st[3])
+local qm, qp, y, seen = count(st[4]), count(st[5]), count(st[6]), count(st[7])
 local m0, p0, qm0, qp0, y0, seen0 = m, p, qm, qp, y, seen
 
 -- Writes back the counters that changed, in one call.
 local function save()
+  m, p, qm, qp, y = math.max(m, 0), math.max(p, 0), math.max(qm, 0), math.max(qp, 0), math.max(y, 0)
   if m + p > seen then seen = m + p end
   local a = {}
   if m ~= m0 then a[#a + 1] = 'm'; a[#a + 1] = m end
@@ -71,9 +75,14 @@ if op == 'acquire' then
     return 1
   end
 elseif op == 'release' then
-  -- ARGV: id cls bytes. Idempotent: an unknown id (released, reaped, reset) is a no-op.
+  -- ARGV: id cls bytes proc. Idempotent: an unknown id (released, reaped, reset) is a
+  -- no-op, and so is a release by another process than the holder's or with another
+  -- class than the grant's: it changes nothing (returns -1).
+  local v = redis.call('HGET', K_HOLD, ARGV[2])
+  if not v then return 0 end
+  if string.sub(v, 1, 1) ~= ARGV[3] or string.match(ARGV[2], '^(.*)#') ~= ARGV[5] then return -1 end
   if qm + qp == 0 then
-    if redis.call('HDEL', K_HOLD, ARGV[2]) == 0 then return 0 end
+    redis.call('HDEL', K_HOLD, ARGV[2])
     if ARGV[4] and ARGV[4] ~= '0' then redis.call('HINCRBY', K_STATE, 'bytes', ARGV[4]) end
     if ARGV[3] == 'M' then
       m = m - 1

@@ -7,28 +7,38 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <string>
 
 namespace ppios {
 
 std::unique_ptr<ShmCoordinator> ShmCoordinator::create(const CoordinatorOptions &options, std::string *error,
                                                        bool quiet_threshold_conflict) {
+  (void)error;  // nothing about the segment is fatal: see the fail-open rule in the header
+  std::unique_ptr<ShmCoordinator> c(new ShmCoordinator(nullptr, options));
   std::string problem;
-  auto table = ShmSlotTable::open(options.target, true, &problem);
-  if (!table) {
-    if (error) *error = problem;
-    return nullptr;
+  // A segment removed by its last process between our open and our registration is
+  // opened (created) again; a few rounds settle any such race.
+  for (int attempt = 0; attempt < 8 && !c->table_; ++attempt) {
+    auto table = ShmSlotTable::open(options.target, options.shm_group, true, options.lease_ms, &problem);
+    if (!table) break;
+    auto registered = table->register_process(options.lease_ms, &c->process_handle_);
+    if (registered == ShmSlotTable::RegisterResult::Removed) continue;
+    if (registered == ShmSlotTable::RegisterResult::TableFull)
+      fprintf(stderr, "ppios: warning: shm coordinator: the table of target '%s' is full; retrying at each access\n",
+              options.target.c_str());
+    c->table_ = std::move(table);
   }
-  int64_t stored = options.auto_threshold ? table->enable_auto() : table->adopt_threshold(options.threshold);
+  if (!c->table_) {
+    if (problem.empty()) problem = "was removed and re-created too often while opening it";
+    fprintf(stderr, "ppios: warning: %s; this process schedules its accesses only within itself\n", problem.c_str());
+    return c;
+  }
+  int64_t stored = options.auto_threshold ? c->table_->enable_auto() : c->table_->adopt_threshold(options.threshold);
   if (options.threshold >= 0 && stored != options.threshold && !quiet_threshold_conflict)
     fprintf(stderr,
             "ppios: warning: PPIOS_THRESHOLD=%lld differs from the threshold %lld stored for target '%s'; "
             "obeying the stored one (change it with `ppios-coord set-threshold`)\n",
             static_cast<long long>(options.threshold), static_cast<long long>(stored), options.target.c_str());
-  std::unique_ptr<ShmCoordinator> c(new ShmCoordinator(std::move(table), options));
-  if (!c->table_->register_process(options.lease_ms, &c->process_handle_)) {
-    if (error) *error = "ppios: shm coordinator: too many processes registered for target '" + options.target + "'";
-    return nullptr;
-  }
   c->renewer_ = std::thread([raw = c.get()] { raw->renew_leases(); });
   if (options.auto_threshold)
     c->controller_ = std::make_unique<AutoThreshold>(control_plane(c->table_.get(), &c->process_handle_),
@@ -47,7 +57,7 @@ ShmCoordinator::~ShmCoordinator() {
   }
   stop_cv_.notify_all();
   if (renewer_.joinable()) renewer_.join();
-  table_->unregister(&process_handle_);
+  if (table_) table_->unregister(&process_handle_);
 }
 
 // Renews four times per lease so one late wake-up never costs the lease, and reaps dead
@@ -62,38 +72,74 @@ void ShmCoordinator::renew_leases() {
   }
 }
 
+SlotTicket ShmCoordinator::unscheduled(IoClass cls, const char *why) {
+  failing_open_.store(true);
+  if (!warned_unscheduled_.exchange(true))
+    fprintf(stderr, "ppios: warning: shm coordinator, target '%s': %s; the access proceeds without a slot\n",
+            options_.target.c_str(), why);
+  return SlotTicket{ShmSlotTable::kUnscheduledTicket, cls};
+}
+
+SlotTicket ShmCoordinator::granted(uint64_t ticket, IoClass cls) {
+  if (failing_open_.load(std::memory_order_relaxed)) failing_open_.store(false);
+  return SlotTicket{ticket, cls};
+}
+
 SlotTicket ShmCoordinator::acquire(IoClass cls, uint64_t lead) {
+  if (!table_) return SlotTicket{ShmSlotTable::kUnscheduledTicket, cls};  // warned at create
   ShmSlotTable::Request request;
   request.cls = cls;
   request.lead = lead;
   request.mt_throttle = options_.mt_throttle;
-  // Waiters wake on their own every poll_ms to reap dead holders; a grant wakes them at once.
-  const int poll_ms = std::clamp(options_.lease_ms / 4, 1, 50);
+  using Clock = std::chrono::steady_clock;
+  const auto start = Clock::now();
+  auto since = [](Clock::time_point t) {
+    return std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - t).count();
+  };
+  const char *const kStalled = "no slot was granted on the target for twice the lease (holders that never finish?)";
   for (;;) {
     uint64_t ticket = 0, waiter = 0;
     auto outcome = table_->acquire_or_enqueue(&process_handle_, options_.lease_ms, request, &ticket, &waiter);
-    if (outcome == ShmSlotTable::Outcome::Granted) return SlotTicket{ticket, cls};
+    if (outcome == ShmSlotTable::Outcome::Granted) return granted(ticket, cls);
+    if (outcome == ShmSlotTable::Outcome::Unavailable) return unscheduled(cls, "the segment's lock is not let go");
     if (outcome == ShmSlotTable::Outcome::TableFull) {
+      if (since(start) >= stall_ms()) return unscheduled(cls, "the slot table stayed full");
       std::this_thread::sleep_for(std::chrono::milliseconds(1));
       continue;
     }
-    bool lost = false;
+    // Waiters wake on their own every poll_ms to reap dead holders; a grant wakes them at once.
+    uint64_t grants_seen = 0;
+    auto moved_at = Clock::now();
     for (;;) {
-      table_->wait(waiter, poll_ms);
-      if (table_->poll(waiter, &ticket, &lost)) return SlotTicket{ticket, cls};
-      if (lost) break;  // our process entry was reaped (stalled past the lease): start over
+      table_->wait(waiter, poll_ms());
+      uint64_t grants = 0;
+      auto polled = table_->poll(waiter, &ticket, &grants);
+      if (polled == ShmSlotTable::PollResult::Granted) return granted(ticket, cls);
+      if (polled == ShmSlotTable::PollResult::Unavailable) return unscheduled(cls, "the segment's lock is not let go");
+      if (polled == ShmSlotTable::PollResult::Lost) break;  // our entry was reaped (stalled past the lease): start over
+      if (grants != grants_seen) {
+        grants_seen = grants;
+        moved_at = Clock::now();
+      }
+      if (since(moved_at) >= stall_ms() || since(start) >= max_wait_ms()) {
+        table_->withdraw(waiter);
+        return unscheduled(cls, kStalled);
+      }
     }
+    if (since(start) >= max_wait_ms()) return unscheduled(cls, kStalled);
   }
 }
 
 void ShmCoordinator::release(SlotTicket &ticket) {
   if (!ticket.valid()) return;
-  table_->release(ticket.id, ticket.bytes);
+  if (table_) table_->release(ticket.id, ticket.bytes);
   ticket.id = 0;
   ticket.bytes = 0;
 }
 
-bool ShmCoordinator::yield_requested(const SlotTicket &ticket) { return table_->yield_requested(ticket.id); }
+bool ShmCoordinator::yield_requested(const SlotTicket &ticket) {
+  return table_ && table_->yield_requested(ticket.id);
+}
 
 namespace {
 
@@ -103,8 +149,7 @@ class ShmControlPlane final : public ControlPlane {
   bool lead(int lease_ms) override { return table_->lead_controller(handle_, lease_ms); }
   void resign() override { table_->resign_controller(handle_); }
   bool sample(Sample *out) override {
-    table_->control_sample(&out->bytes, &out->cap, &out->inflight, &out->queued, &out->auto_on);
-    return true;
+    return table_->control_sample(&out->bytes, &out->cap, &out->inflight, &out->queued, &out->auto_on);
   }
   void set_cap(int64_t k) override { table_->set_learned_cap(k); }
   void publish_curve(const std::map<int, double> &mibps_by_k) override {

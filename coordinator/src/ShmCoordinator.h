@@ -1,10 +1,17 @@
-// The node-local backend: every process on the node shares one ShmSlotTable per target.
+// The node-local backend: every process of the user (or of PPIOS_SHM_GROUP) on the node
+// shares one ShmSlotTable per target.
+//
+// Fail-open: when the segment cannot be used (someone else's, corrupt, another version)
+// the process schedules only within itself, and when a wait on the segment passes its
+// bound (a lock that is never let go, slots that never come back) the access proceeds
+// without a slot. Either costs a wrong cap, never a hang or an exit; each warns once.
 #pragma once
 
 #include "AutoThreshold.h"
 #include "ShmSlotTable.h"
 #include "ppios/Coordinator.h"
 
+#include <algorithm>
 #include <atomic>
 #include <condition_variable>
 #include <memory>
@@ -17,7 +24,8 @@ namespace ppios {
 class ShmCoordinator final : public Coordinator {
  public:
   // `quiet_threshold_conflict` suppresses the "stored threshold differs" warning (used
-  // when this is the fallback of the redis backend, which warns itself).
+  // when this is the fallback of the redis backend, which warns itself). Fails only on a
+  // configuration error; an unusable segment gives a coordinator without one (fail-open).
   static std::unique_ptr<ShmCoordinator> create(const CoordinatorOptions &options, std::string *error,
                                                 bool quiet_threshold_conflict = false);
   ~ShmCoordinator() override;
@@ -28,7 +36,9 @@ class ShmCoordinator final : public Coordinator {
   const char *name() const override { return "shm"; }
 
   // Used by the redis backend to keep the node-local cap in line with the stored one.
-  void adopt_threshold(int64_t n) { table_->adopt_threshold(n); }
+  void adopt_threshold(int64_t n) {
+    if (table_) table_->adopt_threshold(n);
+  }
 
   // The ControlPlane of PPIOS_THRESHOLD=auto on a node-local table.
   static std::unique_ptr<ControlPlane> control_plane(ShmSlotTable *table, std::atomic<uint64_t> *process_handle);
@@ -36,8 +46,22 @@ class ShmCoordinator final : public Coordinator {
  private:
   ShmCoordinator(std::unique_ptr<ShmSlotTable> table, const CoordinatorOptions &options);
   void renew_leases();
+  // An access that proceeds without a slot (fail-open), with one warning per process.
+  SlotTicket unscheduled(IoClass cls, const char *why);
+  SlotTicket granted(uint64_t ticket, IoClass cls);
+  // An access proceeds without a slot when nothing was granted on the target for
+  // stall_ms() while it waited (a stopped holder's slots come back within the lease, so
+  // only holders that never finish, forged or foreign, stall the queue that long), or
+  // after a wait of max_wait_ms() whatever moved (a forged grant count must not make a
+  // wait endless). After one such access, later ones give up after two polls without a
+  // grant: stuck holders cost one bound, not one per access. Cleared at the next grant.
+  int stall_ms() const { return failing_open_.load() ? 2 * poll_ms() : std::max(2 * options_.lease_ms, 2000); }
+  int max_wait_ms() const { return std::max(20 * options_.lease_ms, 60000); }
+  int poll_ms() const { return std::clamp(options_.lease_ms / 4, 1, 50); }
 
-  std::unique_ptr<ShmSlotTable> table_;
+  std::unique_ptr<ShmSlotTable> table_;  // null: the segment could not be used
+  std::atomic<bool> warned_unscheduled_{false};
+  std::atomic<bool> failing_open_{false};
   CoordinatorOptions options_;
   std::atomic<uint64_t> process_handle_{0};
 

@@ -1,12 +1,23 @@
 // Shared-memory slot table: the whole node-local scheduling policy lives here.
 //
-// Locking: one process-shared robust mutex (ShmLayout::mutex) guards every field of the
-// segment (including the controller lease, the completed-bytes counter and the learned
-// curve of PPIOS_THRESHOLD=auto) except the atomics read without it (HolderEntry::ticket and ::yield for
-// yield_requested(), WaiterEntry::granted as the futex word, ProcEntry::lease_deadline_ms).
-// It is the only lock in this file; nothing else is taken while it is held. A process
-// killed while holding it leaves EOWNERDEAD, after which the counters are recomputed
-// from the tables (they are the only derived state).
+// Locking: one lock in the segment (ShmLayout::lock, a futex word holding the owner's
+// thread id) guards every field of the segment (including the controller lease, the
+// completed-bytes counter and the learned curve of PPIOS_THRESHOLD=auto) except the atomics
+// read without it (HolderEntry::ticket and ::yield for yield_requested(),
+// WaiterEntry::granted as the futex word, ProcEntry::lease_deadline_ms). It is the only
+// lock in this file; nothing else is taken while it is held.
+//
+// Every wait on it is bounded: a holder whose thread is gone, or that stays the same
+// (thread and acquisition count) for the caller's lease (a rank stopped by SIGSTOP, a
+// hostile process), is taken over, and the counters are recomputed from the tables (they
+// are the only derived state). A waiter that cannot take it within twice the lease gives
+// up and its caller proceeds without a slot. A holder that was taken over and resumes
+// finds the lock no longer its own at unlock and leaves it alone.
+//
+// Nothing read from the segment is trusted: indexes are bounded before use, processes
+// with a lease further away than the longest lease are expired, holders and waiters of
+// processes that are not registered are dropped, an impossible threshold means no cap,
+// and counters that disagree with the tables are recomputed.
 //
 // Waiters sleep on a futex in their own WaiterEntry, and whoever frees a slot hands it to
 // the next waiter before waking it, so a wake-up cannot be lost and nobody races for a
@@ -16,11 +27,16 @@
 #include <algorithm>
 #include <cerrno>
 #include <climits>
+#include <cmath>
+#include <cstdio>
 #include <cstring>
 #include <ctime>
+#include <dirent.h>
+#include <set>
 #include <fcntl.h>
 #include <linux/futex.h>
 #include <new>
+#include <optional>
 #include <pthread.h>
 #include <signal.h>
 #include <sys/mman.h>
@@ -36,13 +52,15 @@ namespace {
 // The layout version is in the segment's name as well as in its magic: builds with
 // different layouts (an upgrade, or several checkouts on one machine) then use different
 // segments instead of refusing each other's. Bump both whenever ShmLayout changes.
-constexpr uint64_t kMagic = 0x3230434f53505050ULL;  // "PPPSOC02"
-constexpr const char *kSegmentPrefix = "/ppios-coord-v2.";
+constexpr uint64_t kMagic = 0x3330434f53505050ULL;  // "PPPSOC03"
+constexpr const char *kSegmentPrefix = "/ppios-coord-v3.";
+constexpr const char *kShmDir = "/dev/shm";
 constexpr uint32_t kMaxProcs = 1024;
 constexpr uint32_t kMaxHolders = 4096;
 constexpr uint32_t kMaxWaiters = 4096;
-constexpr uint32_t kIndexBits = 16;
-constexpr int kCurveMax = 256;  // learned B(k) is kept for k = 1..kCurveMax  // ids are (generation << 16) | (index + 1)
+constexpr uint32_t kIndexBits = 16;  // ids are (generation << 16) | (index + 1)
+constexpr uint64_t kGenMask = (1ULL << (64 - kIndexBits)) - 1;
+constexpr int kCurveMax = 256;  // learned B(k) is kept for k = 1..kCurveMax
 
 struct ProcEntry {
   uint64_t gen;  // 0: free
@@ -71,6 +89,16 @@ struct WaiterEntry {
   uint64_t ticket;                 // valid once granted
 };
 
+// The segment's lock. A futex word rather than a pthread mutex: its whole state is three
+// integers, so bytes written into it by anyone can delay a waiter (bounded) but never
+// make the C library follow a pointer or fail in an undefined way.
+struct SegmentLock {
+  std::atomic<uint32_t> owner;     // 0: free, else the holder's thread id (futex word)
+  std::atomic<uint32_t> sleepers;  // threads in futex_wait on owner: unlock wakes only then
+  std::atomic<uint32_t> taken;     // acquisitions so far: a waiter tells a new holder from a stuck one
+  std::atomic<uint64_t> owner_ns;  // pid namespace of the holder: its tid is only checked in ours
+};
+
 uint64_t make_id(uint64_t gen, uint32_t index) { return (gen << kIndexBits) | (index + 1); }
 uint32_t id_index(uint64_t id) { return static_cast<uint32_t>(id & ((1u << kIndexBits) - 1)) - 1; }
 uint64_t id_gen(uint64_t id) { return id >> kIndexBits; }
@@ -82,13 +110,36 @@ int64_t now_ms() {
 }
 
 uint64_t own_pid_namespace() {
-  struct stat st;
-  if (stat("/proc/self/ns/pid", &st) != 0) return 0;
-  return static_cast<uint64_t>(st.st_ino);
+  static const uint64_t ns = [] {
+    struct stat st;
+    return stat("/proc/self/ns/pid", &st) == 0 ? static_cast<uint64_t>(st.st_ino) : 0;
+  }();
+  return ns;
 }
 
-void futex_wake(std::atomic<uint32_t> *word) {
-  syscall(SYS_futex, reinterpret_cast<uint32_t *>(word), FUTEX_WAKE, INT_MAX, nullptr, nullptr, 0);
+// gettid() costs a system call; the lock takes it twice per operation. The cache is
+// per thread and dropped in a forked child (whose thread has a new id).
+std::atomic<uint32_t> fork_generation{0};
+uint32_t current_tid() {
+  static const bool registered = [] {
+    pthread_atfork(nullptr, nullptr, [] { fork_generation.fetch_add(1, std::memory_order_relaxed); });
+    return true;
+  }();
+  (void)registered;
+  thread_local uint32_t tid = 0, generation = 0;
+  uint32_t g = fork_generation.load(std::memory_order_relaxed);
+  if (tid == 0 || generation != g) {
+    tid = static_cast<uint32_t>(syscall(SYS_gettid));
+    generation = g;
+  }
+  return tid;
+}
+
+// kill(2) accepts any thread id of the namespace; ESRCH means no such thread.
+bool thread_gone(uint32_t tid) { return tid == 0 || tid > INT_MAX || (kill(static_cast<pid_t>(tid), 0) != 0 && errno == ESRCH); }
+
+void futex_wake(std::atomic<uint32_t> *word, int count = INT_MAX) {
+  syscall(SYS_futex, reinterpret_cast<uint32_t *>(word), FUTEX_WAKE, count, nullptr, nullptr, 0);
 }
 
 void futex_wait(std::atomic<uint32_t> *word, uint32_t expected, int timeout_ms) {
@@ -96,13 +147,22 @@ void futex_wait(std::atomic<uint32_t> *word, uint32_t expected, int timeout_ms) 
   syscall(SYS_futex, reinterpret_cast<uint32_t *>(word), FUTEX_WAIT, expected, &ts, nullptr, 0);
 }
 
+// One warning per process and kind: a stuck lock or an unusable segment would otherwise
+// print at every access.
+void warn_once(std::atomic<bool> &flag, const std::string &message) {
+  if (!flag.exchange(true)) fprintf(stderr, "ppios: warning: %s\n", message.c_str());
+}
+std::atomic<bool> warned_takeover{false}, warned_lock_timeout{false};
+
 }  // namespace
 
 struct ShmLayout {
   uint64_t magic;
   uint64_t layout_size;
   std::atomic<uint32_t> ready;
-  pthread_mutex_t mutex;
+  SegmentLock lock;
+  uint32_t removed;  // 1: the name was removed; whoever mapped it must open it again
+  uint32_t pinned;   // 1: ppios-coord stored state here: the last process leaving keeps it
   int64_t threshold;  // -1: none stored
   uint32_t mt, pt, queued_mt, queued_pt;
   uint64_t next_gen, next_seq, max_inflight_seen;
@@ -121,9 +181,31 @@ struct ShmLayout {
 
 namespace {
 
-// Everything below runs with the table mutex held.
+// Everything below runs with the table lock held.
 struct Policy {
   ShmLayout &s;
+
+  uint32_t holder_bound() const { return std::min(s.holder_hw, kMaxHolders); }
+  uint32_t waiter_bound() const { return std::min(s.waiter_hw, kMaxWaiters); }
+  uint64_t new_gen() {
+    s.next_gen = (s.next_gen + 1) & kGenMask;
+    if (s.next_gen == 0) s.next_gen = 1;
+    return s.next_gen;
+  }
+
+  // Cheap checks at every lock: what a scan or the cap depends on is brought into range.
+  void sanitize() {
+    s.holder_hw = holder_bound();
+    s.waiter_hw = waiter_bound();
+    s.holder_hint %= kMaxHolders;
+    if (s.threshold < -1 || s.threshold == 0 || s.threshold > kMaxThreshold) s.threshold = -1;
+    if (uint64_t{s.mt} + s.pt > s.holder_hw || uint64_t{s.queued_mt} + s.queued_pt > s.waiter_hw) repair();
+  }
+
+  // A process index that names an entry in use (holders and waiters of others are orphans).
+  bool proc_entry_valid(uint32_t index) const {
+    return index < kMaxProcs && s.procs[index].gen != 0;
+  }
 
   bool no_cap() const { return s.threshold < 0; }
   bool mt_grantable(bool throttle) const {
@@ -140,12 +222,18 @@ struct Policy {
     return index < kMaxProcs && s.procs[index].gen == gen && gen != 0;
   }
 
+  uint32_t live_processes() const {
+    uint32_t n = 0;
+    for (uint32_t i = 0; i < kMaxProcs; ++i) n += s.procs[i].gen != 0;
+    return n;
+  }
+
   uint64_t grant(uint32_t proc, IoClass cls, uint64_t lead) {
     for (uint32_t n = 0; n < kMaxHolders; ++n) {
       uint32_t i = (s.holder_hint + n) % kMaxHolders;
       HolderEntry &h = s.holders[i];
       if (h.ticket.load(std::memory_order_relaxed) != 0) continue;
-      uint64_t id = make_id(++s.next_gen, i);
+      uint64_t id = make_id(new_gen(), i);
       h.proc = proc;
       h.cls = static_cast<uint8_t>(cls);
       h.lead = lead;
@@ -160,21 +248,27 @@ struct Policy {
     return 0;
   }
 
+  // Counters never go below zero: in a corrupt segment they may not match the tables
+  // (repair() recomputes them).
+  static void decrement(uint32_t &counter) {
+    if (counter > 0) --counter;
+  }
+
   void free_holder(HolderEntry &h) {
-    if (h.cls == static_cast<uint8_t>(IoClass::MT)) --s.mt; else --s.pt;
+    decrement(h.cls == static_cast<uint8_t>(IoClass::MT) ? s.mt : s.pt);
     h.ticket.store(0, std::memory_order_release);
     h.yield.store(0, std::memory_order_relaxed);
   }
 
   void free_waiter(WaiterEntry &w) {
-    if (w.cls == static_cast<uint8_t>(IoClass::MT)) --s.queued_mt; else --s.queued_pt;
+    decrement(w.cls == static_cast<uint8_t>(IoClass::MT) ? s.queued_mt : s.queued_pt);
     w.id = 0;
   }
 
   // The waiter stops counting as queued here; its entry is freed when its thread collects
   // the ticket (poll) or its process is dropped.
   void hand_over(WaiterEntry &w, uint64_t ticket) {
-    if (w.cls == static_cast<uint8_t>(IoClass::MT)) --s.queued_mt; else --s.queued_pt;
+    decrement(w.cls == static_cast<uint8_t>(IoClass::MT) ? s.queued_mt : s.queued_pt);
     w.ticket = ticket;
     w.granted.store(1, std::memory_order_release);
     futex_wake(&w.granted);
@@ -182,7 +276,7 @@ struct Policy {
 
   std::vector<uint32_t> waiters_in_order(IoClass cls) const {
     std::vector<uint32_t> out;
-    for (uint32_t i = 0; i < s.waiter_hw; ++i) {
+    for (uint32_t i = 0; i < waiter_bound(); ++i) {
       const WaiterEntry &w = s.waiters[i];
       if (w.id != 0 && w.granted.load(std::memory_order_relaxed) == 0 && w.cls == static_cast<uint8_t>(cls))
         out.push_back(i);
@@ -224,7 +318,7 @@ struct Policy {
     int64_t need = no_cap() ? 0 : total - s.threshold + static_cast<int64_t>(mts.size());
     need = std::min<int64_t>(need, s.pt);
     int64_t flagged = 0;
-    for (uint32_t i = 0; i < s.holder_hw; ++i) {
+    for (uint32_t i = 0; i < holder_bound(); ++i) {
       const HolderEntry &h = s.holders[i];
       if (h.ticket.load(std::memory_order_relaxed) && h.cls == static_cast<uint8_t>(IoClass::PT) &&
           h.yield.load(std::memory_order_relaxed))
@@ -234,7 +328,7 @@ struct Policy {
       uint32_t mt_proc = s.waiters[mts[k]].proc;
       HolderEntry *best = nullptr;
       bool best_local = false;
-      for (uint32_t i = 0; i < s.holder_hw; ++i) {
+      for (uint32_t i = 0; i < holder_bound(); ++i) {
         HolderEntry &h = s.holders[i];
         if (!h.ticket.load(std::memory_order_relaxed) || h.cls != static_cast<uint8_t>(IoClass::PT) ||
             h.yield.load(std::memory_order_relaxed))
@@ -251,7 +345,9 @@ struct Policy {
     }
   }
 
-  // Drops processes whose lease ran out or whose pid is gone, with their slots and waiters.
+  // Drops processes whose lease ran out (or lies further ahead than any lease can) or
+  // whose pid is gone, with their slots and waiters; then slots and waiters that belong
+  // to no registered process, and counters that disagree with the tables.
   bool reap() {
     int64_t now = now_ms();
     uint64_t ns = own_pid_namespace();
@@ -259,21 +355,40 @@ struct Policy {
     for (uint32_t p = 0; p < kMaxProcs; ++p) {
       ProcEntry &pe = s.procs[p];
       if (pe.gen == 0) continue;
-      bool expired = pe.lease_deadline_ms.load(std::memory_order_relaxed) < now;
+      int64_t deadline = pe.lease_deadline_ms.load(std::memory_order_relaxed);
+      bool expired = deadline < now || deadline > now + kMaxLeaseMs;
       bool gone = ns != 0 && pe.pidns == ns && kill(pe.pid, 0) != 0 && errno == ESRCH;
       if (!expired && !gone) continue;
       drop_process(p);
       freed = true;
     }
-    return freed;
+    for (uint32_t i = 0; i < holder_bound(); ++i) {
+      HolderEntry &h = s.holders[i];
+      if (h.ticket.load(std::memory_order_relaxed) && !proc_entry_valid(h.proc)) {
+        free_holder(h);
+        freed = true;
+      }
+    }
+    for (uint32_t i = 0; i < waiter_bound(); ++i) {
+      WaiterEntry &w = s.waiters[i];
+      if (w.id != 0 && !proc_entry_valid(w.proc)) {
+        if (!w.granted.load(std::memory_order_relaxed)) free_waiter(w);
+        w.id = 0;
+        futex_wake(&w.granted);
+        freed = true;
+      }
+    }
+    uint32_t mt = s.mt, pt = s.pt, qm = s.queued_mt, qp = s.queued_pt;
+    repair();
+    return freed || mt != s.mt || pt != s.pt || qm != s.queued_mt || qp != s.queued_pt;
   }
 
   void drop_process(uint32_t p) {
-    for (uint32_t i = 0; i < s.holder_hw; ++i) {
+    for (uint32_t i = 0; i < holder_bound(); ++i) {
       HolderEntry &h = s.holders[i];
       if (h.ticket.load(std::memory_order_relaxed) && h.proc == p) free_holder(h);
     }
-    for (uint32_t i = 0; i < s.waiter_hw; ++i) {
+    for (uint32_t i = 0; i < waiter_bound(); ++i) {
       WaiterEntry &w = s.waiters[i];
       if (w.id == 0 || w.proc != p) continue;
       if (w.granted.load(std::memory_order_relaxed)) {
@@ -288,15 +403,16 @@ struct Policy {
     s.procs[p].gen = 0;
   }
 
-  // Recomputes the counters after a process died inside the critical section.
+  // Recomputes the counters from the tables (after a holder of the lock was taken over,
+  // or when they disagree).
   void repair() {
     s.mt = s.pt = s.queued_mt = s.queued_pt = 0;
-    for (uint32_t i = 0; i < s.holder_hw; ++i) {
+    for (uint32_t i = 0; i < holder_bound(); ++i) {
       const HolderEntry &h = s.holders[i];
       if (!h.ticket.load(std::memory_order_relaxed)) continue;
       if (h.cls == static_cast<uint8_t>(IoClass::MT)) ++s.mt; else ++s.pt;
     }
-    for (uint32_t i = 0; i < s.waiter_hw; ++i) {
+    for (uint32_t i = 0; i < waiter_bound(); ++i) {
       const WaiterEntry &w = s.waiters[i];
       if (w.id == 0 || w.granted.load(std::memory_order_relaxed)) continue;
       if (w.cls == static_cast<uint8_t>(IoClass::MT)) ++s.queued_mt; else ++s.queued_pt;
@@ -308,7 +424,7 @@ struct Policy {
       for (uint32_t p = 0; p < kMaxProcs; ++p) {
         ProcEntry &pe = s.procs[p];
         if (pe.gen != 0) continue;
-        pe.gen = ++s.next_gen;
+        pe.gen = new_gen();
         pe.pid = static_cast<int32_t>(getpid());
         pe.pidns = own_pid_namespace();
         gethostname(pe.host, sizeof pe.host);
@@ -336,9 +452,10 @@ struct Policy {
 
 }  // namespace
 
-std::string ShmSlotTable::segment_name(const std::string &target) {
+std::string ShmSlotTable::segment_name(const std::string &target, int64_t group) {
   // Keep the name readable; add a hash when characters had to be replaced so that two
-  // targets never share a segment.
+  // targets never share a segment. The owner (uid, or g<gid> when shared with a group) is
+  // part of the name: users never share a segment unless an admin chose a group.
   std::string clean;
   bool changed = false;
   for (char c : target) {
@@ -358,67 +475,100 @@ std::string ShmSlotTable::segment_name(const std::string &target) {
     snprintf(buf, sizeof buf, "-%016llx", static_cast<unsigned long long>(h));
     clean += buf;
   }
-  return kSegmentPrefix + clean;
+  std::string owner = group >= 0 ? "g" + std::to_string(group) : std::to_string(geteuid());
+  return kSegmentPrefix + owner + "." + clean;
 }
 
-std::unique_ptr<ShmSlotTable> ShmSlotTable::open(const std::string &target, bool create, std::string *error) {
-  const std::string name = segment_name(target);
+namespace {
+
+// Refuses a segment someone else could have planted or can write: it must be a regular
+// file of ours (private) or of our chosen group, with no access for anyone else.
+std::string untrusted_reason(const struct stat &st, int64_t group) {
+  if (!S_ISREG(st.st_mode)) return "is not a regular file";
+  if (group < 0) {
+    if (st.st_uid != geteuid())
+      return "belongs to uid " + std::to_string(st.st_uid) + ", not to you (uid " + std::to_string(geteuid()) +
+             "): someone else created it";
+    if (st.st_mode & 077) return "is accessible to other users (mode " + std::to_string(st.st_mode & 0777) + ")";
+  } else {
+    if (st.st_gid != static_cast<gid_t>(group))
+      return "belongs to group " + std::to_string(st.st_gid) + ", not to PPIOS_SHM_GROUP " + std::to_string(group);
+    if (st.st_mode & 007) return "is accessible to users outside the group";
+  }
+  return "";
+}
+
+}  // namespace
+
+std::unique_ptr<ShmSlotTable> ShmSlotTable::open(const std::string &target, int64_t group, bool create,
+                                                 int lock_wait_ms, std::string *error) {
+  const std::string name = segment_name(target, group);
+  const std::string path = kShmDir + name;
   auto fail = [&](const std::string &what) -> std::unique_ptr<ShmSlotTable> {
-    if (error) *error = "ppios: shm coordinator segment " + name + ": " + what;
+    if (error) *error = "shm coordinator segment " + path + " " + what;
     return nullptr;
   };
+  // open(2) on /dev/shm rather than shm_open(3) so O_NOFOLLOW is ours to see: a symlink
+  // planted under the name is refused, not followed.
+  const int flags = O_RDWR | O_NOFOLLOW | O_CLOEXEC;
+  const mode_t mode = group >= 0 ? 0660 : 0600;
   bool creator = false;
   int fd = -1;
   if (create) {
-    fd = shm_open(name.c_str(), O_RDWR | O_CREAT | O_EXCL, 0666);
+    fd = ::open(path.c_str(), flags | O_CREAT | O_EXCL, mode);
     creator = fd >= 0;
-    if (fd < 0 && errno != EEXIST) return fail(strerror(errno));
+    if (fd < 0 && errno != EEXIST) return fail(std::string("cannot be created: ") + strerror(errno));
   }
   if (fd < 0) {
-    fd = shm_open(name.c_str(), O_RDWR, 0);
+    fd = ::open(path.c_str(), flags);
     if (fd < 0) {
       if (errno == ENOENT && !create) {
         if (error) *error = "";
         return nullptr;
       }
-      return fail(strerror(errno));
+      return fail(std::string("cannot be opened: ") + strerror(errno));
     }
   }
   if (creator) {
-    fchmod(fd, 0666);  // processes of other users on the node share the cap too
-    if (ftruncate(fd, sizeof(ShmLayout)) != 0) {
+    // Exactly the mode asked for, whatever the umask; the group must be ours to give.
+    if ((group >= 0 && fchown(fd, static_cast<uid_t>(-1), static_cast<gid_t>(group)) != 0) || fchmod(fd, mode) != 0 ||
+        ftruncate(fd, sizeof(ShmLayout)) != 0) {
       int e = errno;
       close(fd);
-      shm_unlink(name.c_str());
-      return fail(std::string("ftruncate: ") + strerror(e));
+      unlink(path.c_str());
+      return fail(std::string("cannot be set up: ") + strerror(e));
     }
-  } else {
+  }
+  struct stat st;
+  if (fstat(fd, &st) != 0) {
+    close(fd);
+    return fail(std::string("cannot be examined: ") + strerror(errno));
+  }
+  if (std::string why = untrusted_reason(st, group); !why.empty()) {
+    close(fd);
+    return fail(why + "; not used");
+  }
+  if (!creator) {
     // The creator may still be sizing the segment.
-    struct stat st;
     int64_t deadline = now_ms() + 2000;
     while (fstat(fd, &st) == 0 && static_cast<size_t>(st.st_size) < sizeof(ShmLayout) && now_ms() < deadline)
       std::this_thread::sleep_for(std::chrono::milliseconds(1));
     if (fstat(fd, &st) != 0 || static_cast<size_t>(st.st_size) != sizeof(ShmLayout)) {
       close(fd);
-      return fail("has an unexpected size (an older ppios?); run `ppios-coord reset` when no job uses it");
+      return fail("has an unexpected size (corrupt, or an older ppios?); `ppios-coord reset --force` removes it");
     }
   }
   void *mem = mmap(nullptr, sizeof(ShmLayout), PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
   close(fd);
-  if (mem == MAP_FAILED) return fail(std::string("mmap: ") + strerror(errno));
+  if (mem == MAP_FAILED) return fail(std::string("cannot be mapped: ") + strerror(errno));
   auto *layout = static_cast<ShmLayout *>(mem);
   if (creator) {
-    // ftruncate zero-filled the segment, which is a valid empty state for every table.
+    // ftruncate zero-filled the segment, which is a valid empty state for every table
+    // and for the lock.
     new (layout) ShmLayout;
     layout->magic = kMagic;
     layout->layout_size = sizeof(ShmLayout);
     layout->threshold = -1;
-    pthread_mutexattr_t attr;
-    pthread_mutexattr_init(&attr);
-    pthread_mutexattr_setpshared(&attr, PTHREAD_PROCESS_SHARED);
-    pthread_mutexattr_setrobust(&attr, PTHREAD_MUTEX_ROBUST);
-    pthread_mutex_init(&layout->mutex, &attr);
-    pthread_mutexattr_destroy(&attr);
     layout->ready.store(1, std::memory_order_release);
   } else {
     int64_t deadline = now_ms() + 2000;
@@ -427,45 +577,181 @@ std::unique_ptr<ShmSlotTable> ShmSlotTable::open(const std::string &target, bool
     if (layout->ready.load(std::memory_order_acquire) == 0 || layout->magic != kMagic ||
         layout->layout_size != sizeof(ShmLayout)) {
       munmap(mem, sizeof(ShmLayout));
-      return fail("is not initialised or from another ppios version; run `ppios-coord reset` when no job uses it");
+      return fail("is not initialised, corrupt or from another ppios version; `ppios-coord reset --force` removes it");
     }
   }
-  return std::unique_ptr<ShmSlotTable>(new ShmSlotTable(layout));
+  return std::unique_ptr<ShmSlotTable>(new ShmSlotTable(layout, path, std::max(1, lock_wait_ms)));
 }
 
-bool ShmSlotTable::unlink(const std::string &target, std::string *error) {
-  std::string name = segment_name(target);
-  if (shm_unlink(name.c_str()) != 0 && errno != ENOENT) {
-    if (error) *error = "ppios: cannot remove " + name + ": " + strerror(errno);
+bool ShmSlotTable::remove(const std::string &target, int64_t group, bool force, std::string *error) {
+  std::string problem;
+  auto table = open(target, group, false, 3000, &problem);
+  if (table) {
+    if (!table->lock()) {
+      if (!force) {
+        if (error) *error = "the segment " + table->name_ + " is locked by a process that does not let go; use --force";
+        return false;
+      }
+    } else {
+      Policy p{*table->layout_};
+      p.reap();
+      uint32_t live = p.live_processes();
+      if (live > 0 && !force) {
+        table->unlock();
+        if (error)
+          *error = std::to_string(live) + " process(es) are registered on target '" + target +
+                   "'; removing it now would give them and later jobs separate caps (use --force to remove it anyway)";
+        return false;
+      }
+      table->layout_->removed = 1;
+      table->unlock();
+    }
+  }
+  // A segment that could not be opened (corrupt, another version) is removed by name.
+  std::string path = kShmDir + segment_name(target, group);
+  if (::unlink(path.c_str()) != 0 && errno != ENOENT) {
+    if (error) *error = "cannot remove " + path + ": " + strerror(errno);
     return false;
   }
   return true;
 }
 
-ShmSlotTable::ShmSlotTable(ShmLayout *layout) : layout_(layout) {}
+void ShmSlotTable::collect_garbage(bool include_pinned, std::vector<std::string> *removed,
+                                   std::vector<std::string> *kept) {
+  // A segment is in use exactly when some process maps it (a registered process always
+  // does); /proc/<pid>/maps names it, with " (deleted)" once it was removed.
+  std::set<std::string> mapped;
+  if (DIR *proc = opendir("/proc")) {
+    while (dirent *e = readdir(proc)) {
+      if (e->d_name[0] < '0' || e->d_name[0] > '9') continue;
+      FILE *maps = fopen((std::string("/proc/") + e->d_name + "/maps").c_str(), "re");
+      if (!maps) continue;
+      char line[4096];
+      while (fgets(line, sizeof line, maps)) {
+        const char *at = strstr(line, "/dev/shm/");
+        if (!at || strncmp(at + 9, kNameStem, strlen(kNameStem)) != 0) continue;
+        std::string path(at);
+        while (!path.empty() && (path.back() == '\n' || path.back() == ' ')) path.pop_back();
+        mapped.insert(path);
+      }
+      fclose(maps);
+    }
+    closedir(proc);
+  }
+  DIR *dir = opendir(kShmDir);
+  if (!dir) return;
+  while (dirent *e = readdir(dir)) {
+    if (strncmp(e->d_name, kNameStem, strlen(kNameStem)) != 0) continue;
+    std::string path = std::string(kShmDir) + "/" + e->d_name;
+    struct stat st;
+    if (lstat(path.c_str(), &st) != 0) continue;
+    if (st.st_uid != geteuid() && geteuid() != 0) continue;  // not ours to remove
+    if (mapped.count(path)) {
+      kept->push_back(path + " (in use)");
+      continue;
+    }
+    if (!include_pinned && S_ISREG(st.st_mode) && path.rfind(std::string(kShmDir) + kSegmentPrefix, 0) == 0 &&
+        static_cast<size_t>(st.st_size) == sizeof(ShmLayout)) {
+      int fd = ::open(path.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+      bool pinned = false;
+      if (fd >= 0) {
+        void *mem = mmap(nullptr, sizeof(ShmLayout), PROT_READ, MAP_SHARED, fd, 0);
+        close(fd);
+        if (mem != MAP_FAILED) {
+          const auto *layout = static_cast<const ShmLayout *>(mem);
+          pinned = layout->magic == kMagic && layout->pinned && !layout->removed;
+          munmap(mem, sizeof(ShmLayout));
+        }
+      }
+      if (pinned) {
+        kept->push_back(path + " (holds a threshold set with ppios-coord; gc --pinned removes it)");
+        continue;
+      }
+    }
+    if (::unlink(path.c_str()) == 0) removed->push_back(path);
+    else kept->push_back(path + " (" + strerror(errno) + ")");
+  }
+  closedir(dir);
+}
+
+ShmSlotTable::ShmSlotTable(ShmLayout *layout, std::string name, int lock_wait_ms)
+    : layout_(layout), name_(std::move(name)), lock_wait_ms_(lock_wait_ms) {}
 
 ShmSlotTable::~ShmSlotTable() { munmap(layout_, sizeof(ShmLayout)); }
 
-void ShmSlotTable::lock() const {
-  int rc = pthread_mutex_lock(&layout_->mutex);
-  if (rc == EOWNERDEAD) {
-    Policy{*layout_}.repair();
-    pthread_mutex_consistent(&layout_->mutex);
+bool ShmSlotTable::lock() const {
+  SegmentLock &l = layout_->lock;
+  const uint32_t me = current_tid();
+  const int64_t start = now_ms();
+  uint32_t seen_owner = 0, seen_taken = 0;
+  int64_t seen_since = start;
+  for (;;) {
+    uint32_t cur = 0;
+    if (l.owner.compare_exchange_strong(cur, me, std::memory_order_acquire)) {
+      l.taken.fetch_add(1, std::memory_order_relaxed);
+      l.owner_ns.store(own_pid_namespace(), std::memory_order_relaxed);
+      Policy{*layout_}.sanitize();
+      return true;
+    }
+    const uint32_t taken = l.taken.load(std::memory_order_relaxed);
+    const int64_t now = now_ms();
+    if (cur != seen_owner || taken != seen_taken) {
+      seen_owner = cur;
+      seen_taken = taken;
+      seen_since = now;
+    }
+    const bool gone = now > seen_since && l.owner_ns.load(std::memory_order_relaxed) == own_pid_namespace() &&
+                      thread_gone(cur);
+    const bool stuck = now - seen_since >= lock_wait_ms_;
+    if (gone || stuck) {
+      if (l.owner.compare_exchange_strong(cur, me, std::memory_order_acquire)) {
+        l.taken.fetch_add(1, std::memory_order_relaxed);
+        l.owner_ns.store(own_pid_namespace(), std::memory_order_relaxed);
+        if (stuck && !gone)
+          warn_once(warned_takeover, "the lock of " + name_ + " was held by thread " + std::to_string(cur) +
+                                         " for more than " + std::to_string(lock_wait_ms_) +
+                                         " ms (a stopped or stuck process); taken over");
+        Policy p{*layout_};
+        p.sanitize();
+        p.repair();  // the previous holder may have stopped halfway through an update
+        return true;
+      }
+      continue;
+    }
+    if (now - start >= 2 * static_cast<int64_t>(lock_wait_ms_)) {
+      warn_once(warned_lock_timeout, "the lock of " + name_ + " could not be taken within " +
+                                         std::to_string(2 * lock_wait_ms_) +
+                                         " ms; proceeding without node-local scheduling while it lasts");
+      return false;
+    }
+    l.sleepers.fetch_add(1, std::memory_order_seq_cst);
+    futex_wait(&l.owner, cur, 10);
+    l.sleepers.fetch_sub(1, std::memory_order_relaxed);
   }
 }
 
-void ShmSlotTable::unlock() const { pthread_mutex_unlock(&layout_->mutex); }
+void ShmSlotTable::unlock() const {
+  SegmentLock &l = layout_->lock;
+  uint32_t me = current_tid();
+  // Fails only if the lock was taken over while we were stopped: it is no longer ours.
+  l.owner.compare_exchange_strong(me, 0, std::memory_order_seq_cst);
+  if (l.sleepers.load(std::memory_order_seq_cst) != 0) futex_wake(&l.owner, 1);
+}
 
-bool ShmSlotTable::register_process(int lease_ms, std::atomic<uint64_t> *handle) {
-  lock();
+ShmSlotTable::RegisterResult ShmSlotTable::register_process(int lease_ms, std::atomic<uint64_t> *handle) {
+  if (!lock()) return RegisterResult::Unavailable;
+  if (layout_->removed) {
+    unlock();
+    return RegisterResult::Removed;
+  }
   uint64_t h = Policy{*layout_}.register_process(lease_ms);
   handle->store(h, std::memory_order_relaxed);
   unlock();
-  return h != 0;
+  return h != 0 ? RegisterResult::Registered : RegisterResult::TableFull;
 }
 
 void ShmSlotTable::renew(int lease_ms, std::atomic<uint64_t> *handle) {
-  lock();
+  if (!lock()) return;
   Policy p{*layout_};
   if (p.reap()) p.promote();
   uint32_t index;
@@ -475,7 +761,7 @@ void ShmSlotTable::renew(int lease_ms, std::atomic<uint64_t> *handle) {
 }
 
 void ShmSlotTable::unregister(std::atomic<uint64_t> *handle) {
-  lock();
+  if (!lock()) return;  // the lease reaps what we held
   Policy p{*layout_};
   uint64_t h = handle->load(std::memory_order_relaxed);
   if (h != 0 && p.proc_alive(id_index(h), id_gen(h))) {
@@ -483,12 +769,21 @@ void ShmSlotTable::unregister(std::atomic<uint64_t> *handle) {
     p.promote();
   }
   handle->store(0, std::memory_order_relaxed);
+  // The last one out removes the name (under the lock, so an opener that mapped it
+  // meanwhile sees `removed` when it registers and opens it again).
+  if (!layout_->pinned && !layout_->removed) {
+    p.reap();
+    if (p.live_processes() == 0) {
+      layout_->removed = 1;
+      ::unlink(name_.c_str());
+    }
+  }
   unlock();
 }
 
 ShmSlotTable::Outcome ShmSlotTable::acquire_or_enqueue(std::atomic<uint64_t> *handle, int lease_ms,
                                                        const Request &r, uint64_t *ticket, uint64_t *waiter_id) {
-  lock();
+  if (!lock()) return Outcome::Unavailable;
   ShmLayout &s = *layout_;
   Policy p{s};
   uint32_t proc;
@@ -508,7 +803,7 @@ ShmSlotTable::Outcome ShmSlotTable::acquire_or_enqueue(std::atomic<uint64_t> *ha
   for (uint32_t i = 0; i < kMaxWaiters; ++i) {
     WaiterEntry &w = s.waiters[i];
     if (w.id != 0) continue;
-    w.id = make_id(++s.next_gen, i);
+    w.id = make_id(p.new_gen(), i);
     w.proc = proc;
     w.cls = static_cast<uint8_t>(r.cls);
     w.throttle = r.mt_throttle;
@@ -530,43 +825,60 @@ ShmSlotTable::Outcome ShmSlotTable::acquire_or_enqueue(std::atomic<uint64_t> *ha
 }
 
 void ShmSlotTable::wait(uint64_t waiter_id, int timeout_ms) {
-  WaiterEntry &w = layout_->waiters[id_index(waiter_id)];
-  futex_wait(&w.granted, 0, timeout_ms);
+  uint32_t i = id_index(waiter_id);
+  if (i >= kMaxWaiters) return;
+  futex_wait(&layout_->waiters[i].granted, 0, timeout_ms);
 }
 
-bool ShmSlotTable::poll(uint64_t waiter_id, uint64_t *ticket, bool *lost) {
-  lock();
+ShmSlotTable::PollResult ShmSlotTable::poll(uint64_t waiter_id, uint64_t *ticket, uint64_t *grants) {
+  uint32_t i = id_index(waiter_id);
+  if (i >= kMaxWaiters) return PollResult::Lost;
+  if (!lock()) return PollResult::Unavailable;
   ShmLayout &s = *layout_;
-  WaiterEntry &w = s.waiters[id_index(waiter_id)];
-  *lost = false;
-  bool done = false;
-  if (w.id != waiter_id) {
-    *lost = true;
-  } else if (w.granted.load(std::memory_order_acquire)) {
+  WaiterEntry &w = s.waiters[i];
+  auto collect = [&]() -> std::optional<PollResult> {
+    if (w.id != waiter_id) return PollResult::Lost;
+    if (!w.granted.load(std::memory_order_acquire)) return std::nullopt;
     *ticket = w.ticket;
     w.id = 0;  // counted as a holder since the hand-over; the waiter entry is just freed
-    done = true;
-  } else {
+    return PollResult::Granted;
+  };
+  auto result = collect();
+  if (!result) {
     Policy p{s};
     if (p.reap()) p.promote();
     else p.request_yields();  // the cap may have been lowered or a flagged PT finished
-    if (w.id != waiter_id) {
-      *lost = true;
-    } else if (w.granted.load(std::memory_order_acquire)) {
-      *ticket = w.ticket;
+    result = collect();
+  }
+  *grants = s.next_gen;  // bumped by every grant (and registration)
+  unlock();
+  return result.value_or(PollResult::Waiting);
+}
+
+void ShmSlotTable::withdraw(uint64_t waiter_id) {
+  uint32_t i = id_index(waiter_id);
+  if (i >= kMaxWaiters || !lock()) return;
+  Policy p{*layout_};
+  WaiterEntry &w = layout_->waiters[i];
+  if (w.id == waiter_id) {
+    if (w.granted.load(std::memory_order_acquire)) {
+      uint32_t h = id_index(w.ticket);
+      if (h < kMaxHolders && layout_->holders[h].ticket.load(std::memory_order_relaxed) == w.ticket)
+        p.free_holder(layout_->holders[h]);
       w.id = 0;
-      done = true;
+    } else {
+      p.free_waiter(w);
     }
+    p.promote();
   }
   unlock();
-  return done;
 }
 
 void ShmSlotTable::release(uint64_t ticket, uint64_t bytes) {
   if (ticket == 0) return;
   uint32_t i = id_index(ticket);
   if (i >= kMaxHolders) return;
-  lock();
+  if (!lock()) return;  // the slot comes back with our lease, or when the lock is free again
   HolderEntry &h = layout_->holders[i];
   if (h.ticket.load(std::memory_order_relaxed) == ticket) {
     layout_->bytes_done += bytes;
@@ -585,8 +897,8 @@ bool ShmSlotTable::yield_requested(uint64_t ticket) const {
 }
 
 int64_t ShmSlotTable::adopt_threshold(int64_t wanted) {
-  lock();
-  if (layout_->threshold < 0 && wanted >= 0) {
+  if (!lock()) return -1;
+  if (layout_->threshold < 0 && wanted >= 1 && wanted <= kMaxThreshold) {
     layout_->threshold = wanted;
     Policy{*layout_}.promote();
   }
@@ -595,16 +907,24 @@ int64_t ShmSlotTable::adopt_threshold(int64_t wanted) {
   return stored;
 }
 
+bool ShmSlotTable::pin() {
+  if (!lock()) return true;  // nothing to pin it with; the operation fails the same way
+  bool ok = !layout_->removed;
+  if (ok) layout_->pinned = 1;
+  unlock();
+  return ok;
+}
+
 void ShmSlotTable::set_threshold(int64_t n) {
-  lock();
-  layout_->threshold = n < 0 ? -1 : n;
+  if (!lock()) return;
+  layout_->threshold = n < 1 || n > kMaxThreshold ? -1 : n;
   layout_->auto_mode = 0;
   Policy{*layout_}.promote();
   unlock();
 }
 
 int64_t ShmSlotTable::enable_auto() {
-  lock();
+  if (!lock()) return -1;
   layout_->auto_mode = 1;
   if (layout_->threshold < 1) {
     layout_->threshold = 1;
@@ -616,7 +936,7 @@ int64_t ShmSlotTable::enable_auto() {
 }
 
 bool ShmSlotTable::lead_controller(std::atomic<uint64_t> *handle, int lease_ms) {
-  lock();
+  if (!lock()) return false;
   ShmLayout &s = *layout_;
   Policy p{s};
   uint32_t me;
@@ -624,7 +944,8 @@ bool ShmSlotTable::lead_controller(std::atomic<uint64_t> *handle, int lease_ms) 
   if (p.ensure_registered(handle, lease_ms, &me)) {
     uint64_t mine = handle->load(std::memory_order_relaxed);
     uint64_t owner = s.ctl_owner;
-    bool owner_live = owner != 0 && p.proc_alive(id_index(owner), id_gen(owner)) && s.ctl_deadline_ms >= now_ms();
+    bool owner_live = owner != 0 && p.proc_alive(id_index(owner), id_gen(owner)) && s.ctl_deadline_ms >= now_ms() &&
+                      s.ctl_deadline_ms <= now_ms() + kMaxLeaseMs;
     if (!owner_live || owner == mine) {
       s.ctl_owner = mine;
       s.ctl_deadline_ms = now_ms() + lease_ms;
@@ -636,13 +957,13 @@ bool ShmSlotTable::lead_controller(std::atomic<uint64_t> *handle, int lease_ms) 
 }
 
 void ShmSlotTable::resign_controller(std::atomic<uint64_t> *handle) {
-  lock();
+  if (!lock()) return;
   if (layout_->ctl_owner != 0 && layout_->ctl_owner == handle->load(std::memory_order_relaxed)) layout_->ctl_owner = 0;
   unlock();
 }
 
-void ShmSlotTable::control_sample(uint64_t *bytes, int64_t *cap, uint32_t *inflight, uint32_t *queued, bool *auto_on) {
-  lock();
+bool ShmSlotTable::control_sample(uint64_t *bytes, int64_t *cap, uint32_t *inflight, uint32_t *queued, bool *auto_on) {
+  if (!lock()) return false;
   const ShmLayout &s = *layout_;
   *bytes = s.bytes_done;
   *cap = s.threshold;
@@ -650,11 +971,12 @@ void ShmSlotTable::control_sample(uint64_t *bytes, int64_t *cap, uint32_t *infli
   *queued = s.queued_mt + s.queued_pt;
   *auto_on = s.auto_mode != 0;
   unlock();
+  return true;
 }
 
 void ShmSlotTable::set_learned_cap(int64_t k) {
-  lock();
-  if (layout_->auto_mode && k >= 1) {
+  if (!lock()) return;
+  if (layout_->auto_mode && k >= 1 && k <= kMaxThreshold) {
     layout_->threshold = k;
     Policy{*layout_}.promote();
   }
@@ -662,15 +984,31 @@ void ShmSlotTable::set_learned_cap(int64_t k) {
 }
 
 void ShmSlotTable::store_curve(const std::vector<std::pair<int, double>> &curve) {
-  lock();
+  if (!lock()) return;
   for (double &v : layout_->curve_mibps) v = 0;
   for (const auto &[k, mibps] : curve)
     if (k >= 1 && k <= kCurveMax) layout_->curve_mibps[k] = mibps;
   unlock();
 }
 
-void ShmSlotTable::snapshot(CoordinatorStatus *out) {
-  lock();
+namespace {
+
+// Host names come from the segment: printable ASCII only, so status output (and its
+// JSON) stays well-formed whatever was written there.
+std::string printable(const char *text, size_t max) {
+  std::string out(text, strnlen(text, max));
+  for (char &c : out)
+    if (c < 0x20 || c > 0x7e) c = '?';
+  return out;
+}
+
+}  // namespace
+
+bool ShmSlotTable::snapshot(CoordinatorStatus *out, std::string *error) {
+  if (!lock()) {
+    if (error) *error = "the lock of " + name_ + " is held by a process that does not let go";
+    return false;
+  }
   ShmLayout &s = *layout_;
   Policy p{s};
   if (p.reap()) p.promote();
@@ -681,17 +1019,16 @@ void ShmSlotTable::snapshot(CoordinatorStatus *out) {
   out->queued_mt = s.queued_mt;
   out->queued_pt = s.queued_pt;
   out->max_inflight_seen = s.max_inflight_seen;
-  out->processes = 0;
-  for (uint32_t i = 0; i < kMaxProcs; ++i) out->processes += s.procs[i].gen != 0;
+  out->processes = p.live_processes();
   out->holders.clear();
-  for (uint32_t i = 0; i < s.holder_hw; ++i) {
+  for (uint32_t i = 0; i < p.holder_bound(); ++i) {
     const HolderEntry &h = s.holders[i];
-    if (!h.ticket.load(std::memory_order_relaxed)) continue;
+    if (!h.ticket.load(std::memory_order_relaxed) || !p.proc_entry_valid(h.proc)) continue;
     HolderInfo info;
     const ProcEntry &pe = s.procs[h.proc];
-    info.host = pe.host;
+    info.host = printable(pe.host, sizeof pe.host);
     info.pid = pe.pid;
-    info.cls = static_cast<IoClass>(h.cls);
+    info.cls = h.cls == static_cast<uint8_t>(IoClass::MT) ? IoClass::MT : IoClass::PT;
     info.lead = h.lead;
     info.yield_requested = h.yield.load(std::memory_order_relaxed) != 0;
     out->holders.push_back(info);
@@ -700,13 +1037,61 @@ void ShmSlotTable::snapshot(CoordinatorStatus *out) {
   out->controller_host.clear();
   out->controller_pid = 0;
   if (s.ctl_owner != 0 && p.proc_alive(id_index(s.ctl_owner), id_gen(s.ctl_owner)) && s.ctl_deadline_ms >= now_ms()) {
-    out->controller_host = s.procs[id_index(s.ctl_owner)].host;
-    out->controller_pid = s.procs[id_index(s.ctl_owner)].pid;
+    const ProcEntry &pe = s.procs[id_index(s.ctl_owner)];
+    out->controller_host = printable(pe.host, sizeof pe.host);
+    out->controller_pid = pe.pid;
   }
   out->curve.clear();
   for (int k = 1; k <= kCurveMax; ++k)
-    if (s.curve_mibps[k] > 0) out->curve.emplace_back(k, s.curve_mibps[k]);
+    if (std::isfinite(s.curve_mibps[k]) && s.curve_mibps[k] > 0 && s.curve_mibps[k] < 1e12)
+      out->curve.emplace_back(k, s.curve_mibps[k]);
   unlock();
+  return true;
+}
+
+void ShmSlotTable::hold_lock_for_test(int hold_ms) {
+  if (!lock()) return;
+  std::this_thread::sleep_for(std::chrono::milliseconds(hold_ms));
+  unlock();
+}
+
+bool ShmSlotTable::forge_for_test(const std::string &kind) {
+  ShmLayout &s = *layout_;
+  if (kind == "bounds") {
+    s.holder_hw = s.waiter_hw = s.holder_hint = 0xFFFFFFFFu;
+  } else if (kind == "phantoms") {
+    // A process entry with a pid that is always alive (init) and a lease as long as any,
+    // owning 1000 PT slots.
+    ProcEntry &pe = s.procs[kMaxProcs - 1];
+    pe.gen = 77;
+    pe.pid = 1;
+    pe.pidns = own_pid_namespace();
+    pe.lease_deadline_ms.store(now_ms() + kMaxLeaseMs, std::memory_order_relaxed);
+    for (uint32_t i = 0; i < 1000; ++i) {
+      HolderEntry &h = s.holders[kMaxHolders - 1 - i];
+      h.proc = kMaxProcs - 1;
+      h.cls = static_cast<uint8_t>(IoClass::PT);
+      h.ticket.store(make_id(1, kMaxHolders - 1 - i), std::memory_order_relaxed);
+    }
+    s.holder_hw = kMaxHolders;
+    s.pt += 1000;
+    s.threshold = 1;
+  } else if (kind == "holder-index") {
+    for (uint32_t i = 0; i < 8; ++i) {
+      s.holders[i].proc = 0xFFFFFFFFu;
+      s.holders[i].ticket.store(make_id(1, i), std::memory_order_relaxed);
+    }
+    s.holder_hw = std::max<uint32_t>(s.holder_hw, 8);
+  } else if (kind == "counters") {
+    s.mt = s.pt = s.queued_mt = s.queued_pt = 0xFFFFFFFFu;
+  } else if (kind == "magic") {
+    s.magic = 0;
+  } else if (kind == "threshold") {
+    s.threshold = 0;
+  } else {
+    return false;
+  }
+  return true;
 }
 
 }  // namespace ppios

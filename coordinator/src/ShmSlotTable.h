@@ -1,5 +1,17 @@
 // The node-local arbitration state of one storage target, kept in POSIX shared memory so
-// every process on the node (of any job) sees the same holders, waiters and threshold.
+// every process of one user (or of an admin-chosen group, PPIOS_SHM_GROUP) on the node
+// sees the same holders, waiters and threshold.
+//
+// Trust: the segment is private to its owner (mode 0600, the uid in its name) unless a
+// group is chosen (mode 0660, the gid in its name). Even so every index, id and counter
+// read from it is validated before use, so a corrupt or forged segment costs at most a
+// wrong cap: never a crash, never a wait longer than the lease.
+//
+// Lifecycle: a segment is created by the first process or admin command that needs it and
+// removed by the last registered process to leave, unless ppios-coord stored something in
+// it (set-threshold, auto, a curve: "pinned"), which only `reset` or `gc --pinned` removes.
+// Removal is marked in the segment under its lock, so a process that mapped the name just
+// before it was removed notices (register_process, pin) and opens it again.
 #pragma once
 
 #include "ppios/CoordinatorAdmin.h"
@@ -23,22 +35,44 @@ class ShmSlotTable {
     uint64_t lead = 0;
     bool mt_throttle = false;
   };
-  enum class Outcome { Granted, Queued, TableFull };
+  // Unavailable: the segment's lock could not be taken within twice the lease (a holder
+  // that keeps it): the caller proceeds without a slot (fail-open).
+  enum class Outcome { Granted, Queued, TableFull, Unavailable };
+  enum class PollResult { Granted, Waiting, Lost, Unavailable };
+  enum class RegisterResult { Registered, TableFull, Removed, Unavailable };
 
-  // Maps the segment of `target`; creates it if `create` (else nullptr with *error set to
-  // "" when it does not exist). Other failures return nullptr with a message.
-  static std::unique_ptr<ShmSlotTable> open(const std::string &target, bool create, std::string *error);
-  // Removes the segment name; processes that have it mapped keep their copy.
-  static bool unlink(const std::string &target, std::string *error);
-  static std::string segment_name(const std::string &target);
+  // A ticket that stands for "proceeding without a slot": its index part is past every
+  // table, so release() and yield_requested() ignore it.
+  static constexpr uint64_t kUnscheduledTicket = 0xFFFF;
+
+  // Maps the segment of `target` (private to the caller, or shared with `group` when it
+  // is >= 0); creates it if `create` (else nullptr with *error set to "" when it does not
+  // exist). A segment that is not a regular file, belongs to someone else or is readable
+  // beyond its owner (or group) is refused. `lock_wait_ms` bounds every wait on its lock
+  // (the lease of the caller; a holder seen unchanged that long is taken over).
+  static std::unique_ptr<ShmSlotTable> open(const std::string &target, int64_t group, bool create,
+                                            int lock_wait_ms, std::string *error);
+  // Removes the segment name (marking it removed for processes that have it mapped).
+  // Refuses while processes are registered unless `force`.
+  static bool remove(const std::string &target, int64_t group, bool force, std::string *error);
+  static std::string segment_name(const std::string &target, int64_t group);
+  // `ppios-coord gc`: removes the segments in /dev/shm named kNameStem* (any layout
+  // version) that no process maps and the caller may remove; a pinned one of the current
+  // layout only with `include_pinned`. Fills the paths removed and kept (with why).
+  static void collect_garbage(bool include_pinned, std::vector<std::string> *removed,
+                              std::vector<std::string> *kept);
+  // Every segment name ppios-coord may find in /dev/shm starts with this (old layouts too).
+  static constexpr const char *kNameStem = "ppios-coord";
   ~ShmSlotTable();
 
   // Process registration. A handle packs the table index and a generation so a reaped
   // and reused entry is never mistaken for ours; handles live in a std::atomic owned by
   // the caller and are replaced under the table lock when the process re-registers.
-  bool register_process(int lease_ms, std::atomic<uint64_t> *handle);
-  // Extends the lease; re-registers if the entry was reaped. Also reaps dead processes.
+  RegisterResult register_process(int lease_ms, std::atomic<uint64_t> *handle);
+  // Extends the lease; re-registers if the entry was reaped. Also reaps dead processes and
+  // checks the derived counters against the tables.
   void renew(int lease_ms, std::atomic<uint64_t> *handle);
+  // Leaves; the last process to leave removes an unpinned segment.
   void unregister(std::atomic<uint64_t> *handle);
 
   // Grants a slot at once (ticket in *ticket) or queues a waiter (*waiter_id).
@@ -46,35 +80,56 @@ class ShmSlotTable {
                              uint64_t *ticket, uint64_t *waiter_id);
   // Sleeps until the waiter is granted or timeout_ms passes.
   void wait(uint64_t waiter_id, int timeout_ms);
-  // After wait(): true with *ticket once granted. *lost is set when the waiter was dropped
-  // (its process was reaped or the table reset); the caller must start over.
-  bool poll(uint64_t waiter_id, uint64_t *ticket, bool *lost);
+  // After wait(): Granted with *ticket. Lost when the waiter was dropped (its process was
+  // reaped or the table reset); the caller must start over. *grants is a count of the
+  // grants of the target so far: while it moves the queue moves, and waiting is worth it.
+  PollResult poll(uint64_t waiter_id, uint64_t *ticket, uint64_t *grants);
+  // Gives up a queued waiter (a wait past its bound); a grant that raced in is released.
+  void withdraw(uint64_t waiter_id);
   // Frees the slot and adds `bytes` to the target's completed-bytes counter.
   void release(uint64_t ticket, uint64_t bytes);
   bool yield_requested(uint64_t ticket) const;
 
   // Stores `wanted` if no threshold is stored (wanted < 0: leave it); returns the stored one.
   int64_t adopt_threshold(int64_t wanted);
+  // Marks the segment as holding state an admin stored, so it outlives its processes.
+  // False when it was removed meanwhile (open it again).
+  bool pin();
   // Sets the cap and turns learning (PPIOS_THRESHOLD=auto) off.
   void set_threshold(int64_t n);
   // Turns learning on; with no cap stored, starts from 1. Returns the cap.
   int64_t enable_auto();
-  void snapshot(CoordinatorStatus *out);
+  // False when the lock could not be taken (message in *error).
+  bool snapshot(CoordinatorStatus *out, std::string *error);
 
   // The controller of PPIOS_THRESHOLD=auto (AutoThreshold.h). The lease belongs to a
   // registered process (its handle) and lapses with it.
   bool lead_controller(std::atomic<uint64_t> *handle, int lease_ms);
   void resign_controller(std::atomic<uint64_t> *handle);
-  void control_sample(uint64_t *bytes, int64_t *cap, uint32_t *inflight, uint32_t *queued, bool *auto_on);
+  bool control_sample(uint64_t *bytes, int64_t *cap, uint32_t *inflight, uint32_t *queued, bool *auto_on);
   // Stores k only while learning is on (a hand-set cap wins).
   void set_learned_cap(int64_t k);
   void store_curve(const std::vector<std::pair<int, double>> &curve);
 
+  // For tests of a stuck or hostile process. hold_lock_for_test takes the lock and keeps
+  // it for hold_ms. forge_for_test writes what an attacker would, without the lock:
+  // "bounds" (scan bounds 0xFFFFFFFF), "phantoms" (1000 PT holders of a live process
+  // entry, threshold 1), "holder-index" (holders naming process 0xFFFFFFFF), "counters"
+  // (m, p, queues wrapped below zero), "magic" (zeroed magic), "threshold" (cap 0).
+  // Returns false for an unknown kind.
+  void hold_lock_for_test(int hold_ms);
+  bool forge_for_test(const std::string &kind);
+
  private:
-  explicit ShmSlotTable(ShmLayout *layout);
-  void lock() const;
+  ShmSlotTable(ShmLayout *layout, std::string name, int lock_wait_ms);
+  // Takes the segment lock, waiting at most 2 * lock_wait_ms_; a holder that stays the
+  // same (thread and acquisition) for lock_wait_ms_, or whose thread is gone, is taken
+  // over and the derived counters are recomputed. False: not taken (fail open).
+  bool lock() const;
   void unlock() const;
   ShmLayout *layout_;
+  const std::string name_;
+  const int lock_wait_ms_;
 };
 
 }  // namespace ppios

@@ -1,4 +1,5 @@
 // What the redis backend does when the server is missing, misconfigured or lost mid-run.
+#include "RedisLink.h"
 #include "RedisServer.h"
 #include "ppios/Coordinator.h"
 #include "ppios/CoordinatorAdmin.h"
@@ -44,6 +45,57 @@ size_t count(const std::string &haystack, const std::string &needle) {
   size_t n = 0;
   for (size_t p = haystack.find(needle); p != std::string::npos; p = haystack.find(needle, p + 1)) ++n;
   return n;
+}
+
+TEST(RedisFailure, MessagesNeverShowThePasswordNorDoubleThePrefix) {
+  for (const char *bad : {"redis://:s3cret@host:notaport", "redis://user:s3cret@", "unix://rel.sock?password=s3cret"}) {
+    std::string msg = validate_coordinator_address(bad);
+    EXPECT_EQ(msg.find("s3cret"), std::string::npos) << msg;
+    std::string err;
+    EXPECT_EQ(make_coordinator(opts(bad, "x", -1), &err), nullptr);
+    EXPECT_EQ(err.find("s3cret"), std::string::npos) << err;
+    EXPECT_NE(err.rfind("ppios:", 0), 0u) << "the runtime adds the prefix itself: " << err;
+  }
+}
+
+// The release script frees a slot only for the process that holds it and with the class it
+// was granted in; stored counters below zero are read as zero.
+TEST(RedisFailure, ReleaseChecksOwnerAndClassAndCountersNeverGoNegative) {
+  test::RedisServer server(false);
+  ASSERT_TRUE(server.start());
+  RedisAddress address;
+  std::string err;
+  ASSERT_TRUE(RedisAddress::parse(server.address(), &address, &err)) << err;
+  RedisLink::Failure failure;
+  auto link = RedisLink::connect(address, 2000, &failure, &err);
+  ASSERT_TRUE(link) << err;
+  const std::string target = unique_target("owner"), proc = "h/1/1/7", id = proc + "#1";
+  auto run = [&](std::initializer_list<std::string_view> args) {
+    auto r = link->run(target, args, &err);
+    EXPECT_TRUE(r) << err;
+    return r ? r->integer : -99;
+  };
+  auto counters = [&] {
+    auto a = make_coordinator_admin(opts(server.address(), target, -1), &err);
+    CoordinatorStatus s;
+    EXPECT_TRUE(a && a->status(&s, &err)) << err;
+    return std::to_string(s.mt_inflight) + "," + std::to_string(s.pt_inflight);
+  };
+  run({"renew", proc, "3000", "h|1"});
+  run({"set-threshold", "2"});
+  ASSERT_EQ(run({"acquire", proc, "3000", "h|1", id, "P", "1", "0"}), 1);
+  EXPECT_EQ(run({"release", id, "P", "0", "other/2/1/1"}), -1) << "another process freed our slot";
+  EXPECT_EQ(run({"release", id, "M", "0", proc}), -1) << "a release with the wrong class was accepted";
+  EXPECT_EQ(counters(), "0,1");
+  EXPECT_EQ(run({"release", id, "P", "0", proc}), 1);
+  EXPECT_EQ(counters(), "0,0");
+  EXPECT_EQ(run({"release", id, "P", "0", proc}), 0) << "release is idempotent";
+  // Counters forged below zero (or drifted) must not let requests queue forever.
+  link->command({"HSET", RedisLink::key_prefix(target) + "state", "m", "-1", "p", "-5"}, &err);
+  EXPECT_EQ(run({"acquire", proc, "3000", "h|1", proc + "#2", "P", "1", "0"}), 1);
+  EXPECT_EQ(run({"acquire", proc, "3000", "h|1", proc + "#3", "P", "1", "0"}), 1);
+  EXPECT_EQ(run({"acquire", proc, "3000", "h|1", proc + "#4", "P", "1", "0"}), 0) << "the cap 2 no longer binds";
+  EXPECT_EQ(counters(), "0,2");
 }
 
 TEST(RedisFailure, BadAddressesAreRejectedWithTheAcceptedForms) {

@@ -8,7 +8,7 @@ target="cli-$$"
 redis_pid=
 cleanup() {
   if [ -n "$redis_pid" ]; then kill -9 "$redis_pid" 2>/dev/null || true; wait "$redis_pid" 2>/dev/null || true; fi
-  rm -f "/dev/shm/ppios-coord-v2.$target"
+  rm -f "/dev/shm/ppios-coord-v3.$(id -u).$target"
   rm -rf "$dir"
 }
 trap cleanup EXIT
@@ -20,7 +20,7 @@ redis-server --port 0 --unixsocket "$dir/r.sock" --save "" --appendonly no --dir
 redis_pid=$!
 for _ in $(seq 100); do redis-cli -s "$dir/r.sock" ping 2>/dev/null | grep -q PONG && break; sleep 0.05; done
 
-for cmd in "" status watch set-threshold reset bench calibrate; do
+for cmd in "" status watch set-threshold reset gc bench calibrate; do
   h=$(timeout 10 "$coord" $cmd --help)
   grep -q "usage: ppios-coord" <<<"$h" || fail "--help of '$cmd'"
 done
@@ -43,6 +43,26 @@ expect_error "No such file" calibrate "$dir/none"
 PPIOS_THRESHOLD=bogus expect_error "PPIOS_THRESHOLD='bogus' is not valid" status
 expect_error "--coordinator needs a value" --coordinator
 expect_error "unreachable\|Connection refused\|No such file" --coordinator "unix://$dir/none.sock" status
+# An unreachable redis is an error for bench too, never a measurement of the fallback.
+set +e; out=$(timeout 30 "$coord" --coordinator "unix://$dir/none.sock" bench --json --seconds 0.2 2>&1); rc=$?; set -e
+[ $rc -eq 1 ] && ! grep -q pairs_per_s <<<"$out" && grep -q "none.sock" <<<"$out" || fail "bench against nothing: rc $rc: $out"
+# The same checks as a ppios program's (one parser), and no password in any message.
+PPIOS_LEASE_MS=50 expect_error "PPIOS_LEASE_MS='50' is not valid" status
+PPIOS_MT_THROTTLE=yes expect_error "PPIOS_MT_THROTTLE='yes' is not valid" status
+expect_error "PPIOS_TARGET=" --target "a b" status
+set +e; out=$(timeout 10 "$coord" --coordinator 'redis://:s3cret@host:notaport' status 2>&1); set -e
+! grep -q s3cret <<<"$out" && ! grep -q "ppios: ppios:" <<<"$out" || fail "password or doubled prefix: $out"
+# reset refuses while a process is registered, unless --force; gc keeps what is in use.
+PPIOS_TARGET=$target timeout 30 "$coord" bench --seconds 3 >/dev/null 2>&1 &
+bench_pid=$!
+for _ in $(seq 100); do
+  [ "$(PPIOS_TARGET=$target timeout 10 "$coord" status --json | json_get "['processes']")" = 1 ] && break; sleep 0.05
+done
+PPIOS_TARGET=$target expect_error "registered on target" reset
+"$coord" gc | grep -q "kept.*ppios-coord-v3.$(id -u).$target (in use)" || fail "gc did not keep a segment in use"
+PPIOS_TARGET=$target timeout 10 "$coord" reset --force || fail "reset --force"
+wait $bench_pid || fail "the bench whose segment was reset --force failed"
+[ ! -e "/dev/shm/ppios-coord-v3.$(id -u).$target" ] || fail "the last process left its (unpinned) segment behind"
 
 for addr in shm "unix://$dir/r.sock"; do
   export PPIOS_COORDINATOR=$addr PPIOS_TARGET=$target
@@ -51,7 +71,7 @@ for addr in shm "unix://$dir/r.sock"; do
   timeout 10 "$coord" set-threshold 3
   s=$(timeout 10 "$coord" status --json)
   [ "$(json_get "['threshold']" <<<"$s")" = 3 ] || fail "$addr: set-threshold not stored: $s"
-  for k in threshold mt_inflight pt_inflight queued holders; do
+  for k in threshold mt_inflight pt_inflight queued holders guarantee over_cap; do
     json_get "['$k']" <<<"$s" >/dev/null || fail "$addr: status --json lacks $k"
   done
   b=$(timeout 30 "$coord" bench --clients 4 --seconds 0.5 --json)

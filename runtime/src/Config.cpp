@@ -63,44 +63,18 @@ bool Config::parse(const std::function<const char *(const char *)> &getenv_fn, C
     }
   }
 
-  int64_t cache_mb = 256, subread_kb = 256, max_wt = 4, lease_ms = 3000, throttle = 0,
-          backoff = 1;
+  int64_t cache_mb = 256, subread_kb = 256, max_wt = 4, backoff = 1;
   if (!integer("PPIOS_CACHE_MB", 1, 1 << 20, &cache_mb)) return false;
   if (!integer("PPIOS_SUBREAD_KB", 4, 1 << 20, &subread_kb)) return false;
   if (!integer("PPIOS_MAX_WT", 0, 64, &max_wt)) return false;
-  if (const char *t = getenv_fn("PPIOS_THRESHOLD");
-      t != nullptr && !parse_threshold_setting(t, &c.coordinator, error))
-    return false;
-  if (!integer("PPIOS_LEASE_MS", 100, 3600 * 1000, &lease_ms)) return false;
-  if (!integer("PPIOS_MT_THROTTLE", 0, 1, &throttle)) return false;
+  // The coordinator's variables have one parser, shared with ppios-coord.
+  if (!parse_coordinator_env(getenv_fn, &c.coordinator, error)) return false;
   if (!integer("PPIOS_BACKOFF", 0, 1, &backoff)) return false;
   c.backoff = backoff != 0;
   c.cache_bytes = static_cast<size_t>(cache_mb) << 20;
   c.subread_bytes = static_cast<size_t>(subread_kb) << 10;
   c.max_waiting_threads = static_cast<int>(max_wt);
-  c.coordinator.lease_ms = static_cast<int>(lease_ms);
-  c.coordinator.mt_throttle = throttle != 0;
 
-  if (const char *a = getenv_fn("PPIOS_COORDINATOR")) {
-    std::string problem = validate_coordinator_address(a);
-    if (!problem.empty()) {
-      *error = problem;
-      return false;
-    }
-    c.coordinator.address = a;
-  }
-  if (const char *t = getenv_fn("PPIOS_TARGET")) {
-    bool ok = *t != '\0' && std::strlen(t) <= 64;
-    for (const char *p = t; ok && *p; ++p)
-      ok = (*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') || (*p >= '0' && *p <= '9') ||
-           *p == '-' || *p == '_' || *p == '.';
-    if (!ok) {
-      *error = std::string("PPIOS_TARGET='") + t +
-               "' is not valid; use 1 to 64 characters from A-Z a-z 0-9 . _ -";
-      return false;
-    }
-    c.coordinator.target = t;
-  }
   for (auto [name, field] : {std::pair{"PPIOS_STATS", &c.stats_path},
                              std::pair{"PPIOS_TRACE", &c.trace_prefix}}) {
     if (const char *p = getenv_fn(name)) {

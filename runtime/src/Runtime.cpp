@@ -20,6 +20,7 @@
 #include "ErrnoGuard.h"
 #include "ThreadState.h"
 #include "MpiTypes.h"
+#include "OutputFile.h"
 #include "ppios/ppios.h"
 
 namespace ppios {
@@ -726,10 +727,11 @@ void Runtime::write_outputs() {
         ",\"cache_evicted_entries\":" + std::to_string(cache.evicted_entries) +
         ",\"cache_invalidated_entries\":" + std::to_string(cache.invalidated_entries) + "}\n";
     // One write with O_APPEND: lines from many ranks never interleave.
-    int fd = open(config_.stats_path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
-    if (fd < 0 || write(fd, json.data(), json.size()) != static_cast<ssize_t>(json.size()))
-      std::fprintf(stderr, "ppios: cannot write PPIOS_STATS=%s: %s\n", config_.stats_path.c_str(),
-                   std::strerror(errno));
+    std::string problem;
+    int fd = open_output_file(config_.stats_path, /*truncate=*/false, &problem);
+    if (fd >= 0 && write(fd, json.data(), json.size()) != static_cast<ssize_t>(json.size()))
+      problem = config_.stats_path + ": " + std::strerror(errno);
+    if (!problem.empty()) std::fprintf(stderr, "ppios: cannot write PPIOS_STATS=%s\n", problem.c_str());
     if (fd >= 0) close(fd);
   }
   if (trace_.enabled()) {

@@ -1,5 +1,7 @@
 #include "Trace.h"
 
+#include "OutputFile.h"
+
 #include <unistd.h>
 
 #include <cstdio>
@@ -49,9 +51,12 @@ void json_string(FILE *f, const std::string &s) {
 bool Trace::write(const std::string &prefix, int rank, uint64_t origin_ns, std::string *error) {
   std::lock_guard<std::mutex> lock(mu_);
   std::string path = prefix + "." + std::to_string(rank) + ".json";
-  FILE *f = std::fopen(path.c_str(), "w");
+  std::string problem;
+  int fd = open_output_file(path, /*truncate=*/true, &problem);
+  FILE *f = fd >= 0 ? fdopen(fd, "w") : nullptr;
   if (f == nullptr) {
-    *error = "cannot write trace " + path;
+    if (fd >= 0) close(fd);
+    *error = "cannot write trace " + (problem.empty() ? path : problem);
     return false;
   }
   std::fprintf(f, "{\"displayTimeUnit\":\"ms\",\"otherData\":{\"rank\":%d,\"dropped_events\":%llu},"

@@ -11,6 +11,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 
@@ -37,7 +38,22 @@ struct CoordinatorOptions {
   int lease_ms = 3000;
   bool mt_throttle = false;      // PPIOS_MT_THROTTLE: MTs also wait when m >= n
   bool auto_threshold = false;   // PPIOS_THRESHOLD=auto: the cap is learned (see AutoThreshold.h)
+  int64_t shm_group = -1;        // PPIOS_SHM_GROUP: gid the node-local segment is shared with; -1: private
 };
+
+constexpr int kMinLeaseMs = 100;
+constexpr int kMaxLeaseMs = 3600 * 1000;
+
+// The one parser of the coordinator's variables (PPIOS_COORDINATOR, PPIOS_TARGET,
+// PPIOS_THRESHOLD, PPIOS_LEASE_MS, PPIOS_MT_THROTTLE, PPIOS_SHM_GROUP), shared by the
+// runtime's Config and ppios-coord. Unset variables keep the defaults. Returns false with
+// a message naming the variable and the accepted values.
+bool parse_coordinator_env(const std::function<const char *(const char *)> &getenv_fn, CoordinatorOptions *options,
+                           std::string *error);
+// PPIOS_TARGET and --target: 1 to 64 characters from A-Z a-z 0-9 . _ -; "" if valid.
+std::string validate_target(const std::string &target);
+// An address with its password replaced by "***", for messages.
+std::string redact_address(const std::string &address);
 
 // The one parser of a PPIOS_THRESHOLD value, shared by the runtime's Config and ppios-coord:
 // "auto" or a whole number from 1 to kMaxThreshold. Sets options->threshold and

@@ -56,9 +56,15 @@ class CoordinatorAdmin {
   // Replaces the stored curve (k, MiB/s) shown by status, e.g. after a calibration.
   virtual bool store_curve(const std::vector<std::pair<int, double>> &curve, std::string *error) = 0;
   // Forgets everything stored for the target (threshold, holders, queues, processes).
-  // Meant for a target no job is using.
-  virtual bool reset(std::string *error) = 0;
+  // Refuses while processes are registered on it (they and later jobs would then enforce
+  // separate caps) unless `force`.
+  virtual bool reset(std::string *error, bool force = false) = 0;
 };
+
+// `ppios-coord gc`: removes this node's segments (any ppios version) that no process maps
+// and the caller may remove; one holding a threshold set with ppios-coord only with
+// include_pinned. Fills the paths removed and kept (with why).
+void collect_unused_segments(bool include_pinned, std::vector<std::string> *removed, std::vector<std::string> *kept);
 
 // Talks to the backend named by options.address directly: no fallback, no registration.
 std::unique_ptr<CoordinatorAdmin> make_coordinator_admin(const CoordinatorOptions &options,

@@ -31,7 +31,8 @@ const char *const kGlobalHelp =
     "  status          threshold, MT/PT accesses in flight, queued requests, holders\n"
     "  watch           status, refreshed until interrupted\n"
     "  set-threshold   change the stored cap of the target, live\n"
-    "  reset           forget everything stored for the target\n"
+    "  reset           forget everything stored for the target (refused while processes use it)\n"
+    "  gc              remove the node-local segments no process uses\n"
     "  bench           acquire+release latency and throughput with K concurrent clients\n"
     "  calibrate       measure B(k) of k concurrent readers on a path, find the knee, --store it\n"
     "\n"
@@ -39,6 +40,8 @@ const char *const kGlobalHelp =
     "  --coordinator ADDR  shm | redis://[[user]:password@]host[:port][/db] | unix:///path.sock[?db=N&password=P]\n"
     "                      (default: $PPIOS_COORDINATOR, else shm)\n"
     "  --target NAME       storage target the threshold belongs to (default: $PPIOS_TARGET, else default)\n"
+    "The other PPIOS_* variables a program reads (PPIOS_THRESHOLD, PPIOS_LEASE_MS, PPIOS_MT_THROTTLE,\n"
+    "PPIOS_SHM_GROUP) are read and checked the same way.\n"
     "  --help              this text; `ppios-coord COMMAND --help` describes a command\n";
 
 const char *const kStatusHelp =
@@ -52,7 +55,9 @@ const char *const kStatusHelp =
     "  --json   one JSON object: threshold (null = none), mt_inflight, pt_inflight, queued,\n"
     "           queued_mt, queued_pt, processes, max_inflight_seen, backend, target,\n"
     "           holders [{host, pid, class, lead, yield_requested}], auto (bool),\n"
-    "           controller ({host, pid} or null), curve [{k, mibps}]\n";
+    "           controller ({host, pid} or null), curve [{k, mibps}], guarantee (what the cap\n"
+    "           promises), over_cap (MT accesses in flight beyond the cap now)\n"
+    "Exits 1 with a message when the backend cannot be reached.\n";
 
 const char *const kWatchHelp =
     "usage: ppios-coord watch [--interval SECONDS] [--count N]\n"
@@ -69,10 +74,19 @@ const char *const kSetThresholdHelp =
     "PPIOS_THRESHOLD=auto learns the cap, starting from the stored one, 1 if none).\n";
 
 const char *const kResetHelp =
-    "usage: ppios-coord reset\n"
+    "usage: ppios-coord reset [--force]\n"
     "\n"
-    "Forgets everything stored for the target: threshold, holders, queues, processes.\n"
-    "Use it on a target no job is running against (shm: removes the shared-memory segment).\n";
+    "Forgets everything stored for the target: threshold, holders, queues, processes\n"
+    "(shm: removes the shared-memory segment). Refused while processes are registered on the\n"
+    "target: they would go on with the old state and later jobs with a new one, two caps.\n"
+    "  --force  reset anyway\n";
+
+const char *const kGcHelp =
+    "usage: ppios-coord gc [--pinned]\n"
+    "\n"
+    "Removes the node-local segments (/dev/shm/ppios-coord*, of every ppios version) that no\n"
+    "process maps and that you may remove (yours; every one as root), and lists them. A\n"
+    "segment holding a threshold set with ppios-coord is kept unless --pinned.\n";
 
 const char *const kBenchHelp =
     "usage: ppios-coord bench [--clients K] [--seconds S] [--class pt|mt|mix] [--threshold N|none] [--json]\n"
@@ -87,7 +101,9 @@ const char *const kBenchHelp =
     "           coordinator_max_inflight_seen, threshold, cap_exceeded, backend, target\n"
     "max_inflight_seen counts what the clients held between acquire and release (no hold time,\n"
     "so it rarely reaches the cap); coordinator_max_inflight_seen is the coordinator's own\n"
-    "highest count over the life of the target: run bench on a target of its own.\n";
+    "highest count over the life of the target: run bench on a target of its own.\n"
+    "Exits 1 with a message when the backend cannot be reached (before or after the run): a\n"
+    "redis backend is never measured through its node-local fallback.\n";
 
 int usage_error(const std::string &msg) {
   fprintf(stderr, "ppios-coord: %s\n(run `ppios-coord --help` for usage)\n", msg.c_str());
@@ -125,6 +141,18 @@ std::string json_string(const std::string &s) {
   return out + "\"";
 }
 
+// What the cap promises, as README.md states it: MT accesses are only held at the cap by
+// processes that run with PPIOS_MT_THROTTLE=1.
+const char *const kGuarantee =
+    "a PT access starts only while fewer than threshold accesses are in flight; an MT access "
+    "waits at the cap only for PTs to yield, unless its process has PPIOS_MT_THROTTLE=1, so MTs "
+    "may exceed the cap";
+
+uint64_t over_cap(const CoordinatorStatus &s) {
+  uint64_t inflight = uint64_t{s.mt_inflight} + s.pt_inflight;
+  return s.threshold < 0 || inflight <= static_cast<uint64_t>(s.threshold) ? 0 : inflight - s.threshold;
+}
+
 std::string status_json(const CoordinatorStatus &s) {
   std::string out = "{\"backend\":" + json_string(s.backend) + ",\"target\":" + json_string(s.target) +
                     ",\"threshold\":" + (s.threshold < 0 ? std::string("null") : std::to_string(s.threshold)) +
@@ -149,7 +177,8 @@ std::string status_json(const CoordinatorStatus &s) {
     snprintf(buf, sizeof buf, "%s{\"k\":%d,\"mibps\":%.1f}", i ? "," : "", s.curve[i].first, s.curve[i].second);
     out += buf;
   }
-  return out + "]}";
+  return out + "],\"guarantee\":" + json_string(s.threshold < 0 ? "no cap" : kGuarantee) +
+         ",\"over_cap\":" + std::to_string(over_cap(s)) + "}";
 }
 
 void print_status_text(const CoordinatorStatus &s) {
@@ -159,7 +188,10 @@ void print_status_text(const CoordinatorStatus &s) {
   if (s.auto_threshold)
     printf("controller %s\n", s.controller_pid ? (s.controller_host + " pid " + std::to_string(s.controller_pid)).c_str()
                                                : "none (no process with PPIOS_THRESHOLD=auto holds the lease)");
-  printf("in flight  %u MT, %u PT\n", s.mt_inflight, s.pt_inflight);
+  printf("in flight  %u MT, %u PT", s.mt_inflight, s.pt_inflight);
+  if (uint64_t over = over_cap(s)) printf(" (%llu over the cap: MTs)", static_cast<unsigned long long>(over));
+  printf("\n");
+  if (s.threshold >= 0) printf("guarantee  %s\n", kGuarantee);
   printf("queued     %u MT, %u PT\n", s.queued_mt, s.queued_pt);
   printf("processes  %u\n", s.processes);
   printf("max seen   %llu in flight at once\n", static_cast<unsigned long long>(s.max_inflight_seen));
@@ -225,6 +257,10 @@ int run_bench(const CoordinatorOptions &base, const std::vector<std::string> &re
     }
   }
   std::string err;
+  // A redis backend that cannot be reached would be measured through its node-local
+  // fallback and reported as redis: refuse instead.
+  if (!ppios::make_coordinator_admin(options, &err))
+    return fprintf(stderr, "ppios-coord: bench: %s\n", err.c_str()), 1;
   auto coord = ppios::make_coordinator(options, &err);
   if (!coord) return fprintf(stderr, "ppios-coord: bench: %s\n", err.c_str()), 1;
   std::atomic<int64_t> inflight{0}, max_seen{0};
@@ -268,11 +304,17 @@ int run_bench(const CoordinatorOptions &base, const std::vector<std::string> &re
   // being called; the coordinator's max_inflight_seen covers every slot it granted (for the
   // whole life of the target, so use a target of its own).
   int64_t threshold = options.threshold, coordinator_max = -1;
-  if (auto admin = ppios::make_coordinator_admin(options, &err)) {
+  {
+    auto admin = ppios::make_coordinator_admin(options, &err);
     CoordinatorStatus s;
-    if (admin->status(&s, &err)) {
+    if (admin && admin->status(&s, &err)) {
       threshold = s.threshold;
       coordinator_max = static_cast<int64_t>(s.max_inflight_seen);
+    } else if (options.address != "shm") {
+      return fprintf(stderr, "ppios-coord: bench: the backend could not be reached after the run (%s); "
+                             "the figures may come from the node-local fallback, not reported\n", err.c_str()), 1;
+    } else {
+      fprintf(stderr, "ppios-coord: bench: warning: %s\n", err.c_str());
     }
   }
   bool exceeded = threshold >= 0 && cls == "pt" && max_seen.load() > threshold;
@@ -301,18 +343,16 @@ int run_bench(const CoordinatorOptions &base, const std::vector<std::string> &re
 
 int main(int argc, char **argv) {
   Args args;
-  if (const char *v = getenv("PPIOS_COORDINATOR"); v && *v) args.options.address = v;
-  if (const char *v = getenv("PPIOS_TARGET"); v && *v) args.options.target = v;
-  if (const char *v = getenv("PPIOS_THRESHOLD"); v && *v) {
+  {
+    // The same parser as a ppios program's (an empty variable counts as unset, as here
+    // before, so `PPIOS_TARGET= ppios-coord ...` keeps working).
     std::string problem;
-    if (!ppios::parse_threshold_setting(v, &args.options, &problem)) return usage_error(problem);
+    auto env = [](const char *name) -> const char * {
+      const char *v = getenv(name);
+      return v && *v ? v : nullptr;
+    };
+    if (!ppios::parse_coordinator_env(env, &args.options, &problem)) return usage_error(problem);
   }
-  if (const char *v = getenv("PPIOS_LEASE_MS"); v && *v) {
-    int64_t n;
-    if (!parse_i64(v, 10, 3600000, &n)) return usage_error(std::string("PPIOS_LEASE_MS='") + v + "' is not a number from 10 to 3600000");
-    args.options.lease_ms = static_cast<int>(n);
-  }
-  if (const char *v = getenv("PPIOS_MT_THROTTLE"); v && *v) args.options.mt_throttle = std::string(v) == "1";
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
     if (a == "--coordinator" || a == "--target") {
@@ -335,6 +375,7 @@ int main(int argc, char **argv) {
                      : args.command == "watch"          ? kWatchHelp
                      : args.command == "set-threshold"  ? kSetThresholdHelp
                      : args.command == "reset"          ? kResetHelp
+                     : args.command == "gc"             ? kGcHelp
                      : args.command == "bench"          ? kBenchHelp
                      : args.command == "calibrate"      ? ppios::kCalibrateHelp
                                                         : nullptr;
@@ -342,20 +383,33 @@ int main(int argc, char **argv) {
   if (args.help) return fputs(help, stdout), 0;
   if (args.command.empty()) return fputs(kGlobalHelp, stderr), 2;
   if (std::string p = ppios::validate_coordinator_address(args.options.address); !p.empty()) return usage_error(p);
-  if (args.options.target.empty()) return usage_error("--target must not be empty");
+  if (std::string p = ppios::validate_target(args.options.target); !p.empty()) return usage_error(p);
 
   if (args.command == "bench") return run_bench(args.options, args.rest);
   if (args.command == "calibrate") return ppios::run_calibrate(args.options, args.rest);
+  if (args.command == "gc") {
+    bool pinned = false;
+    for (const auto &a : args.rest) {
+      if (a == "--pinned") pinned = true;
+      else return usage_error("gc: unexpected argument '" + a + "'");
+    }
+    std::vector<std::string> removed, kept;
+    ppios::collect_unused_segments(pinned, &removed, &kept);
+    for (const auto &p : removed) printf("removed %s\n", p.c_str());
+    for (const auto &p : kept) printf("kept    %s\n", p.c_str());
+    return 0;
+  }
 
   // Check the command's arguments before connecting.
   bool json = false;
   double interval = 1;
   int64_t count = -1, threshold = 0;
-  bool set_auto = false;
+  bool set_auto = false, force = false;
   for (size_t i = 0; i < args.rest.size(); ++i) {
     const std::string &a = args.rest[i];
     bool has_value = i + 1 < args.rest.size();
     if (args.command == "status" && a == "--json") json = true;
+    else if (args.command == "reset" && a == "--force") force = true;
     else if (args.command == "watch" && a == "--interval") {
       if (!has_value || !parse_seconds(args.rest[++i], &interval)) return usage_error("watch: --interval needs a positive number of seconds");
     } else if (args.command == "watch" && a == "--count") {
@@ -390,6 +444,6 @@ int main(int argc, char **argv) {
       return fprintf(stderr, "ppios-coord: set-threshold: %s\n", err.c_str()), 1;
     return 0;
   }
-  if (!admin->reset(&err)) return fprintf(stderr, "ppios-coord: reset: %s\n", err.c_str()), 1;
+  if (!admin->reset(&err, force)) return fprintf(stderr, "ppios-coord: reset: %s\n", err.c_str()), 1;
   return 0;
 }
