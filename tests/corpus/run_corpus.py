@@ -317,7 +317,7 @@ def main():
     finally:
         cleanup.close()
         if a.ppios_coord:
-            code, _, err, _ = run([a.ppios_coord, "--target", target, "reset"], None, env, 60)
+            code, _, err, _ = run([a.ppios_coord, "--target", target, "reset", "--force"], None, env, 60)
             if code != 0:
                 failures.add(f"ppios-coord --target {target} reset failed ({code}): {err}")
         if a.keep:

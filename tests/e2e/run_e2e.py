@@ -117,7 +117,7 @@ def main():
         return check(a, args, base_env, failures)
     finally:
         if a.ppios_coord:
-            subprocess.run([a.ppios_coord, "--target", target, "reset"], env=base_env,
+            subprocess.run([a.ppios_coord, "--target", target, "reset", "--force"], env=base_env,
                            stdout=subprocess.DEVNULL, timeout=60)
 
 

@@ -578,7 +578,7 @@ def main():
         failures.add(str(e))
     finally:
         if a.ppios_coord:
-            run_cmd([a.ppios_coord, "--target", target, "reset"], None, env, 60)
+            run_cmd([a.ppios_coord, "--target", target, "reset", "--force"], None, env, 60)
         if a.keep or failures:
             print("work directory kept:", top)
         else:
