@@ -579,7 +579,15 @@ def write_summary(path, meta, table, targets, calibration, plots, targets10, row
               f"- date: {m['date']}", f"- machine: `nproc` = {m['nproc']}, kernel "
               f"{m['kernel']}, {m['cpu']}", f"- command: `{m['command']}`",
               f"- build: `{m['build']}`; git {m['git']}",
-              f"- wall time of the whole run: {m['elapsed_min']:.1f} min", ""]
+              f"- wall time of the whole run: {m['elapsed_min']:.1f} min"]
+    if m.get("load"):
+        (a1, a5, _), (b1, b5, _) = m["load"]
+        parts.append(f"- load average (1 min, 5 min) at the start {a1:.1f}, {a5:.1f}, at the "
+                     f"end {b1:.1f}, {b5:.1f}, on {m['nproc']} cores. Above {m['nproc']} the "
+                     f"machine was shared (other builds and tests): a wall time then carries "
+                     f"that load, so judge modes by the ratios of the interleaved runs of "
+                     f"one row (every repetition runs every mode back to back)")
+    parts.append("")
     parts += ["## Device model", "", f"- modeled device (`device` column): `{m['device']}`",
               f"- optimal reference: `{m['optimal_device']}`"]
     if m.get("e2_device"):
