@@ -63,12 +63,7 @@ bool Config::parse(const std::function<const char *(const char *)> &getenv_fn, C
     }
   }
 
-  // Sub-reads of 1 MiB: every storage request costs a round trip on top of its bytes, and
-  // at 256 KiB the PT read 3-12% slower than pp's whole reads on the emulator (whose
-  // requests are at most 1 MiB, like a typical storage RPC): where the PT is just ahead of
-  // the MT (SUM at P = 1) that was the whole gap to pp. An MT still waits for at most
-  // one sub-read.
-  int64_t cache_mb = 256, subread_kb = 1024, max_wt = 4, lease_ms = 3000, throttle = 0,
+  int64_t cache_mb = 256, subread_kb = 256, max_wt = 4, lease_ms = 3000, throttle = 0,
           backoff = 1;
   if (!integer("PPIOS_CACHE_MB", 1, 1 << 20, &cache_mb)) return false;
   if (!integer("PPIOS_SUBREAD_KB", 4, 1 << 20, &subread_kb)) return false;

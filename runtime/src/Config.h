@@ -20,7 +20,7 @@ const char *mode_name(Mode mode);
 struct Config {
   Mode mode = Mode::PPIOS;
   size_t cache_bytes = 256u << 20;     // PPIOS_CACHE_MB
-  size_t subread_bytes = 1024u << 10;  // PPIOS_SUBREAD_KB
+  size_t subread_bytes = 256u << 10;   // PPIOS_SUBREAD_KB
   int max_waiting_threads = 4;         // PPIOS_MAX_WT
   bool backoff = true;                 // PPIOS_BACKOFF: stop prefetching what does not pay off
   std::string stats_path;              // PPIOS_STATS (empty: off)

@@ -34,7 +34,7 @@ TEST(Config, DefaultsWhenNothingIsSet) {
   ASSERT_TRUE(parse({}, &c, &error)) << error;
   EXPECT_EQ(c.mode, Mode::PPIOS);
   EXPECT_EQ(c.cache_bytes, 256u << 20);
-  EXPECT_EQ(c.subread_bytes, 1024u << 10);
+  EXPECT_EQ(c.subread_bytes, 256u << 10);
   EXPECT_EQ(c.coordinator.address, "shm");
   EXPECT_EQ(c.coordinator.target, "default");
   EXPECT_EQ(c.coordinator.threshold, -1);
