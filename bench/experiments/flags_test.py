@@ -70,6 +70,14 @@ COMBOS = [
     # --threshold N is --thresholds N
     (["--threshold", "3", "--modes", "normal,ppios", "--nprocs", "1"],
      rows("E1", ["SUM"], ["normal", "ppios"], [1]), {"thresholds": ["3"]}),
+    # E2 on a device of its own (the default of full and quick): its ppios runs take that
+    # device's optimum as PPIOS_THRESHOLD, E1's keep E1's
+    (["--experiments", "e1,e2", "--e2-optimal-streams", "4", "--modes", "normal,ppios",
+      "--nprocs", "1"],
+     rows("E1", ["SUM"], ["normal", "ppios"], [1]) | rows("E2", E2, ["normal", "ppios"], [4]),
+     {"thresholds_by_exp": {"E1": ["2"], "E2": ["4"]},
+      "device_by_exp": {"E1": "/opt=2/", "E2": "/opt=4/"},
+      "summary_has": ["E2's modeled device"]}),
     # a ppios-cc that fails: pp/ppios cannot run, said so, the rest runs
     (["--ppios-cc", "/bin/false", "--modes", "normal,ppios", "--nprocs", "1"],
      rows("E1", ["SUM"], ["normal"], [1]), {"summary_has": ["## Modes that could not run"],
@@ -83,6 +91,7 @@ BAD = [
     (["--thresholds", "two"], "--thresholds"),
     (["--threshold", "2", "--thresholds", "3"], "not allowed with"),
     (["--e3-nprocs", "0"], "--e3-nprocs"),
+    (["--e2-optimal-streams", "65"], "--e2-optimal-streams"),
 ]
 
 
@@ -128,8 +137,13 @@ def check(out, expected, options, prefetch_built):
             raise Failure(f"no efficiency in {line}")
         if row["efficiency"] and not 0 < float(row["efficiency"]) < 100:
             raise Failure(f"efficiency out of range in {line}")
+        device_part = options.get("device_by_exp", {}).get(row["experiment"])
+        if device_part and device_part not in row["device"]:
+            raise Failure(f"{row['experiment']} ran on {row['device']!r}, expected "
+                          f"{device_part!r} in it")
         if row["mode"] == "ppios":
-            wanted = options.get("thresholds", ["2"])
+            wanted = options.get("thresholds_by_exp", {}).get(
+                row["experiment"], options.get("thresholds", ["2"]))
             if row["threshold"] not in wanted:
                 raise Failure(f"ppios row with threshold {row['threshold']!r}, "
                               f"expected one of {wanted}")

@@ -29,7 +29,7 @@ import shutil
 import subprocess
 import time
 
-from . import inputs, jobs, simfs
+from . import inputs, jobs, profiles, simfs
 from .builds import KERNELS, PREFETCH_MODES
 from .profiles import E3_NEIGHBOUR, E3_NEIGHBOUR_FACTOR, E3_NEIGHBOUR_NPROCS
 
@@ -80,6 +80,8 @@ class Harness:
         # (the report reads them whatever ran).
         self.device = None
         self.model_dev = None
+        self.e2_dev = None          # E2's own modeled device (profiles.e2_model), if any
+        self.e2_device = None
         self.optimal_dev = None
         self.optimal_device = None
         os.makedirs(self.raw, exist_ok=True)
@@ -105,8 +107,8 @@ class Harness:
         self.resources.add("scratch outputs", lambda: shutil.rmtree(
             os.path.join(self.cache, self.scratch), ignore_errors=True))
         if not self.use_fuse:
-            self.model_dev = self.optimal_dev = PlainDir(self.cache)
-            self.device = "plainfs"
+            self.model_dev = self.optimal_dev = self.e2_dev = PlainDir(self.cache)
+            self.device = self.e2_device = "plainfs"
             self.optimal_device = None
             return
         self.model_dev = simfs.Mount(self.bins.simfs, self.cache,
@@ -116,6 +118,16 @@ class Harness:
         self.device = simfs.describe(self.model)
         shutil.copyfile(os.path.join(self.model_dev.path, ".simfs-model.json"),
                     os.path.join(self.out, ".simfs-model.json"))
+        self.e2_dev, self.e2_device = self.model_dev, self.device
+        e2 = self.model_for("E2")
+        if "e2" in self.p.experiments and e2 != self.model:
+            self.e2_dev = simfs.Mount(self.bins.simfs, self.cache,
+                                      os.path.join(self.work, "mnt-model-e2"), e2,
+                                      os.path.join(self.work, "simfs-model-e2.log"),
+                                      self.resources).start()
+            self.e2_device = simfs.describe(e2)
+            shutil.copyfile(os.path.join(self.e2_dev.path, ".simfs-model.json"),
+                            os.path.join(self.out, ".simfs-model-e2.json"))
         if "optimal" in self.p.modes:
             self.optimal_dev = simfs.Mount(self.bins.simfs, self.cache,
                                            os.path.join(self.work, "mnt-optimal"), None,
@@ -124,6 +136,20 @@ class Harness:
             self.optimal_device = simfs.describe(None)
             shutil.copyfile(os.path.join(self.optimal_dev.path, ".simfs-model.json"),
                         os.path.join(self.out, ".simfs-model-optimal.json"))
+
+    def model_for(self, experiment):
+        """The device model an experiment's modeled runs use (None: no model)."""
+        if experiment == "E2":
+            return profiles.e2_model(self.model, self.p)
+        return self.model
+
+    def threshold_for(self, threshold, experiment):
+        """PPIOS_THRESHOLD of a ppios run: "opt" (the default) is the optimal streams of
+        the experiment's device; integers and auto apply as given."""
+        if threshold == "opt":
+            model = self.model_for(experiment)
+            return str(model["optimal_streams"]) if model else "1"
+        return threshold
 
     def run_calibration(self):
         if not (self.use_fuse and self.p.calibrate):
@@ -234,7 +260,14 @@ class Harness:
             env.update(PPIOS_MODE=mode, PPIOS_STATS=stats, PPIOS_TARGET=target,
                        PPIOS_COORDINATOR=coordinator)
             if mode == "ppios":
-                env["PPIOS_THRESHOLD"] = str(threshold)
+                threshold = self.threshold_for(threshold, experiment)
+                env["PPIOS_THRESHOLD"] = threshold
+                if threshold == "auto":
+                    # The controller learns B(k) only from windows in which the cap
+                    # bound; MTs pass a full cap unless they are throttled too, so on
+                    # these MT-heavy kernels auto would never learn (README, "Learning
+                    # the cap"): auto rows throttle the MTs, as the README tells users.
+                    env["PPIOS_MT_THROTTLE"] = "1"
         name = kernel if row_kernel == k.label else f"{kernel}-{row_kernel.lower()}"
         return jobs.JobSpec(label=f"{experiment} {row_kernel} {label} P={nprocs}",
                             kernel_label=k.label, argv=argv, env=env,
@@ -288,8 +321,9 @@ class Harness:
         if device_stats is not None:
             with open(os.path.join(run_dir, "simfs-stats.json"), "w") as f:
                 json.dump(device_stats, f)
+            model = self.model_for(experiment)
             dev_summary = simfs.stats_summary(device_stats,
-                                              self.model["optimal_streams"] if self.model else 0)
+                                              model["optimal_streams"] if model else 0)
         for r in results:
             extra = r.spec.extra
             kernel, mode, label = extra["kernel"], extra["mode"], extra["label"]
@@ -373,9 +407,11 @@ class Harness:
         self.log(f"[{self.done:3}/{self.total}] {text}   "
                  f"({elapsed / 60:.1f} min, ~{eta / 60:.1f} min left)")
 
-    def _device_for(self, mode):
+    def _device_for(self, mode, experiment="E1"):
         if mode == "optimal":
             return self.optimal_dev, self.optimal_device
+        if experiment == "E2":
+            return self.e2_dev, self.e2_device
         return self.model_dev, self.device
 
     def _start_redis(self, modes):
@@ -407,7 +443,7 @@ class Harness:
         t = results[0].timing
         extra = ""
         if dev_summary and mode != "optimal":
-            extra = (f"  device >{self.model['optimal_streams']} streams "
+            extra = (f"  device >{self.model_for('E1')['optimal_streams']} streams "
                      f"{dev_summary['frac_above_opt']:4.0%} of busy time")
         self._progress(f"E1 {KERNELS[kernel].label:5} P={nprocs:<2} {label:7} rep {rep}/"
                        f"{self.p.reps}: wall {t['wall_s']:7.2f} s  io {t['read_mean_s']:6.2f} s"
@@ -424,7 +460,7 @@ class Harness:
                     self._e2_point(mode, threshold, label, nprocs, rep)
 
     def _e2_point(self, mode, threshold, label, nprocs, rep):
-        dev, device = self._device_for(mode)
+        dev, device = self._device_for(mode, "E2")
         run_dir = os.path.join(self.raw, f"e2-{label.replace('@', '-t')}-p{nprocs}-r{rep}")
         os.makedirs(run_dir, exist_ok=True)
         target = self._target()
@@ -463,7 +499,7 @@ class Harness:
                                factor=E3_NEIGHBOUR_FACTOR)
         # The neighbour is the mpicc build in every point, but its row carries the
         # prefetching job's mode, so that "beside normal" and "beside ppios" are one row.
-        neighbour.extra.update(mode=mode, threshold=threshold)
+        neighbour.extra.update(mode=mode, threshold=job.extra["threshold"])
         results, dev_summary = self._execute("E3", nprocs, rep, [job, neighbour], dev, device,
                                              coordinator, target, run_dir)
         job_t, nb_t = results[0].timing, results[1].timing

@@ -28,6 +28,7 @@ def available():
 
 
 def plot_all(runs, out_dir, device):
+    """device: the title's device, one string or {experiment: string} (E2 has its own)."""
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
@@ -76,7 +77,9 @@ def plot_all(runs, out_dir, device):
                 ax.legend(fontsize=8)
             for j in range(len(kernels), rows * cols):
                 axes[j // cols][j % cols].set_visible(False)
-            fig.suptitle(f"{exp} ({TITLES.get(exp, '')}): {ylabel.split(' (')[0]}\n{device}",
+            title_device = device.get(exp, "") if isinstance(device, dict) else device
+            fig.suptitle(f"{exp} ({TITLES.get(exp, '')}): {ylabel.split(' (')[0]}\n"
+                         f"{title_device}",
                          fontsize=9)
             fig.tight_layout()
             name = f"{exp.lower()}_{slug}.png"

@@ -33,6 +33,8 @@ R2 ppios efficiency >= 0.85 in E1 rows and >= 0.80 in E2 rows.
 R3 ppios I/O latency >= 85% below normal in every row where compute >= I/O.
 R4 E3: ppios gains (the prefetching job takes less time than its normal build)
    while its neighbour takes at most 5% longer than beside the normal build.
+R5 PPIOS_THRESHOLD=auto within 5% of the best fixed threshold in every E1 and E2
+   row that ran both (--thresholds with auto and at least one integer).
 A missed target lists, per row, what the runs' statistics say: PPIOS's hit
 ratio, late prefetches, why the PT stopped, slot waits, the device's time
 above its optimal concurrency."""
@@ -260,8 +262,9 @@ def why(row, key=None, row_bound=None, points=None):
     return "; ".join(facts) or "no statistics recorded"
 
 
-def evaluate_issue10(table, row_bounds, points):
-    """R1-R4 as [(name, statement, verdict, details)]."""
+def evaluate_issue10(table, row_bounds, points, auto_label=None):
+    """R1-R5 as [(name, statement, verdict, details)]. auto_label: the mode label of the
+    PPIOS_THRESHOLD=auto runs (ppios or ppios@auto), None when auto did not run."""
     out = []
     paper = {k: r for k, r in table.items() if k[0] in PAPER_EXPERIMENTS and "ppios" in r}
 
@@ -326,6 +329,25 @@ def evaluate_issue10(table, row_bounds, points):
                          f"normal)")
     out.append(_verdict("R4", checked, fails,
                           f"{checked} E3 points" + (f" ({'; '.join(seen)})" if seen else "")))
+
+    # R5: every other ppios variant of the row is a fixed threshold
+    fails, checked, worst = [], 0, []
+    for key, row in table.items():
+        if key[0] not in PAPER_EXPERIMENTS or not auto_label or auto_label not in row:
+            continue
+        fixed = {m: v["wall"] for m, v in row.items()
+                 if m.split("@")[0] == "ppios" and m != auto_label}
+        if not fixed:
+            continue
+        checked += 1
+        best = min(fixed, key=fixed.get)
+        ratio = row[auto_label]["wall"] / fixed[best]
+        worst.append(ratio)
+        if ratio > 1.05:
+            fails.append(f"{_label(key)}: auto {row[auto_label]['wall']:.2f} s vs {best} "
+                         f"{fixed[best]:.2f} s = x{ratio:.3f}")
+    out.append(_verdict("R5", checked, fails, f"{checked} rows"
+                        + (f", worst auto/best fixed x{max(worst):.3f}" if worst else "")))
     return out
 
 
@@ -341,6 +363,7 @@ TARGETS10 = [
     ("R2", "ppios efficiency (bound / wall) >= 0.85 in E1 rows, >= 0.80 in E2 rows"),
     ("R3", "ppios I/O latency at least 85% below normal where compute >= I/O"),
     ("R4", "E3: ppios gains while slowing its neighbour by no more than 5%"),
+    ("R5", "PPIOS_THRESHOLD=auto within 5% of the best fixed threshold in every row"),
 ]
 TARGETS10_D = dict(TARGETS10)
 
@@ -556,9 +579,20 @@ def write_summary(path, meta, table, targets, calibration, plots, targets10, row
               f"- date: {m['date']}", f"- machine: `nproc` = {m['nproc']}, kernel "
               f"{m['kernel']}, {m['cpu']}", f"- command: `{m['command']}`",
               f"- build: `{m['build']}`; git {m['git']}",
-              f"- wall time of the whole run: {m['elapsed_min']:.1f} min", ""]
+              f"- wall time of the whole run: {m['elapsed_min']:.1f} min"]
+    if m.get("load"):
+        (a1, a5, _), (b1, b5, _) = m["load"]
+        parts.append(f"- load average (1 min, 5 min) at the start {a1:.1f}, {a5:.1f}, at the "
+                     f"end {b1:.1f}, {b5:.1f}, on {m['nproc']} cores. Above {m['nproc']} the "
+                     f"machine was shared (other builds and tests): a wall time then carries "
+                     f"that load, so judge modes by the ratios of the interleaved runs of "
+                     f"one row (every repetition runs every mode back to back)")
+    parts.append("")
     parts += ["## Device model", "", f"- modeled device (`device` column): `{m['device']}`",
-              f"- optimal reference: `{m['optimal_device']}`",
+              f"- optimal reference: `{m['optimal_device']}`"]
+    if m.get("e2_device"):
+        parts.append(f"- E2's modeled device: `{m['e2_device']}`")
+    parts += [
               f"- PPIOS_THRESHOLD = {m['threshold']} for the mode ppios"
               + (f"; variants ppios@T for {', '.join(m['thresholds'][1:])}"
                  if len(m['thresholds']) > 1 else "")
