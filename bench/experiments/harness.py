@@ -232,7 +232,8 @@ class Harness:
         if mode in PREFETCH_MODES:
             stats = os.path.join(run_dir, f"{kernel}.ppios-stats.jsonl")
             env.update(PPIOS_MODE=mode, PPIOS_STATS=stats, PPIOS_TARGET=target,
-                       PPIOS_COORDINATOR=coordinator)
+                       PPIOS_COORDINATOR=coordinator,
+                       PPIOS_TRACE=os.path.join(run_dir, f"{kernel}.ppios-trace"))  # ppios-report
             if mode == "ppios":
                 env["PPIOS_THRESHOLD"] = str(threshold)
         name = kernel if row_kernel == k.label else f"{kernel}-{row_kernel.lower()}"

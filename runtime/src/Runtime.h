@@ -95,6 +95,7 @@ class MtStorageAccess {
   bool slot_held_ = false;
   bool exempt_ = false;
   SlotTicket slot_;
+  uint64_t slot_asked_ns_ = 0, slot_granted_ns_ = 0;  // for the trace's `slot` event
   TokenTimes token_;
 };
 

@@ -1,5 +1,6 @@
 #include "Trace.h"
 
+#include <time.h>
 #include <unistd.h>
 
 #include <cstdio>
@@ -23,7 +24,8 @@ void Trace::name_file(const FileKey &key, int fd) {
 }
 
 void Trace::event(const char *name, int tid, uint64_t begin_ns, uint64_t end_ns,
-                  const FileKey *key, int64_t offset, int64_t bytes, int64_t seq) {
+                  const FileKey *key, int64_t offset, int64_t bytes, int64_t seq,
+                  const char *aux_name, int64_t aux) {
   if (!enabled_) return;
   std::lock_guard<std::mutex> lock(mu_);
   if (events_.size() >= kMaxEvents) {
@@ -31,7 +33,7 @@ void Trace::event(const char *name, int tid, uint64_t begin_ns, uint64_t end_ns,
     return;
   }
   events_.push_back(Event{name, tid, begin_ns, end_ns, key ? *key : FileKey{}, key != nullptr,
-                          offset, bytes, seq});
+                          offset, bytes, seq, aux_name, aux});
 }
 
 namespace {
@@ -46,7 +48,16 @@ void json_string(FILE *f, const std::string &s) {
 }
 }  // namespace
 
-bool Trace::write(const std::string &prefix, int rank, uint64_t origin_ns, std::string *error) {
+bool Trace::write(const std::string &prefix, int rank, uint64_t origin_ns, const std::string &other_data,
+                  std::string *error) {
+  // The same instant on both clocks, read back to back: the realtime origin is off by the
+  // few nanoseconds between the two reads.
+  timespec mono, real;
+  clock_gettime(CLOCK_MONOTONIC, &mono);
+  clock_gettime(CLOCK_REALTIME, &real);
+  const int64_t mono_now = static_cast<int64_t>(mono.tv_sec) * 1000000000 + mono.tv_nsec;
+  const int64_t real_now = static_cast<int64_t>(real.tv_sec) * 1000000000 + real.tv_nsec;
+  const int64_t origin_unix_ns = real_now - (mono_now - static_cast<int64_t>(origin_ns));
   std::lock_guard<std::mutex> lock(mu_);
   std::string path = prefix + "." + std::to_string(rank) + ".json";
   FILE *f = std::fopen(path.c_str(), "w");
@@ -54,8 +65,10 @@ bool Trace::write(const std::string &prefix, int rank, uint64_t origin_ns, std::
     *error = "cannot write trace " + path;
     return false;
   }
-  std::fprintf(f, "{\"displayTimeUnit\":\"ms\",\"otherData\":{\"rank\":%d,\"dropped_events\":%llu},"
-               "\"traceEvents\":[\n", rank, static_cast<unsigned long long>(dropped_));
+  std::fprintf(f, "{\"displayTimeUnit\":\"ms\",\"otherData\":{\"rank\":%d,\"dropped_events\":%llu,"
+               "\"origin_mono_ns\":%llu,\"origin_unix_ns\":%lld%s%s},\"traceEvents\":[\n", rank,
+               static_cast<unsigned long long>(dropped_), static_cast<unsigned long long>(origin_ns),
+               static_cast<long long>(origin_unix_ns), other_data.empty() ? "" : ",", other_data.c_str());
   std::set<int> tids;
   for (const Event &e : events_) tids.insert(e.tid);
   bool first = true;
@@ -85,7 +98,9 @@ bool Trace::write(const std::string &prefix, int rank, uint64_t origin_ns, std::
     }
     if (e.offset >= 0) { std::fprintf(f, "%s\"offset\":%lld", sep, static_cast<long long>(e.offset)); sep = ","; }
     if (e.bytes >= 0) { std::fprintf(f, "%s\"bytes\":%lld", sep, static_cast<long long>(e.bytes)); sep = ","; }
-    if (e.seq >= 0) std::fprintf(f, "%s\"seq\":%lld", sep, static_cast<long long>(e.seq));
+    if (e.seq >= 0) { std::fprintf(f, "%s\"seq\":%lld", sep, static_cast<long long>(e.seq)); sep = ","; }
+    if (e.aux_name != nullptr && e.aux >= 0)
+      std::fprintf(f, "%s\"%s\":%lld", sep, e.aux_name, static_cast<long long>(e.aux));
     std::fputs("}}", f);
   }
   std::fputs("\n]}\n", f);
