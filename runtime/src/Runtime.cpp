@@ -180,7 +180,7 @@ ssize_t Runtime::mt_read(const CachedFile *file, off_t offset, size_t length, ch
   }
   trace_.event(from_cache == length && length > 0 ? "read (hit)" : from_cache > 0 ? "read (partial)" : "read",
                kTraceMT, begin, end, file ? &file->key : nullptr, offset, result,
-               static_cast<int64_t>(seq), "cached", static_cast<int64_t>(from_cache));
+               static_cast<int64_t>(seq), "cached", static_cast<int64_t>(from_cache), t_thread.call_site);
   mt_done(seq);
   return result;
 }
@@ -212,7 +212,8 @@ ssize_t Runtime::mt_write(const FileKey *file, off_t offset, size_t length,
   stats_.mt_write_calls++;
   stats_.mt_write_wait_ns += end - begin;
   if (result > 0) stats_.mt_write_bytes += static_cast<uint64_t>(result);
-  trace_.event("write", kTraceMT, begin, end, file, offset, result, static_cast<int64_t>(seq));
+  trace_.event("write", kTraceMT, begin, end, file, offset, result, static_cast<int64_t>(seq),
+               nullptr, -1, t_thread.call_site);
   mt_done(seq);
   return result;
 }

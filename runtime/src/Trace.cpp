@@ -1,5 +1,6 @@
 #include "Trace.h"
 
+#include <link.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -25,7 +26,7 @@ void Trace::name_file(const FileKey &key, int fd) {
 
 void Trace::event(const char *name, int tid, uint64_t begin_ns, uint64_t end_ns,
                   const FileKey *key, int64_t offset, int64_t bytes, int64_t seq,
-                  const char *aux_name, int64_t aux) {
+                  const char *aux_name, int64_t aux, const void *site) {
   if (!enabled_) return;
   std::lock_guard<std::mutex> lock(mu_);
   if (events_.size() >= kMaxEvents) {
@@ -33,10 +34,17 @@ void Trace::event(const char *name, int tid, uint64_t begin_ns, uint64_t end_ns,
     return;
   }
   events_.push_back(Event{name, tid, begin_ns, end_ns, key ? *key : FileKey{}, key != nullptr,
-                          offset, bytes, seq, aux_name, aux});
+                          offset, bytes, seq, aux_name, aux, site});
 }
 
 namespace {
+// The first object dl_iterate_phdr reports is the executable; its dlpi_addr is the load
+// bias of a PIE (0 for a fixed-address executable).
+int first_object(struct dl_phdr_info *info, size_t, void *data) {
+  *static_cast<uintptr_t *>(data) = static_cast<uintptr_t>(info->dlpi_addr);
+  return 1;
+}
+
 void json_string(FILE *f, const std::string &s) {
   std::fputc('"', f);
   for (unsigned char c : s) {
@@ -58,6 +66,11 @@ bool Trace::write(const std::string &prefix, int rank, uint64_t origin_ns, const
   const int64_t mono_now = static_cast<int64_t>(mono.tv_sec) * 1000000000 + mono.tv_nsec;
   const int64_t real_now = static_cast<int64_t>(real.tv_sec) * 1000000000 + real.tv_nsec;
   const int64_t origin_unix_ns = real_now - (mono_now - static_cast<int64_t>(origin_ns));
+  char exe[4096];
+  ssize_t exe_len = readlink("/proc/self/exe", exe, sizeof exe - 1);
+  exe[exe_len > 0 ? exe_len : 0] = '\0';
+  uintptr_t exe_base = 0;
+  dl_iterate_phdr(first_object, &exe_base);
   std::lock_guard<std::mutex> lock(mu_);
   std::string path = prefix + "." + std::to_string(rank) + ".json";
   FILE *f = std::fopen(path.c_str(), "w");
@@ -66,9 +79,11 @@ bool Trace::write(const std::string &prefix, int rank, uint64_t origin_ns, const
     return false;
   }
   std::fprintf(f, "{\"displayTimeUnit\":\"ms\",\"otherData\":{\"rank\":%d,\"dropped_events\":%llu,"
-               "\"origin_mono_ns\":%llu,\"origin_unix_ns\":%lld%s%s},\"traceEvents\":[\n", rank,
+               "\"origin_mono_ns\":%llu,\"origin_unix_ns\":%lld,\"exe_base\":%llu,\"exe\":", rank,
                static_cast<unsigned long long>(dropped_), static_cast<unsigned long long>(origin_ns),
-               static_cast<long long>(origin_unix_ns), other_data.empty() ? "" : ",", other_data.c_str());
+               static_cast<long long>(origin_unix_ns), static_cast<unsigned long long>(exe_base));
+  json_string(f, exe);
+  std::fprintf(f, "%s%s},\"traceEvents\":[\n", other_data.empty() ? "" : ",", other_data.c_str());
   std::set<int> tids;
   for (const Event &e : events_) tids.insert(e.tid);
   bool first = true;
@@ -100,7 +115,9 @@ bool Trace::write(const std::string &prefix, int rank, uint64_t origin_ns, const
     if (e.bytes >= 0) { std::fprintf(f, "%s\"bytes\":%lld", sep, static_cast<long long>(e.bytes)); sep = ","; }
     if (e.seq >= 0) { std::fprintf(f, "%s\"seq\":%lld", sep, static_cast<long long>(e.seq)); sep = ","; }
     if (e.aux_name != nullptr && e.aux >= 0)
-      std::fprintf(f, "%s\"%s\":%lld", sep, e.aux_name, static_cast<long long>(e.aux));
+      { std::fprintf(f, "%s\"%s\":%lld", sep, e.aux_name, static_cast<long long>(e.aux)); sep = ","; }
+    if (e.site != nullptr)
+      std::fprintf(f, "%s\"site\":%llu", sep, static_cast<unsigned long long>(reinterpret_cast<uintptr_t>(e.site)));
     std::fputs("}}", f);
   }
   std::fputs("\n]}\n", f);

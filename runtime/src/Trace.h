@@ -33,14 +33,17 @@ class Trace {
 
   // An event from `begin_ns` to `end_ns` on thread `tid`. offset/bytes/seq < 0 are
   // omitted; `aux_name` (a string literal) names one more number, written if aux >= 0.
+  // `site`: the program's return address of the call (ThreadState::call_site), written
+  // as "site" when not null; ppios-report resolves it with the executable's load base.
   void event(const char *name, int tid, uint64_t begin_ns, uint64_t end_ns, const FileKey *key,
              int64_t offset, int64_t bytes, int64_t seq = -1, const char *aux_name = nullptr,
-             int64_t aux = -1);
+             int64_t aux = -1, const void *site = nullptr);
 
   // Writes `<prefix>.<rank>.json`. `other_data` is JSON members (`"k":v,...`) describing
   // the process, added to otherData with the clocks that let ppios-report align ranks:
   // origin_mono_ns (CLOCK_MONOTONIC at ts 0, the same clock on every process of a node)
-  // and origin_unix_ns (the same instant in CLOCK_REALTIME, for jobs across nodes).
+  // and origin_unix_ns (the same instant in CLOCK_REALTIME, for jobs across nodes); and
+  // `exe` and `exe_base` (its load address), to turn call sites into source lines.
   // Returns false and sets *error on failure.
   bool write(const std::string &prefix, int rank, uint64_t origin_ns, const std::string &other_data,
              std::string *error);
@@ -55,6 +58,7 @@ class Trace {
     int64_t offset, bytes, seq;
     const char *aux_name;
     int64_t aux;
+    const void *site;
   };
   static constexpr size_t kMaxEvents = 2000000;  // about 170 MB; later events are counted only
 

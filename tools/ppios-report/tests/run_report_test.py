@@ -4,7 +4,8 @@
   golden REPORT FIXTURE GOLDEN   the text summary of a recorded run equals GOLDEN; the HTML
                                  page and the merged Perfetto trace hold every rank, on one clock
   live REPORT MPIRUN FLAGS PROGRAM
-                                 (PROGRAM: tests/e2e/chunks' prefetching build)
+                                 (PROGRAM: tests/e2e/chunks' prefetching build, wrapped: its own
+                                 calls routed to the runtime at link time, as ppios-cc links)
                                  a real run with PPIOS_TRACE and PPIOS_STATS: the trace's layers
                                  are there, and the trace and the statistics tell the same bytes
   chromium REPORT FIXTURE        the HTML page opens in headless chromium with no console
@@ -12,6 +13,8 @@
 
 Set PPIOS_REPORT_UPDATE=1 to rewrite GOLDEN from the current output (then review the diff)."""
 import difflib
+import importlib.machinery
+import importlib.util
 import glob
 import json
 import os
@@ -31,6 +34,14 @@ def run_report(report, args):
     return p.stdout
 
 
+def load_tool(report):
+    loader = importlib.machinery.SourceFileLoader("ppios_report", report)
+    spec = importlib.util.spec_from_loader("ppios_report", loader)
+    module = importlib.util.module_from_spec(spec)
+    loader.exec_module(module)
+    return module
+
+
 def golden(report, fixture, golden_path):
     failures = []
     with tempfile.TemporaryDirectory() as tmp:
@@ -38,7 +49,8 @@ def golden(report, fixture, golden_path):
         # Relative paths: the summary names the job as given, so the golden file does not
         # depend on where the tree is checked out.
         out = subprocess.run([sys.executable, os.path.abspath(report), "--html", html_path,
-                              "--perfetto", pf_path, os.path.basename(fixture)],
+                              "--perfetto", pf_path, "--binary-dir", os.path.join(os.path.basename(fixture), "bin"),
+                              os.path.basename(fixture)],
                              cwd=os.path.dirname(os.path.abspath(fixture)), stdout=subprocess.PIPE,
                              stderr=subprocess.PIPE, text=True, timeout=300)
         if out.returncode != 0:
@@ -57,6 +69,8 @@ def golden(report, fixture, golden_path):
         ranks = {json.load(open(t))["otherData"]["rank"] for t in traces}
         with open(html_path) as f:
             page = f.read()
+        if "read at sum_ppios sum.c:" not in text:
+            failures.append("the summary does not name SUM's read line (call sites and -g)")
         for heading in ("Findings", "Timelines", "Device concurrency", "Throughput",
                         "latency breakdown", "Hit ratio per file", "lead"):
             if heading not in page:
@@ -143,6 +157,12 @@ def live(report, mpirun, flags, program):
         total = sum(st["mt_read_bytes"] for st in stats.values())
         if f"{total / (1 << 20):.1f} MiB" not in text or "findings" not in text:
             failures.append(f"report does not state the {total} bytes read:\n{text}")
+        # Every MT read is named by its source line (the test programs are built with -g).
+        a = load_tool(report).Analysis(load_tool(report).load([tmp]))
+        named = sum(f["bytes"] for f in a.per_line.values())
+        if named != total or not all("chunks_ppios.c:" in k for k in a.per_line):
+            failures.append(f"{named} of {total} bytes read are named by a source line: {a.per_line} "
+                            f"({a.site_note})")
         # A stats file alone is enough for a summary (no trace: no timelines, said so).
         only = run_report(report, [env["PPIOS_STATS"]])
         if "no PPIOS_TRACE files" not in only:
