@@ -50,6 +50,7 @@ def golden(report, fixture, golden_path):
         # depend on where the tree is checked out.
         out = subprocess.run([sys.executable, os.path.abspath(report), "--html", html_path,
                               "--perfetto", pf_path, "--binary-dir", os.path.join(os.path.basename(fixture), "bin"),
+                              "--remarks", os.path.join(os.path.basename(fixture), "ppios-cc-remarks.log"),
                               os.path.basename(fixture)],
                              cwd=os.path.dirname(os.path.abspath(fixture)), stdout=subprocess.PIPE,
                              stderr=subprocess.PIPE, text=True, timeout=300)
@@ -71,6 +72,8 @@ def golden(report, fixture, golden_path):
             page = f.read()
         if "read at sum_ppios sum.c:" not in text:
             failures.append("the summary does not name SUM's read line (call sites and -g)")
+        if "ppios-cc: read prefetched by the prefetch thread" not in text:
+            failures.append("the summary does not join ppios-cc's remark to its read line")
         for heading in ("Findings", "Timelines", "Device concurrency", "Throughput",
                         "latency breakdown", "Hit ratio per file", "lead"):
             if heading not in page:
