@@ -135,9 +135,10 @@ void MtStorageAccess::release() {
     slot_held_ = false;
     const uint64_t bytes = slot_.bytes;
     rt_.coordinator_->release(slot_);
-    rt_.trace_.event("slot", kTraceMT, slot_asked_ns_, now_ns(), nullptr, -1,
-                     static_cast<int64_t>(bytes), -1, "slot_wait_ns",
-                     static_cast<int64_t>(slot_granted_ns_ - slot_asked_ns_));
+    if (rt_.trace_.enabled())
+      rt_.trace_.event("slot", kTraceMT, slot_asked_ns_, now_ns(), nullptr, -1,
+                       static_cast<int64_t>(bytes), -1, "slot_wait_ns",
+                       static_cast<int64_t>(slot_granted_ns_ - slot_asked_ns_));
   }
   if (token_held_) {
     token_held_ = false;
@@ -520,8 +521,9 @@ size_t Runtime::fetch(int fd, const FileKey &key, const FileStamp &stamp, off_t 
     if (!slot.valid()) return;
     const uint64_t bytes = slot.bytes;
     coordinator_->release(slot);
-    trace_.event("slot", trace_tid, slot_asked, now_ns(), &key, -1, static_cast<int64_t>(bytes),
-                 static_cast<int64_t>(seq), "slot_wait_ns", static_cast<int64_t>(slot_granted - slot_asked));
+    if (trace_.enabled())
+      trace_.event("slot", trace_tid, slot_asked, now_ns(), &key, -1, static_cast<int64_t>(bytes),
+                   static_cast<int64_t>(seq), "slot_wait_ns", static_cast<int64_t>(slot_granted - slot_asked));
   };
   bool fetched_any = false;
   for (;;) {

@@ -84,8 +84,19 @@ def golden(report, fixture, golden_path):
         if "<script" in page and "src=" in page.split("<script", 1)[1].split(">", 1)[0]:
             failures.append("HTML page loads a script from elsewhere: it must be self-contained")
 
+        # Input it cannot read stops it with a message and exit 2, not a traceback.
+        not_ours = os.path.join(tmp, "other.json")
+        with open(not_ours, "w") as f:
+            f.write('{"hello": 1}\n')
+        for bad in (os.path.join(tmp, "missing"), not_ours):
+            p = subprocess.run([sys.executable, report, bad], stdout=subprocess.PIPE,
+                               stderr=subprocess.PIPE, text=True, timeout=60)
+            if p.returncode != 2 or not p.stderr.startswith("ppios-report: ") or "Traceback" in p.stderr:
+                failures.append(f"ppios-report {bad}: exit {p.returncode}, stderr {p.stderr!r}")
+
         merged = json.load(open(pf_path))
-        names = [e["args"]["name"] for e in merged["traceEvents"] if e.get("name") == "process_name"]
+        names = [e["args"]["name"] for e in merged["traceEvents"]
+                 if e.get("name") == "process_name" and e["pid"] != 0]
         if len(names) != len(traces):
             failures.append(f"merged trace has {len(names)} processes, the fixture {len(traces)} traces")
         failures += check_alignment(traces, merged)
