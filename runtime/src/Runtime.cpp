@@ -178,6 +178,9 @@ ssize_t Runtime::mt_read(const CachedFile *file, off_t offset, size_t length, ch
   if (result >= 0) {
     stats_.mt_read_bytes += static_cast<uint64_t>(result);
     stats_.hit_bytes += std::min<uint64_t>(from_cache, static_cast<uint64_t>(result));
+    if (t_thread.call_site != nullptr && !config_.stats_path.empty())
+      sites_.add(t_thread.call_site, static_cast<uint64_t>(result),
+                 std::min<uint64_t>(from_cache, static_cast<uint64_t>(result)), end - begin);
   }
   trace_.event(from_cache == length && length > 0 ? "read (hit)" : from_cache > 0 ? "read (partial)" : "read",
                kTraceMT, begin, end, file ? &file->key : nullptr, offset, result,
@@ -734,7 +737,25 @@ void Runtime::write_outputs() {
         ",\"cache_limit_bytes\":" + std::to_string(cache_.capacity()) +
         ",\"cache_peak_bytes\":" + std::to_string(cache.peak_bytes) +
         ",\"cache_evicted_entries\":" + std::to_string(cache.evicted_entries) +
-        ",\"cache_invalidated_entries\":" + std::to_string(cache.invalidated_entries) + "}\n";
+        ",\"cache_invalidated_entries\":" + std::to_string(cache.invalidated_entries);
+    // The MT's reads per call site (program calls through the interposers only).
+    std::string exe;
+    uintptr_t exe_base = 0;
+    describe_executable(&exe, &exe_base);
+    std::string escaped;
+    for (char c : exe) {
+      if (c == '"' || c == '\\') escaped += '\\';
+      if (static_cast<unsigned char>(c) >= 0x20) escaped += c;
+    }
+    json += ",\"exe\":\"" + escaped + "\",\"exe_base\":" + std::to_string(exe_base) + ",\"sites\":[";
+    const char *sep = "";
+    for (const auto &[site, c] : sites_.snapshot()) {
+      json += std::string(sep) + "{\"site\":" + std::to_string(site) + ",\"calls\":" + std::to_string(c.calls) +
+          ",\"bytes\":" + std::to_string(c.bytes) + ",\"hit_bytes\":" + std::to_string(c.hit_bytes) +
+          ",\"read_wait_s\":" + format_double(c.wait_ns * s) + "}";
+      sep = ",";
+    }
+    json += "]}\n";
     // One write with O_APPEND: lines from many ranks never interleave.
     int fd = open(config_.stats_path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
     if (fd < 0 || write(fd, json.data(), json.size()) != static_cast<ssize_t>(json.size()))

@@ -56,6 +56,14 @@ void json_string(FILE *f, const std::string &s) {
 }
 }  // namespace
 
+void describe_executable(std::string *path, uintptr_t *load_base) {
+  char exe[4096];
+  ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
+  path->assign(exe, n > 0 ? static_cast<size_t>(n) : 0);
+  *load_base = 0;
+  dl_iterate_phdr(first_object, load_base);
+}
+
 bool Trace::write(const std::string &prefix, int rank, uint64_t origin_ns, const std::string &other_data,
                   std::string *error) {
   // The same instant on both clocks, read back to back: the realtime origin is off by the
@@ -66,11 +74,9 @@ bool Trace::write(const std::string &prefix, int rank, uint64_t origin_ns, const
   const int64_t mono_now = static_cast<int64_t>(mono.tv_sec) * 1000000000 + mono.tv_nsec;
   const int64_t real_now = static_cast<int64_t>(real.tv_sec) * 1000000000 + real.tv_nsec;
   const int64_t origin_unix_ns = real_now - (mono_now - static_cast<int64_t>(origin_ns));
-  char exe[4096];
-  ssize_t exe_len = readlink("/proc/self/exe", exe, sizeof exe - 1);
-  exe[exe_len > 0 ? exe_len : 0] = '\0';
+  std::string exe;
   uintptr_t exe_base = 0;
-  dl_iterate_phdr(first_object, &exe_base);
+  describe_executable(&exe, &exe_base);
   std::lock_guard<std::mutex> lock(mu_);
   std::string path = prefix + "." + std::to_string(rank) + ".json";
   FILE *f = std::fopen(path.c_str(), "w");

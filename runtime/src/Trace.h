@@ -20,6 +20,10 @@
 
 namespace ppios {
 
+// The running executable's path and load base (0 unless it is a PIE): with a call site's
+// address, what addr2line needs to name its source line.
+void describe_executable(std::string *path, uintptr_t *load_base);
+
 // Trace thread ids: what a person sees as thread names in the viewer.
 enum TraceThread : int { kTraceMT = 1, kTracePT = 2, kTraceFirstWT = 10 };
 

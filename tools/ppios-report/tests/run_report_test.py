@@ -165,6 +165,9 @@ def live(report, mpirun, flags, program):
             want = st["mt_slot_wait_s"] + st["pt_slot_wait_s"]
             if abs(slot_wait - want) > 0.001 + 0.01 * want:
                 failures.append(f"rank {rank}: trace slot waits {slot_wait:.6f} s, stats {want:.6f} s")
+            sites = st.get("sites", [])
+            if sum(x["bytes"] for x in sites) != st["mt_read_bytes"] or not all(x["site"] for x in sites):
+                failures.append(f"rank {rank}: stats sites {sites} do not add up to {st['mt_read_bytes']} bytes")
             if st["pt_subreads"] and not any(e["name"] == "subread" for e in ev):
                 failures.append(f"rank {rank}: {st['pt_subreads']} PT sub-reads, none in the trace")
         text = run_report(report, ["--html", os.path.join(tmp, "r.html"), tmp])
@@ -177,10 +180,17 @@ def live(report, mpirun, flags, program):
         if named != total or not all("chunks_ppios.c:" in k for k in a.per_line):
             failures.append(f"{named} of {total} bytes read are named by a source line: {a.per_line} "
                             f"({a.site_note})")
-        # A stats file alone is enough for a summary (no trace: no timelines, said so).
+        # A stats file alone is enough for a summary (no trace: no timelines, said so), and
+        # its "sites" name the same lines with the same bytes.
         only = run_report(report, [env["PPIOS_STATS"]])
         if "no PPIOS_TRACE files" not in only:
             failures.append(f"a stats-only report does not say the trace is missing:\n{only}")
+        tool = load_tool(report)
+        b = tool.Analysis(tool.load([env["PPIOS_STATS"]]))
+        by_trace = {k: (f["calls"], f["bytes"], f["cached"]) for k, f in a.per_line.items()}
+        by_stats = {k: (f["calls"], f["bytes"], f["cached"]) for k, f in b.per_line.items()}
+        if by_trace != by_stats:
+            failures.append(f"source lines from the trace {by_trace} and from the stats {by_stats} differ")
     return failures
 
 
