@@ -258,7 +258,8 @@ class Harness:
         if mode in PREFETCH_MODES:
             stats = os.path.join(run_dir, f"{kernel}.ppios-stats.jsonl")
             env.update(PPIOS_MODE=mode, PPIOS_STATS=stats, PPIOS_TARGET=target,
-                       PPIOS_COORDINATOR=coordinator)
+                       PPIOS_COORDINATOR=coordinator,
+                       PPIOS_TRACE=os.path.join(run_dir, f"{kernel}.ppios-trace"))  # ppios-report
             if mode == "ppios":
                 threshold = self.threshold_for(threshold, experiment)
                 env["PPIOS_THRESHOLD"] = threshold

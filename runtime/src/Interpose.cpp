@@ -47,7 +47,7 @@ bool pts_own(int fd) {
 int open_any(const char *path, int flags, mode_t mode) {
   if (on_pt()) return ppios_pt_open(path, flags);
   if (ppios::pass_through()) return open(path, flags, mode);
-  RuntimeScope scope;
+  RuntimeScope scope(__builtin_return_address(0));
   return ppios_open(path, flags, mode);
 }
 
@@ -102,7 +102,7 @@ int __wrap_close(int fd) {
   if (on_pt()) return ppios_pt_close(fd);
   if (pts_own(fd)) return -1;
   if (ppios::pass_through()) return close(fd);
-  RuntimeScope scope;
+  RuntimeScope scope(__builtin_return_address(0));
   return ppios_close(fd);
 }
 
@@ -115,7 +115,7 @@ void *__wrap_mmap(void *addr, size_t length, int prot, int flags, int fd, off_t 
   void *mapped = mmap(addr, length, prot, flags, fd, offset);
   if (mapped != MAP_FAILED && fd >= 0 && !(flags & MAP_ANONYMOUS) && (prot & PROT_WRITE) &&
       (flags & MAP_SHARED) && !ppios::pass_through()) {
-    RuntimeScope scope;
+    RuntimeScope scope(__builtin_return_address(0));
     hold_mapped_file(fd);
   }
   return mapped;
@@ -129,7 +129,7 @@ ssize_t __wrap_read(int fd, void *buf, size_t count) {
   if (on_pt()) return pt_owns(fd) ? read(fd, buf, count) : -1;
   if (pts_own(fd)) return -1;
   if (ppios::pass_through()) return read(fd, buf, count);
-  RuntimeScope scope;
+  RuntimeScope scope(__builtin_return_address(0));
   return ppios_read(fd, buf, count);
 }
 
@@ -142,7 +142,7 @@ ssize_t __wrap_pread(int fd, void *buf, size_t count, off_t offset) {
   if (on_pt()) return pt_owns(fd) ? pread(fd, buf, count, offset) : -1;
   if (pts_own(fd)) return -1;
   if (ppios::pass_through()) return pread(fd, buf, count, offset);
-  RuntimeScope scope;
+  RuntimeScope scope(__builtin_return_address(0));
   return ppios_pread(fd, buf, count, offset);
 }
 
@@ -165,7 +165,7 @@ ssize_t __wrap_write(int fd, const void *buf, size_t count) {
   if (on_pt()) return pt_owns(fd) ? write(fd, buf, count) : -1;
   if (pts_own(fd)) return -1;
   if (ppios::pass_through()) return write(fd, buf, count);
-  RuntimeScope scope;
+  RuntimeScope scope(__builtin_return_address(0));
   return ppios_write(fd, buf, count);
 }
 
@@ -173,7 +173,7 @@ ssize_t __wrap_pwrite(int fd, const void *buf, size_t count, off_t offset) {
   if (on_pt()) return pt_owns(fd) ? pwrite(fd, buf, count, offset) : -1;
   if (pts_own(fd)) return -1;
   if (ppios::pass_through()) return pwrite(fd, buf, count, offset);
-  RuntimeScope scope;
+  RuntimeScope scope(__builtin_return_address(0));
   return ppios_pwrite(fd, buf, count, offset);
 }
 
@@ -185,7 +185,7 @@ off_t __wrap_lseek(int fd, off_t offset, int whence) {
   if (on_pt()) return pt_owns(fd) ? lseek(fd, offset, whence) : -1;
   if (pts_own(fd)) return -1;
   if (ppios::pass_through()) return lseek(fd, offset, whence);
-  RuntimeScope scope;
+  RuntimeScope scope(__builtin_return_address(0));
   return ppios_lseek(fd, offset, whence);
 }
 
@@ -198,7 +198,7 @@ off64_t __wrap_lseek64(int fd, off64_t offset, int whence) {
 FILE *__wrap_fopen(const char *path, const char *mode) {
   if (on_pt()) return ppios_pt_fopen(path, mode);
   if (ppios::pass_through()) return fopen(path, mode);
-  RuntimeScope scope;
+  RuntimeScope scope(__builtin_return_address(0));
   return ppios_fopen(path, mode);
 }
 
@@ -219,14 +219,14 @@ FILE *__wrap_freopen64(const char *path, const char *mode, FILE *stream) {
 int __wrap_fclose(FILE *stream) {
   if (on_pt()) return ppios_pt_fclose(stream);
   if (ppios::pass_through()) return fclose(stream);
-  RuntimeScope scope;
+  RuntimeScope scope(__builtin_return_address(0));
   return ppios_fclose(stream);
 }
 
 size_t __wrap_fread(void *ptr, size_t size, size_t nmemb, FILE *stream) {
   if (on_pt()) return pt_owns(stream) ? fread(ptr, size, nmemb, stream) : 0;
   if (ppios::pass_through()) return fread(ptr, size, nmemb, stream);
-  RuntimeScope scope;
+  RuntimeScope scope(__builtin_return_address(0));
   return ppios_fread(ptr, size, nmemb, stream);
 }
 
@@ -242,21 +242,21 @@ size_t __wrap___fread_chk(void *ptr, size_t ptrlen, size_t size, size_t nmemb, F
 size_t __wrap_fwrite(const void *ptr, size_t size, size_t nmemb, FILE *stream) {
   if (on_pt()) return pt_owns(stream) ? fwrite(ptr, size, nmemb, stream) : 0;
   if (ppios::pass_through()) return fwrite(ptr, size, nmemb, stream);
-  RuntimeScope scope;
+  RuntimeScope scope(__builtin_return_address(0));
   return ppios_fwrite(ptr, size, nmemb, stream);
 }
 
 int __wrap_fseek(FILE *stream, long offset, int whence) {
   if (on_pt()) return pt_owns(stream) ? fseek(stream, offset, whence) : -1;
   if (ppios::pass_through()) return fseek(stream, offset, whence);
-  RuntimeScope scope;
+  RuntimeScope scope(__builtin_return_address(0));
   return ppios_fseek(stream, offset, whence);
 }
 
 int __wrap_fseeko(FILE *stream, off_t offset, int whence) {
   if (on_pt()) return pt_owns(stream) ? fseeko(stream, offset, whence) : -1;
   if (ppios::pass_through()) return fseeko(stream, offset, whence);
-  RuntimeScope scope;
+  RuntimeScope scope(__builtin_return_address(0));
   return ppios_fseeko(stream, offset, whence);
 }
 
@@ -267,14 +267,14 @@ int __wrap_fseeko64(FILE *stream, off64_t offset, int whence) {
 long __wrap_ftell(FILE *stream) {
   if (on_pt()) return pt_owns(stream) ? ftell(stream) : -1;
   if (ppios::pass_through()) return ftell(stream);
-  RuntimeScope scope;
+  RuntimeScope scope(__builtin_return_address(0));
   return ppios_ftell(stream);
 }
 
 off_t __wrap_ftello(FILE *stream) {
   if (on_pt()) return pt_owns(stream) ? ftello(stream) : -1;
   if (ppios::pass_through()) return ftello(stream);
-  RuntimeScope scope;
+  RuntimeScope scope(__builtin_return_address(0));
   return ppios_ftello(stream);
 }
 
@@ -286,7 +286,7 @@ void __wrap_rewind(FILE *stream) {
     return;
   }
   if (ppios::pass_through()) return rewind(stream);
-  RuntimeScope scope;
+  RuntimeScope scope(__builtin_return_address(0));
   ppios_rewind(stream);
 }
 
@@ -297,14 +297,14 @@ int __wrap_MPI_File_open(MPI_Comm comm, const char *filename, int amode, MPI_Inf
                          MPI_File *fh) {
   if (on_pt()) return MPI_ERR_OTHER;
   if (ppios::pass_through()) return MPI_File_open(comm, filename, amode, info, fh);
-  RuntimeScope scope;
+  RuntimeScope scope(__builtin_return_address(0));
   return ppios_MPI_File_open(comm, filename, amode, info, fh);
 }
 
 int __wrap_MPI_File_close(MPI_File *fh) {
   if (on_pt()) return MPI_ERR_OTHER;
   if (ppios::pass_through()) return MPI_File_close(fh);
-  RuntimeScope scope;
+  RuntimeScope scope(__builtin_return_address(0));
   return ppios_MPI_File_close(fh);
 }
 
@@ -312,7 +312,7 @@ int __wrap_MPI_File_read(MPI_File fh, void *buf, int count, MPI_Datatype datatyp
                          MPI_Status *status) {
   if (on_pt()) return MPI_ERR_OTHER;
   if (ppios::pass_through()) return MPI_File_read(fh, buf, count, datatype, status);
-  RuntimeScope scope;
+  RuntimeScope scope(__builtin_return_address(0));
   return ppios_MPI_File_read(fh, buf, count, datatype, status);
 }
 
@@ -320,7 +320,7 @@ int __wrap_MPI_File_read_at(MPI_File fh, MPI_Offset offset, void *buf, int count
                             MPI_Datatype datatype, MPI_Status *status) {
   if (on_pt()) return MPI_ERR_OTHER;
   if (ppios::pass_through()) return MPI_File_read_at(fh, offset, buf, count, datatype, status);
-  RuntimeScope scope;
+  RuntimeScope scope(__builtin_return_address(0));
   return ppios_MPI_File_read_at(fh, offset, buf, count, datatype, status);
 }
 
@@ -360,7 +360,7 @@ int __wrap_MPI_File_write(MPI_File fh, const void *buf, int count, MPI_Datatype 
                           MPI_Status *status) {
   if (on_pt()) return MPI_ERR_OTHER;
   if (ppios::pass_through()) return MPI_File_write(fh, buf, count, datatype, status);
-  RuntimeScope scope;
+  RuntimeScope scope(__builtin_return_address(0));
   return ppios_MPI_File_write(fh, buf, count, datatype, status);
 }
 
@@ -368,21 +368,21 @@ int __wrap_MPI_File_write_at(MPI_File fh, MPI_Offset offset, const void *buf, in
                              MPI_Datatype datatype, MPI_Status *status) {
   if (on_pt()) return MPI_ERR_OTHER;
   if (ppios::pass_through()) return MPI_File_write_at(fh, offset, buf, count, datatype, status);
-  RuntimeScope scope;
+  RuntimeScope scope(__builtin_return_address(0));
   return ppios_MPI_File_write_at(fh, offset, buf, count, datatype, status);
 }
 
 int __wrap_MPI_File_seek(MPI_File fh, MPI_Offset offset, int whence) {
   if (on_pt()) return MPI_ERR_OTHER;
   if (ppios::pass_through()) return MPI_File_seek(fh, offset, whence);
-  RuntimeScope scope;
+  RuntimeScope scope(__builtin_return_address(0));
   return ppios_MPI_File_seek(fh, offset, whence);
 }
 
 int __wrap_MPI_Finalize(void) {
   if (on_pt()) ppios_pt_exit();  // the PT reached the program's end: it is done
   if (ppios::pass_through()) return MPI_Finalize();
-  RuntimeScope scope;
+  RuntimeScope scope(__builtin_return_address(0));
   return ppios_MPI_Finalize();
 }
 

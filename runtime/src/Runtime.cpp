@@ -113,9 +113,10 @@ void MtStorageAccess::acquire() {
   ErrnoGuard errno_guard;
   if (!rt_.work_conserving()) take_token();
   slot_held_ = true;
-  uint64_t t = now_ns();
+  slot_asked_ns_ = now_ns();
   slot_ = rt_.coordinator_->acquire(IoClass::MT, 0);
-  rt_.stats_.mt_slot_wait_ns += now_ns() - t;
+  slot_granted_ns_ = now_ns();
+  rt_.stats_.mt_slot_wait_ns += slot_granted_ns_ - slot_asked_ns_;
 }
 
 void MtStorageAccess::claim_in_flight() {
@@ -133,7 +134,12 @@ void MtStorageAccess::end_claim() {
 void MtStorageAccess::release() {
   if (slot_held_) {
     slot_held_ = false;
+    const uint64_t bytes = slot_.bytes;
     rt_.coordinator_->release(slot_);
+    if (rt_.trace_.enabled())
+      rt_.trace_.event("slot", kTraceMT, slot_asked_ns_, now_ns(), nullptr, -1,
+                       static_cast<int64_t>(bytes), -1, "slot_wait_ns",
+                       static_cast<int64_t>(slot_granted_ns_ - slot_asked_ns_));
   }
   if (token_held_) {
     token_held_ = false;
@@ -173,9 +179,13 @@ ssize_t Runtime::mt_read(const CachedFile *file, off_t offset, size_t length, ch
   if (result >= 0) {
     stats_.mt_read_bytes += static_cast<uint64_t>(result);
     stats_.hit_bytes += std::min<uint64_t>(from_cache, static_cast<uint64_t>(result));
+    if (t_thread.call_site != nullptr && !config_.stats_path.empty())
+      sites_.add(t_thread.call_site, static_cast<uint64_t>(result),
+                 std::min<uint64_t>(from_cache, static_cast<uint64_t>(result)), end - begin);
   }
-  trace_.event(from_cache == length && length > 0 ? "read (hit)" : "read", kTraceMT, begin, end,
-               file ? &file->key : nullptr, offset, result, static_cast<int64_t>(seq));
+  trace_.event(from_cache == length && length > 0 ? "read (hit)" : from_cache > 0 ? "read (partial)" : "read",
+               kTraceMT, begin, end, file ? &file->key : nullptr, offset, result,
+               static_cast<int64_t>(seq), "cached", static_cast<int64_t>(from_cache), t_thread.call_site);
   mt_done(seq);
   return result;
 }
@@ -207,7 +217,8 @@ ssize_t Runtime::mt_write(const FileKey *file, off_t offset, size_t length,
   stats_.mt_write_calls++;
   stats_.mt_write_wait_ns += end - begin;
   if (result > 0) stats_.mt_write_bytes += static_cast<uint64_t>(result);
-  trace_.event("write", kTraceMT, begin, end, file, offset, result, static_cast<int64_t>(seq));
+  trace_.event("write", kTraceMT, begin, end, file, offset, result, static_cast<int64_t>(seq),
+               nullptr, -1, t_thread.call_site);
   mt_done(seq);
   return result;
 }
@@ -517,18 +528,28 @@ size_t Runtime::fetch(int fd, const FileKey &key, const FileStamp &stamp, off_t 
   // prefetcher never waits for the token while holding a slot, nor for a slot while
   // holding the token: either could keep its own MT waiting for more than a sub-read.
   SlotTicket slot;
+  uint64_t slot_asked = 0, slot_granted = 0;
+  auto release_slot = [&] {
+    if (!slot.valid()) return;
+    const uint64_t bytes = slot.bytes;
+    coordinator_->release(slot);
+    if (trace_.enabled())
+      trace_.event("slot", trace_tid, slot_asked, now_ns(), &key, -1, static_cast<int64_t>(bytes),
+                   static_cast<int64_t>(seq), "slot_wait_ns", static_cast<int64_t>(slot_granted - slot_asked));
+  };
   bool fetched_any = false;
   for (;;) {
     IoScheduler::Turn turn(scheduler_, seq);
     if (!slot.valid()) {
       if (!turn.wait()) break;  // stopping
-      uint64_t t = now_ns();
+      slot_asked = now_ns();
       slot = coordinator_->acquire(IoClass::PT, lead_of(seq));
-      stats_.pt_slot_wait_ns += now_ns() - t;
+      slot_granted = now_ns();
+      stats_.pt_slot_wait_ns += slot_granted - slot_asked;
     }
     TokenTimes token;
     if (!turn.take(&token)) {
-      coordinator_->release(slot);  // the MT (or a nearer prefetch) came first: wait without it
+      release_slot();  // the MT (or a nearer prefetch) came first: wait without it
       if (stopping()) break;
       continue;
     }
@@ -557,7 +578,7 @@ size_t Runtime::fetch(int fd, const FileKey &key, const FileStamp &stamp, off_t 
     bool mt_wants = scheduler_.mt_waiting();
     bool told_to_yield = coordinator_->yield_requested(slot);
     if (!more || mt_wants || told_to_yield) {
-      coordinator_->release(slot);
+      release_slot();
       if (more) stats_.pt_yields++;
     }
     scheduler_.release(&token);
@@ -565,7 +586,7 @@ size_t Runtime::fetch(int fd, const FileKey &key, const FileStamp &stamp, off_t 
                  n, static_cast<int64_t>(seq));
     if (!more) break;
   }
-  coordinator_->release(slot);
+  release_slot();
   if (copy_to) copied = cache_.copy_fetched(entry, copy_to);
   cache_.finish(entry, ok);
   // Late: the MT started the transfer before a single byte of it was fetched.
@@ -701,11 +722,11 @@ static double process_cpu_s() {
 }
 
 void Runtime::write_outputs() {
+  char host[256] = "";
+  gethostname(host, sizeof host - 1);
   if (!config_.stats_path.empty()) {
     CacheCounters cache = cache_.counters();
     const double s = 1e-9;
-    char host[256] = "";
-    gethostname(host, sizeof host - 1);
     auto u = [](const std::atomic<uint64_t> &v) { return std::to_string(v.load()); };
     std::string json = "{\"rank\":" + std::to_string(rank_) + ",\"pid\":" + std::to_string(getpid()) +
         ",\"host\":\"" + host + "\",\"mode\":\"" + mode_name(mode()) +
@@ -725,7 +746,25 @@ void Runtime::write_outputs() {
         ",\"cache_limit_bytes\":" + std::to_string(cache_.capacity()) +
         ",\"cache_peak_bytes\":" + std::to_string(cache.peak_bytes) +
         ",\"cache_evicted_entries\":" + std::to_string(cache.evicted_entries) +
-        ",\"cache_invalidated_entries\":" + std::to_string(cache.invalidated_entries) + "}\n";
+        ",\"cache_invalidated_entries\":" + std::to_string(cache.invalidated_entries);
+    // The MT's reads per call site (program calls through the interposers only).
+    std::string exe;
+    uintptr_t exe_base = 0;
+    describe_executable(&exe, &exe_base);
+    std::string escaped;
+    for (char c : exe) {
+      if (c == '"' || c == '\\') escaped += '\\';
+      if (static_cast<unsigned char>(c) >= 0x20) escaped += c;
+    }
+    json += ",\"exe\":\"" + escaped + "\",\"exe_base\":" + std::to_string(exe_base) + ",\"sites\":[";
+    const char *sep = "";
+    for (const auto &[site, c] : sites_.snapshot()) {
+      json += std::string(sep) + "{\"site\":" + std::to_string(site) + ",\"calls\":" + std::to_string(c.calls) +
+          ",\"bytes\":" + std::to_string(c.bytes) + ",\"hit_bytes\":" + std::to_string(c.hit_bytes) +
+          ",\"read_wait_s\":" + format_double(c.wait_ns * s) + "}";
+      sep = ",";
+    }
+    json += "]}\n";
     // One write with O_APPEND: lines from many ranks never interleave.
     std::string problem;
     int fd = open_output_file(config_.stats_path, /*truncate=*/false, &problem);
@@ -736,7 +775,12 @@ void Runtime::write_outputs() {
   }
   if (trace_.enabled()) {
     std::string error;
-    if (!trace_.write(config_.trace_prefix, rank_, start_ns_, &error))
+    // What ppios-report needs to name the process and judge the cap (-1: no cap given).
+    const CoordinatorOptions &c = config_.coordinator;
+    std::string about = "\"pid\":" + std::to_string(getpid()) + ",\"host\":\"" + host +
+        "\",\"mode\":\"" + mode_name(mode()) + "\",\"coordinator\":\"" + coordinator_->name() +
+        "\",\"threshold\":" + (c.auto_threshold ? std::string("\"auto\"") : std::to_string(c.threshold));
+    if (!trace_.write(config_.trace_prefix, rank_, start_ns_, about, &error))
       std::fprintf(stderr, "ppios: %s\n", error.c_str());
   }
 }

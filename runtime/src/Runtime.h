@@ -8,7 +8,7 @@
 // Lock order: PrefetchBackoff::mu_ is a leaf (taken inside PrefetchCache::mu_ when the
 // cache reports a freed entry). No two of these are ever held together: PrefetchCache::mu_,
 // IoScheduler::mu_, Runtime::progress_mu_, Runtime::wt_mu_, Runtime::lifecycle_mu_,
-// Runtime::handoff_mu_, PtResources::streams_mu_. Trace::mu_ is a leaf. Coordinator calls and storage I/O happen with none held.
+// Runtime::handoff_mu_, PtResources::streams_mu_. Trace::mu_ and CallSiteStats::mu_ are leaves. Coordinator calls and storage I/O happen with none held.
 #pragma once
 
 #include <pthread.h>
@@ -29,6 +29,7 @@
 #include <vector>
 
 #include "Backoff.h"
+#include "CallSiteStats.h"
 #include "Config.h"
 #include "FileKey.h"
 #include "IoScheduler.h"
@@ -96,6 +97,7 @@ class MtStorageAccess {
   bool slot_held_ = false;
   bool exempt_ = false;
   SlotTicket slot_;
+  uint64_t slot_asked_ns_ = 0, slot_granted_ns_ = 0;  // for the trace's `slot` event
   TokenTimes token_;
 };
 
@@ -219,6 +221,7 @@ class Runtime {
   std::unique_ptr<Coordinator> coordinator_;
   Trace trace_;
   Stats stats_;
+  CallSiteStats sites_;  // PPIOS_STATS "sites"
 
   // MT progress: transfers started and completed. The threads that wait for it (WTs,
   // the PT after a synchronization or in its speculation window) register the count they

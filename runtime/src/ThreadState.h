@@ -24,6 +24,9 @@ struct ThreadState {
   int runtime_depth = 0;
   // >0 while this thread runs a program signal handler (through the trampoline).
   int handler_depth = 0;
+  // The program's return address of the interposed call being run (null outside one): the
+  // trace records it so that ppios-report can name the call's source line.
+  const void *call_site = nullptr;
 };
 
 extern thread_local ThreadState t_thread __attribute__((tls_model("initial-exec")));
@@ -43,8 +46,14 @@ inline bool pass_through() {
 // Marks the thread as inside the runtime for its lifetime.
 class RuntimeScope {
  public:
-  RuntimeScope() { ++t_thread.runtime_depth; }
-  ~RuntimeScope() { --t_thread.runtime_depth; }
+  // `site`: __builtin_return_address(0) of the interposed call, taken in the __wrap_
+  // function the program called (wrappers that forward to another do so as tail calls).
+  explicit RuntimeScope(const void *site = nullptr) {
+    if (t_thread.runtime_depth++ == 0) t_thread.call_site = site;
+  }
+  ~RuntimeScope() {
+    if (--t_thread.runtime_depth == 0) t_thread.call_site = nullptr;
+  }
   RuntimeScope(const RuntimeScope &) = delete;
   RuntimeScope &operator=(const RuntimeScope &) = delete;
 };

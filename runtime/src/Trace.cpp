@@ -1,11 +1,13 @@
 #include "Trace.h"
 
-#include "OutputFile.h"
-
+#include <link.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <cstdio>
 #include <set>
+
+#include "OutputFile.h"
 
 namespace ppios {
 
@@ -25,7 +27,8 @@ void Trace::name_file(const FileKey &key, int fd) {
 }
 
 void Trace::event(const char *name, int tid, uint64_t begin_ns, uint64_t end_ns,
-                  const FileKey *key, int64_t offset, int64_t bytes, int64_t seq) {
+                  const FileKey *key, int64_t offset, int64_t bytes, int64_t seq,
+                  const char *aux_name, int64_t aux, const void *site) {
   if (!enabled_) return;
   std::lock_guard<std::mutex> lock(mu_);
   if (events_.size() >= kMaxEvents) {
@@ -33,10 +36,17 @@ void Trace::event(const char *name, int tid, uint64_t begin_ns, uint64_t end_ns,
     return;
   }
   events_.push_back(Event{name, tid, begin_ns, end_ns, key ? *key : FileKey{}, key != nullptr,
-                          offset, bytes, seq});
+                          offset, bytes, seq, aux_name, aux, site});
 }
 
 namespace {
+// The first object dl_iterate_phdr reports is the executable; its dlpi_addr is the load
+// bias of a PIE (0 for a fixed-address executable).
+int first_object(struct dl_phdr_info *info, size_t, void *data) {
+  *static_cast<uintptr_t *>(data) = static_cast<uintptr_t>(info->dlpi_addr);
+  return 1;
+}
+
 void json_string(FILE *f, const std::string &s) {
   std::fputc('"', f);
   for (unsigned char c : s) {
@@ -48,7 +58,27 @@ void json_string(FILE *f, const std::string &s) {
 }
 }  // namespace
 
-bool Trace::write(const std::string &prefix, int rank, uint64_t origin_ns, std::string *error) {
+void describe_executable(std::string *path, uintptr_t *load_base) {
+  char exe[4096];
+  ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
+  path->assign(exe, n > 0 ? static_cast<size_t>(n) : 0);
+  *load_base = 0;
+  dl_iterate_phdr(first_object, load_base);
+}
+
+bool Trace::write(const std::string &prefix, int rank, uint64_t origin_ns, const std::string &other_data,
+                  std::string *error) {
+  // The same instant on both clocks, read back to back: the realtime origin is off by the
+  // few nanoseconds between the two reads.
+  timespec mono, real;
+  clock_gettime(CLOCK_MONOTONIC, &mono);
+  clock_gettime(CLOCK_REALTIME, &real);
+  const int64_t mono_now = static_cast<int64_t>(mono.tv_sec) * 1000000000 + mono.tv_nsec;
+  const int64_t real_now = static_cast<int64_t>(real.tv_sec) * 1000000000 + real.tv_nsec;
+  const int64_t origin_unix_ns = real_now - (mono_now - static_cast<int64_t>(origin_ns));
+  std::string exe;
+  uintptr_t exe_base = 0;
+  describe_executable(&exe, &exe_base);
   std::lock_guard<std::mutex> lock(mu_);
   std::string path = prefix + "." + std::to_string(rank) + ".json";
   std::string problem;
@@ -59,8 +89,12 @@ bool Trace::write(const std::string &prefix, int rank, uint64_t origin_ns, std::
     *error = "cannot write trace " + (problem.empty() ? path : problem);
     return false;
   }
-  std::fprintf(f, "{\"displayTimeUnit\":\"ms\",\"otherData\":{\"rank\":%d,\"dropped_events\":%llu},"
-               "\"traceEvents\":[\n", rank, static_cast<unsigned long long>(dropped_));
+  std::fprintf(f, "{\"displayTimeUnit\":\"ms\",\"otherData\":{\"rank\":%d,\"dropped_events\":%llu,"
+               "\"origin_mono_ns\":%llu,\"origin_unix_ns\":%lld,\"exe_base\":%llu,\"exe\":", rank,
+               static_cast<unsigned long long>(dropped_), static_cast<unsigned long long>(origin_ns),
+               static_cast<long long>(origin_unix_ns), static_cast<unsigned long long>(exe_base));
+  json_string(f, exe);
+  std::fprintf(f, "%s%s},\"traceEvents\":[\n", other_data.empty() ? "" : ",", other_data.c_str());
   std::set<int> tids;
   for (const Event &e : events_) tids.insert(e.tid);
   bool first = true;
@@ -90,7 +124,11 @@ bool Trace::write(const std::string &prefix, int rank, uint64_t origin_ns, std::
     }
     if (e.offset >= 0) { std::fprintf(f, "%s\"offset\":%lld", sep, static_cast<long long>(e.offset)); sep = ","; }
     if (e.bytes >= 0) { std::fprintf(f, "%s\"bytes\":%lld", sep, static_cast<long long>(e.bytes)); sep = ","; }
-    if (e.seq >= 0) std::fprintf(f, "%s\"seq\":%lld", sep, static_cast<long long>(e.seq));
+    if (e.seq >= 0) { std::fprintf(f, "%s\"seq\":%lld", sep, static_cast<long long>(e.seq)); sep = ","; }
+    if (e.aux_name != nullptr && e.aux >= 0)
+      { std::fprintf(f, "%s\"%s\":%lld", sep, e.aux_name, static_cast<long long>(e.aux)); sep = ","; }
+    if (e.site != nullptr)
+      std::fprintf(f, "%s\"site\":%llu", sep, static_cast<unsigned long long>(reinterpret_cast<uintptr_t>(e.site)));
     std::fputs("}}", f);
   }
   std::fputs("\n]}\n", f);

@@ -1,6 +1,13 @@
 // PPIOS_TRACE: one Chrome/Perfetto trace-event JSON per rank (`<prefix>.<rank>.json`),
 // with the MT, the PT and each waiting thread as threads of their own and an `X` event
-// for every read, write, sub-read and wait.
+// for every read, write, sub-read and wait. The layers of one request (seed 001's ADMIT,
+// ISSUE, COMPLT) are: the app call (`read*`, `write`), the process token
+// (`mt_token_wait`), the coordinator (`slot`: asked at ts = ADMIT, granted at ts +
+// slot_wait_ns = ISSUE, released at ts + dur = COMPLT) and storage (`storage` for the MT,
+// `subread` for the PT and WTs). `ppios-report` reads these files.
+//
+// Memory is bounded: at most kMaxEvents are kept, later ones are only counted
+// (`dropped_events`), so a long run costs at most about 170 MB, never more.
 #pragma once
 
 #include <cstdint>
@@ -13,6 +20,10 @@
 
 namespace ppios {
 
+// The running executable's path and load base (0 unless it is a PIE): with a call site's
+// address, what addr2line needs to name its source line.
+void describe_executable(std::string *path, uintptr_t *load_base);
+
 // Trace thread ids: what a person sees as thread names in the viewer.
 enum TraceThread : int { kTraceMT = 1, kTracePT = 2, kTraceFirstWT = 10 };
 
@@ -24,12 +35,22 @@ class Trace {
   // Remembers the path of a file the first time it is seen, for the events' args.
   void name_file(const FileKey &key, int fd);
 
-  // An event from `begin_ns` to `end_ns` on thread `tid`. offset/bytes < 0 are omitted.
+  // An event from `begin_ns` to `end_ns` on thread `tid`. offset/bytes/seq < 0 are
+  // omitted; `aux_name` (a string literal) names one more number, written if aux >= 0.
+  // `site`: the program's return address of the call (ThreadState::call_site), written
+  // as "site" when not null; ppios-report resolves it with the executable's load base.
   void event(const char *name, int tid, uint64_t begin_ns, uint64_t end_ns, const FileKey *key,
-             int64_t offset, int64_t bytes, int64_t seq = -1);
+             int64_t offset, int64_t bytes, int64_t seq = -1, const char *aux_name = nullptr,
+             int64_t aux = -1, const void *site = nullptr);
 
-  // Writes `<prefix>.<rank>.json`. Returns false and sets *error on failure.
-  bool write(const std::string &prefix, int rank, uint64_t origin_ns, std::string *error);
+  // Writes `<prefix>.<rank>.json`. `other_data` is JSON members (`"k":v,...`) describing
+  // the process, added to otherData with the clocks that let ppios-report align ranks:
+  // origin_mono_ns (CLOCK_MONOTONIC at ts 0, the same clock on every process of a node)
+  // and origin_unix_ns (the same instant in CLOCK_REALTIME, for jobs across nodes); and
+  // `exe` and `exe_base` (its load address), to turn call sites into source lines.
+  // Returns false and sets *error on failure.
+  bool write(const std::string &prefix, int rank, uint64_t origin_ns, const std::string &other_data,
+             std::string *error);
 
  private:
   struct Event {
@@ -39,8 +60,11 @@ class Trace {
     FileKey key;
     bool has_key;
     int64_t offset, bytes, seq;
+    const char *aux_name;
+    int64_t aux;
+    const void *site;
   };
-  static constexpr size_t kMaxEvents = 2000000;  // about 150 MB; later events are counted only
+  static constexpr size_t kMaxEvents = 2000000;  // about 170 MB; later events are counted only
 
   const bool enabled_;
   std::mutex mu_;
