@@ -208,7 +208,7 @@ FILE *__wrap_fopen64(const char *path, const char *mode) { return __wrap_fopen(p
 FILE *__wrap_freopen(const char *path, const char *mode, FILE *stream) {
   if (on_pt()) return nullptr;
   if (ppios::pass_through()) return freopen(path, mode, stream);
-  RuntimeScope scope;
+  RuntimeScope scope(__builtin_return_address(0));
   return ppios_freopen(path, mode, stream);
 }
 
@@ -328,7 +328,7 @@ int __wrap_MPI_File_read_all(MPI_File fh, void *buf, int count, MPI_Datatype dat
                              MPI_Status *status) {
   if (on_pt()) return MPI_ERR_OTHER;
   if (ppios::pass_through()) return MPI_File_read_all(fh, buf, count, datatype, status);
-  RuntimeScope scope;
+  RuntimeScope scope(__builtin_return_address(0));
   return ppios_MPI_File_read_all(fh, buf, count, datatype, status);
 }
 
@@ -336,7 +336,7 @@ int __wrap_MPI_File_read_at_all(MPI_File fh, MPI_Offset offset, void *buf, int c
                                 MPI_Datatype datatype, MPI_Status *status) {
   if (on_pt()) return MPI_ERR_OTHER;
   if (ppios::pass_through()) return MPI_File_read_at_all(fh, offset, buf, count, datatype, status);
-  RuntimeScope scope;
+  RuntimeScope scope(__builtin_return_address(0));
   return ppios_MPI_File_read_at_all(fh, offset, buf, count, datatype, status);
 }
 
@@ -344,7 +344,7 @@ int __wrap_MPI_File_write_all(MPI_File fh, const void *buf, int count, MPI_Datat
                               MPI_Status *status) {
   if (on_pt()) return MPI_ERR_OTHER;
   if (ppios::pass_through()) return MPI_File_write_all(fh, buf, count, datatype, status);
-  RuntimeScope scope;
+  RuntimeScope scope(__builtin_return_address(0));
   return ppios_MPI_File_write_all(fh, buf, count, datatype, status);
 }
 
@@ -352,7 +352,7 @@ int __wrap_MPI_File_write_at_all(MPI_File fh, MPI_Offset offset, const void *buf
                                  MPI_Datatype datatype, MPI_Status *status) {
   if (on_pt()) return MPI_ERR_OTHER;
   if (ppios::pass_through()) return MPI_File_write_at_all(fh, offset, buf, count, datatype, status);
-  RuntimeScope scope;
+  RuntimeScope scope(__builtin_return_address(0));
   return ppios_MPI_File_write_at_all(fh, offset, buf, count, datatype, status);
 }
 
