@@ -9,7 +9,7 @@ source "$(dirname "$0")/lib.sh"
 require_fuse
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 target="auto-rt-$$"
-EXTRA_CLEANUP='rm -f "/dev/shm/ppios-coord-v2.$target"'
+EXTRA_CLEANUP='"$COORD" --coordinator shm --target "$target" reset --force >/dev/null 2>&1'
 mount_simfs --peak-mibps 160 --optimal-streams 3 --loss-per-stream 0.15
 truncate -s 480M "$BACKING/in.bin"
 PPIOS_TARGET=$target PPIOS_THRESHOLD=auto PPIOS_MT_THROTTLE=1 PPIOS_LEASE_MS=1000 \

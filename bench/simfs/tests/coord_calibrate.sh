@@ -6,7 +6,7 @@ source "$(dirname "$0")/lib.sh"
 require_fuse
 mount_simfs --peak-mibps 100 --optimal-streams 4 --loss-per-stream 0.25
 target="calib-$$"
-EXTRA_CLEANUP='rm -f "/dev/shm/ppios-coord-v2.$target"'
+EXTRA_CLEANUP='"$COORD" --coordinator shm --target "$target" reset --force >/dev/null 2>&1'
 truncate -s 256M "$MNT/data.bin"
 
 out=$("$COORD" --coordinator shm --target "$target" calibrate "$MNT/data.bin" --max-streams 7 \
