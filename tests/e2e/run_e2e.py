@@ -3,7 +3,8 @@
 PPIOS_MODE, and checks that the prefetching build behaves exactly like the plain one:
 same stdout, same exit code, byte-identical output files. Also checks each run's
 PPIOS_STATS (mode, bounded cache, optional minimum hit ratio) and, on request, the MT
-priority invariant in the PPIOS_TRACE output."""
+priority invariant in the PPIOS_TRACE output. A mode whose only misses are the hit ratio
+or the time (this 2-core machine's load) is run once more, and that run decides."""
 import argparse
 import glob
 import json
@@ -164,55 +165,59 @@ def check(a, args, base_env, failures):
         print(f"plain: exit {code}, {len(out.splitlines())} lines, {len(expected_files)} output files")
         if code != 0:
             print(err, file=sys.stderr)
-        for mode in a.modes.split(","):
+
+        def run_mode(mode, run_name):
+            """One run of the prefetching build in `mode`: (failures, timing failures).
+            Timing failures (a hit ratio, extra seconds) depend on the machine's load."""
+            found, timing = [], []
             env = dict(base_env, PPIOS_MODE=mode)
             env.update(kv.split("=", 1) for kv in a.env)
-            stats_path = os.path.join(top, f"stats-{mode}.jsonl")
+            stats_path = os.path.join(top, f"stats-{run_name}.jsonl")
             env["PPIOS_STATS"] = stats_path
             if a.check_priority:
-                env["PPIOS_TRACE"] = os.path.join(top, f"trace-{mode}")
-            wd_m, code_m, out_m, err_m = one(mode, a.ppios, env)
+                env["PPIOS_TRACE"] = os.path.join(top, f"trace-{run_name}")
+            wd_m, code_m, out_m, err_m = one(run_name, a.ppios, env)
             label = f"mode {mode}"
             for report in ("WARNING: ThreadSanitizer", "ERROR: AddressSanitizer",
                            "runtime error:", "ERROR: LeakSanitizer"):
                 if report in err_m:
-                    failures.append(f"{label}: sanitizer report\n{err_m}")
+                    found.append(f"{label}: sanitizer report\n{err_m}")
                     break
             if code_m != code:
-                failures.append(f"{label}: exit code {code_m}, plain {code}\n{err_m}")
+                found.append(f"{label}: exit code {code_m}, plain {code}\n{err_m}")
             if out_m != out:
-                failures.append(f"{label}: stdout differs\n--- plain\n{out}--- {mode}\n{out_m}")
+                found.append(f"{label}: stdout differs\n--- plain\n{out}--- {mode}\n{out_m}")
             if a.stderr_lines:
                 rest = [l for l in err_m.splitlines() if not any(p.search(l) for p, _ in stderr_patterns)]
                 if sorted(rest) != sorted(err.splitlines()):
-                    failures.append(f"{label}: stderr differs from the plain build's\n{err_m}")
+                    found.append(f"{label}: stderr differs from the plain build's\n{err_m}")
                 for pattern, count in stderr_patterns:
                     want = 0 if mode == "off" else count
                     got = sum(1 for l in err_m.splitlines() if pattern.search(l))
                     if got != want:
-                        failures.append(f"{label}: {got} stderr lines match {pattern.pattern!r}, "
+                        found.append(f"{label}: {got} stderr lines match {pattern.pattern!r}, "
                                         f"expected {want}\n{err_m}")
             if a.max_extra_seconds is not None:
-                extra = elapsed[mode] - elapsed["plain"]
-                print(f"  {label}: {elapsed[mode]:.2f} s, plain {elapsed['plain']:.2f} s")
+                extra = elapsed[run_name] - elapsed["plain"]
+                print(f"  {label}: {elapsed[run_name]:.2f} s, plain {elapsed['plain']:.2f} s")
                 if extra > a.max_extra_seconds:
-                    failures.append(f"{label}: took {extra:.2f} s longer than the plain build")
+                    timing.append(f"{label}: took {extra:.2f} s longer than the plain build")
             files = read_outputs(wd_m, a.outputs)
             if files.keys() != expected_files.keys():
-                failures.append(f"{label}: wrote {sorted(files)}, plain wrote {sorted(expected_files)}")
+                found.append(f"{label}: wrote {sorted(files)}, plain wrote {sorted(expected_files)}")
             for name in files.keys() & expected_files.keys():
                 if files[name] != expected_files[name]:
-                    failures.append(f"{label}: {name} differs from the plain build's")
+                    found.append(f"{label}: {name} differs from the plain build's")
             if a.no_stats:  # the process dies, as the plain one does: nothing is written
-                continue
+                return found, timing
             try:
                 with open(stats_path) as f:
                     stats = [json.loads(line) for line in f]
             except OSError as e:
-                failures.append(f"{label}: no PPIOS_STATS output ({e})")
-                continue
+                found.append(f"{label}: no PPIOS_STATS output ({e})")
+                return found, timing
             if len(stats) != a.np:
-                failures.append(f"{label}: {len(stats)} stats lines for {a.np} ranks")
+                found.append(f"{label}: {len(stats)} stats lines for {a.np} ranks")
             read = sum(s["mt_read_bytes"] for s in stats)
             hit = sum(s["hit_bytes"] for s in stats)
             ratio = hit / read if read else 0.0
@@ -223,32 +228,44 @@ def check(a, args, base_env, failures):
                   f"peak cache {max(s['cache_peak_bytes'] for s in stats)}")
             for s in stats:
                 if s["mode"] != mode:
-                    failures.append(f"{label}: stats say mode {s['mode']}")
+                    found.append(f"{label}: stats say mode {s['mode']}")
                 if s["cache_peak_bytes"] > s["cache_limit_bytes"]:
-                    failures.append(f"{label}: cache peak {s['cache_peak_bytes']} over the limit "
-                                    f"{s['cache_limit_bytes']}")
+                    found.append(f"{label}: cache peak {s['cache_peak_bytes']} over the limit "
+                                 f"{s['cache_limit_bytes']}")
                 if mode == "off" and (s["hit_bytes"] or s["pt_read_bytes"]):
-                    failures.append(f"{label}: prefetching happened in mode off")
+                    found.append(f"{label}: prefetching happened in mode off")
             for spec in a.expect_stat:
                 key, value = spec.split("=", 1)
                 if mode == "off":
                     continue
                 for s in stats:
                     if str(s.get(key)) != value:
-                        failures.append(f"{label}: rank {s['rank']} {key}={s.get(key)}, expected {value}")
+                        found.append(f"{label}: rank {s['rank']} {key}={s.get(key)}, expected {value}")
             for spec in a.min_stat + (a.min_pt_stat if mode != "off" else []):
                 key, value = spec.split("=", 1)
                 total = sum(s.get(key, 0) for s in stats)
                 if total < float(value):
-                    failures.append(f"{label}: {key} sums to {total}, expected at least {value}")
+                    found.append(f"{label}: {key} sums to {total}, expected at least {value}")
             if a.min_hit_ratio is not None and mode != "off" and ratio < a.min_hit_ratio:
-                failures.append(f"{label}: hit ratio {ratio:.3f} below {a.min_hit_ratio}")
+                timing.append(f"{label}: hit ratio {ratio:.3f} below {a.min_hit_ratio}")
             # The one-access-at-a-time rule (the work-conserving ppios mode lets a
             # prefetch read while the MT's access runs; its MT priority is the cap's).
             if a.check_priority and mode in ("intra", "ppios-strict"):
                 for r in range(a.np):
-                    check_priority(os.path.join(top, f"trace-{mode}.{r}.json"), failures,
+                    check_priority(os.path.join(top, f"trace-{run_name}.{r}.json"), found,
                                    f"{label} rank {r}")
+            return found, timing
+
+        # A run whose output is right but whose hit ratio or time misses a bound is run
+        # once more (this 2-core machine is shared; the PT may simply not have been
+        # scheduled): the second run decides. Output, exit code and files must match in
+        # every run.
+        for mode in a.modes.split(","):
+            found, timing = run_mode(mode, mode)
+            if timing and not found:
+                print(f"  {'; '.join(timing)}: run again")
+                found, timing = run_mode(mode, mode + "-again")
+            failures.extend(found + timing)
     for f in failures:
         print("FAIL:", f)
     print(f"{'FAILED' if failures else 'OK'}: {len(failures)} problems")
