@@ -47,13 +47,18 @@ void testCurve() {
     if (!ok) ++failures;
 }
 
-// Wall-clock times: never earlier than the model allows, and not much later (generous,
-// so the test also passes under sanitizers and on a loaded machine).
+// Wall-clock times: never earlier than the model allows (a failure at once), and not
+// much later (generous, so the test also passes under sanitizers). A loaded machine can
+// always make a thread late, never early: lateness is counted apart, and main() runs
+// the timed tests again when a round had late requests.
+int late = 0;
 void expectWallTime(const char* what, double actual, double expected) {
-    const bool ok = actual >= expected * 0.99 && actual <= expected * 1.5 + 0.005;
-    std::printf("%s %-48s actual %.6g expected %.6g (+1.5x allowed)\n", ok ? "ok  " : "FAIL",
-                what, actual, expected);
-    if (!ok) ++failures;
+    const bool early = actual < expected * 0.99;
+    const bool slow = actual > expected * 1.5 + 0.005;
+    std::printf("%s %-48s actual %.6g expected %.6g (+1.5x allowed)\n",
+                early ? "FAIL" : slow ? "LATE" : "ok  ", what, actual, expected);
+    if (early) ++failures;
+    if (slow) ++late;
 }
 
 // k requests of `bytes` each, admitted at the same instant: all finish at k*bytes/B(k).
@@ -156,12 +161,19 @@ void testNoModel() {
 
 int main() {
     testCurve();
-    testSimultaneous(1);
-    testSimultaneous(2);
-    testSimultaneous(6);
-    testArrivalAndDeparture();
-    testLatency();
-    testNoModel();
+    for (int round = 1; round <= 3; ++round) {
+        late = 0;
+        testSimultaneous(1);
+        testSimultaneous(2);
+        testSimultaneous(6);
+        testArrivalAndDeparture();
+        testLatency();
+        testNoModel();
+        if (late == 0) break;
+        std::printf("round %d: %d wall time(s) later than allowed (a loaded machine?)%s\n", round,
+                    late, round < 3 ? ": once more" : "");
+    }
+    failures += late;
     std::printf("%s: %d failure(s)\n", failures ? "FAILED" : "PASSED", failures);
     return failures ? 1 : 0;
 }
