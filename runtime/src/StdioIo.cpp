@@ -86,12 +86,8 @@ StreamBlock stream_block(off_t offset, size_t length, const struct stat &st) {
 
 bool truncating_mode(const char *mode) { return mode != nullptr && mode[0] == 'w'; }
 
-}  // namespace
-
-extern "C" {
-
-FILE *ppios_fopen(const char *path, const char *mode) {
-  FILE *stream = fopen(path, mode);
+// A stream just opened (or reopened) with `mode`: a truncated file's cached bytes are gone.
+FILE *opened(FILE *stream, const char *mode) {
   Runtime &rt = Runtime::get();
   if (stream != nullptr && truncating_mode(mode) && rt.caching()) {
     ppios::ErrnoGuard errno_guard;
@@ -101,17 +97,18 @@ FILE *ppios_fopen(const char *path, const char *mode) {
   return stream;
 }
 
+}  // namespace
+
+extern "C" {
+
+FILE *ppios_fopen(const char *path, const char *mode) {
+  return opened(fopen(path, mode), mode);
+}
+
 // The stream keeps its address (and mostly its descriptor number) for another file.
 FILE *ppios_freopen(const char *path, const char *mode, FILE *stream) {
   forget_mt_stream_block(stream);
-  FILE *reopened = freopen(path, mode, stream);
-  Runtime &rt = Runtime::get();
-  if (reopened != nullptr && truncating_mode(mode) && rt.caching()) {
-    ppios::ErrnoGuard errno_guard;
-    FileKey key;
-    if (ppios::probe_regular_file(fileno(reopened), &key)) rt.cache().invalidate_file(key);
-  }
-  return reopened;
+  return opened(freopen(path, mode, stream), mode);
 }
 
 int ppios_fclose(FILE *stream) {
