@@ -80,7 +80,7 @@ Runtime::Runtime(const Config &config)
       backoff_(config.backoff && config.mode != Mode::Off),
       scheduler_(config.mode == Mode::Intra || config.mode == Mode::PPIOS ||
                  config.mode == Mode::PPIOSStrict),
-      trace_(!config.trace_prefix.empty()) {
+      trace_(config.trace_prefix) {
   cache_.set_free_observer([this](const FileKey &key, bool used) {
     count_backoff(backoff_.record_entry(key, used));
   });

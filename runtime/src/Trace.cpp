@@ -1,8 +1,12 @@
 #include "Trace.h"
 
+#include <fcntl.h>
 #include <link.h>
 #include <time.h>
 #include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
 
 #include <cstdio>
 #include <set>
@@ -26,17 +30,66 @@ void Trace::name_file(const FileKey &key, int fd) {
   names_.emplace(key, name);
 }
 
+Trace::~Trace() {
+  if (spill_fd_ >= 0) close(spill_fd_);
+}
+
 void Trace::event(const char *name, int tid, uint64_t begin_ns, uint64_t end_ns,
                   const FileKey *key, int64_t offset, int64_t bytes, int64_t seq,
                   const char *aux_name, int64_t aux, const void *site) {
   if (!enabled_) return;
-  std::lock_guard<std::mutex> lock(mu_);
-  if (events_.size() >= kMaxEvents) {
+  std::unique_lock<std::mutex> lock(mu_);
+  if (kept_ >= kMaxEvents) {
     ++dropped_;
     return;
   }
   events_.push_back(Event{name, tid, begin_ns, end_ns, key ? *key : FileKey{}, key != nullptr,
                           offset, bytes, seq, aux_name, aux, site});
+  ++kept_;
+  tids_.insert(tid);
+  if (events_.size() >= kChunkEvents) spill(lock);
+}
+
+// Writes the full chunk to the spill file as raw Event records (the names they point to
+// are string literals of this process: read back only by this process). The thread that
+// filled the chunk pays for the write, once per kChunkEvents events, outside mu_.
+void Trace::spill(std::unique_lock<std::mutex> &lock) {
+  std::vector<Event> chunk;
+  chunk.swap(events_);
+  events_.reserve(kChunkEvents);
+  lock.unlock();
+  bool written = false;
+  {
+    std::lock_guard<std::mutex> spill_lock(spill_mu_);
+    if (spill_fd_ < 0 && spill_pid_ == 0) {
+      // A file without a name in the trace's directory (O_TMPFILE); where the file system
+      // has none, a new one (O_EXCL: nothing planted there is used) unlinked at once.
+      spill_pid_ = getpid();
+      size_t slash = prefix_.rfind('/');
+      std::string dir = slash == std::string::npos ? "." : slash == 0 ? "/" : prefix_.substr(0, slash);
+      spill_fd_ = open(dir.c_str(), O_TMPFILE | O_RDWR | O_CLOEXEC, 0600);
+      if (spill_fd_ < 0) {
+        std::string path = prefix_ + ".spill." + std::to_string(spill_pid_);
+        spill_fd_ = open(path.c_str(), O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+        if (spill_fd_ >= 0) unlink(path.c_str());
+      }
+    }
+    if (spill_fd_ >= 0 && spill_pid_ == getpid()) {
+      const char *p = reinterpret_cast<const char *>(chunk.data());
+      size_t left = chunk.size() * sizeof(Event);
+      off_t at = static_cast<off_t>(spilled_ * sizeof(Event));
+      while (left > 0) {
+        ssize_t n = pwrite(spill_fd_, p, left, at);
+        if (n < 0 && errno == EINTR) continue;
+        if (n <= 0) break;
+        p += n, at += n, left -= static_cast<size_t>(n);
+      }
+      written = left == 0;
+      if (written) spilled_ += chunk.size();
+    }
+  }
+  lock.lock();
+  if (!written) dropped_ += chunk.size(), kept_ -= chunk.size();
 }
 
 namespace {
@@ -64,6 +117,30 @@ void describe_executable(std::string *path, uintptr_t *load_base) {
   path->assign(exe, n > 0 ? static_cast<size_t>(n) : 0);
   *load_base = 0;
   dl_iterate_phdr(first_object, load_base);
+}
+
+void Trace::write_event(FILE *f, const Event &e, int rank, uint64_t origin_ns, bool *first) const {
+  uint64_t b = e.begin_ns > origin_ns ? e.begin_ns - origin_ns : 0;
+  uint64_t d = e.end_ns > e.begin_ns ? e.end_ns - e.begin_ns : 0;
+  std::fprintf(f, "%s{\"ph\":\"X\",\"name\":\"%s\",\"pid\":%d,\"tid\":%d,\"ts\":%.3f,\"dur\":%.3f,\"args\":{",
+               *first ? "" : ",\n", e.name, rank, e.tid, b / 1000.0, d / 1000.0);
+  *first = false;
+  const char *sep = "";
+  if (e.has_key) {
+    auto it = names_.find(e.key);
+    std::fputs("\"file\":", f);
+    json_string(f, it != names_.end() ? it->second
+                                      : std::to_string(e.key.dev) + ":" + std::to_string(e.key.ino));
+    sep = ",";
+  }
+  if (e.offset >= 0) { std::fprintf(f, "%s\"offset\":%lld", sep, static_cast<long long>(e.offset)); sep = ","; }
+  if (e.bytes >= 0) { std::fprintf(f, "%s\"bytes\":%lld", sep, static_cast<long long>(e.bytes)); sep = ","; }
+  if (e.seq >= 0) { std::fprintf(f, "%s\"seq\":%lld", sep, static_cast<long long>(e.seq)); sep = ","; }
+  if (e.aux_name != nullptr && e.aux >= 0)
+    { std::fprintf(f, "%s\"%s\":%lld", sep, e.aux_name, static_cast<long long>(e.aux)); sep = ","; }
+  if (e.site != nullptr)
+    std::fprintf(f, "%s\"site\":%llu", sep, static_cast<unsigned long long>(reinterpret_cast<uintptr_t>(e.site)));
+  std::fputs("}}", f);
 }
 
 bool Trace::write(const std::string &prefix, int rank, uint64_t origin_ns, const std::string &other_data,
@@ -95,10 +172,8 @@ bool Trace::write(const std::string &prefix, int rank, uint64_t origin_ns, const
                static_cast<long long>(origin_unix_ns), static_cast<unsigned long long>(exe_base));
   json_string(f, exe);
   std::fprintf(f, "%s%s},\"traceEvents\":[\n", other_data.empty() ? "" : ",", other_data.c_str());
-  std::set<int> tids;
-  for (const Event &e : events_) tids.insert(e.tid);
   bool first = true;
-  for (int tid : tids) {
+  for (int tid : tids_) {
     std::string tname = tid == kTraceMT ? "MT (main thread)"
                         : tid == kTracePT ? "PT (prefetch thread)"
                                           : "WT " + std::to_string(tid - kTraceFirstWT);
@@ -108,29 +183,22 @@ bool Trace::write(const std::string &prefix, int rank, uint64_t origin_ns, const
     std::fputs("}}", f);
     first = false;
   }
-  for (const Event &e : events_) {
-    uint64_t b = e.begin_ns > origin_ns ? e.begin_ns - origin_ns : 0;
-    uint64_t d = e.end_ns > e.begin_ns ? e.end_ns - e.begin_ns : 0;
-    std::fprintf(f, "%s{\"ph\":\"X\",\"name\":\"%s\",\"pid\":%d,\"tid\":%d,\"ts\":%.3f,\"dur\":%.3f,\"args\":{",
-                 first ? "" : ",\n", e.name, rank, e.tid, b / 1000.0, d / 1000.0);
-    first = false;
-    const char *sep = "";
-    if (e.has_key) {
-      auto it = names_.find(e.key);
-      std::fputs("\"file\":", f);
-      json_string(f, it != names_.end() ? it->second
-                                        : std::to_string(e.key.dev) + ":" + std::to_string(e.key.ino));
-      sep = ",";
+  {
+    // The spilled chunks first (older), read back a chunk at a time.
+    std::lock_guard<std::mutex> spill_lock(spill_mu_);
+    std::vector<Event> chunk(kChunkEvents);
+    for (uint64_t done = 0; spill_fd_ >= 0 && spill_pid_ == getpid() && done < spilled_;) {
+      size_t want = static_cast<size_t>(std::min<uint64_t>(kChunkEvents, spilled_ - done));
+      ssize_t n = pread(spill_fd_, chunk.data(), want * sizeof(Event),
+                        static_cast<off_t>(done * sizeof(Event)));
+      if (n < 0 && errno == EINTR) continue;
+      if (n <= 0 || n % static_cast<ssize_t>(sizeof(Event)) != 0) break;
+      size_t got = static_cast<size_t>(n) / sizeof(Event);
+      for (size_t i = 0; i < got; ++i) write_event(f, chunk[i], rank, origin_ns, &first);
+      done += got;
     }
-    if (e.offset >= 0) { std::fprintf(f, "%s\"offset\":%lld", sep, static_cast<long long>(e.offset)); sep = ","; }
-    if (e.bytes >= 0) { std::fprintf(f, "%s\"bytes\":%lld", sep, static_cast<long long>(e.bytes)); sep = ","; }
-    if (e.seq >= 0) { std::fprintf(f, "%s\"seq\":%lld", sep, static_cast<long long>(e.seq)); sep = ","; }
-    if (e.aux_name != nullptr && e.aux >= 0)
-      { std::fprintf(f, "%s\"%s\":%lld", sep, e.aux_name, static_cast<long long>(e.aux)); sep = ","; }
-    if (e.site != nullptr)
-      std::fprintf(f, "%s\"site\":%llu", sep, static_cast<unsigned long long>(reinterpret_cast<uintptr_t>(e.site)));
-    std::fputs("}}", f);
   }
+  for (const Event &e : events_) write_event(f, e, rank, origin_ns, &first);
   std::fputs("\n]}\n", f);
   if (std::fclose(f) != 0) {
     *error = "cannot write trace " + path;

@@ -6,13 +6,21 @@
 // slot_wait_ns = ISSUE, released at ts + dur = COMPLT) and storage (`storage` for the MT,
 // `subread` for the PT and WTs). `ppios-report` reads these files.
 //
-// Memory is bounded: at most kMaxEvents are kept, later ones are only counted
-// (`dropped_events`), so a long run costs at most about 170 MB, never more.
+// Memory is bounded: events are kept in memory in chunks of kChunkEvents (about 5.5 MB);
+// a full chunk is spilled to a file of the process's own in the trace's directory (one
+// without a name, O_TMPFILE, or else unlinked at once: nothing is left behind, whatever
+// happens to the process) and read back when the trace is written. At most kMaxEvents are kept in all (about 1.7 GB on
+// disk); later ones are only counted (`dropped_events`), as are chunks that could not be
+// spilled.
 #pragma once
 
+#include <sys/types.h>
+
 #include <cstdint>
+#include <cstdio>
 #include <map>
 #include <mutex>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -29,7 +37,9 @@ enum TraceThread : int { kTraceMT = 1, kTracePT = 2, kTraceFirstWT = 10 };
 
 class Trace {
  public:
-  explicit Trace(bool enabled) : enabled_(enabled) {}
+  // Tracing is on when `prefix` (PPIOS_TRACE) is not empty.
+  explicit Trace(std::string prefix) : enabled_(!prefix.empty()), prefix_(std::move(prefix)) {}
+  ~Trace();
   bool enabled() const { return enabled_; }
 
   // Remembers the path of a file the first time it is seen, for the events' args.
@@ -64,13 +74,24 @@ class Trace {
     int64_t aux;
     const void *site;
   };
-  static constexpr size_t kMaxEvents = 2000000;  // about 170 MB; later events are counted only
+  static constexpr size_t kChunkEvents = 65536;      // in memory: about 5.5 MB
+  static constexpr uint64_t kMaxEvents = 20000000;   // in all: about 1.7 GB on disk
+
+  void spill(std::unique_lock<std::mutex> &lock);
+  void write_event(FILE *f, const Event &e, int rank, uint64_t origin_ns, bool *first) const;
 
   const bool enabled_;
-  std::mutex mu_;
+  const std::string prefix_;
+  std::mutex mu_;                 // guards events_, kept_, dropped_, tids_, names_
   std::vector<Event> events_;
+  uint64_t kept_ = 0;             // events in events_ and in the spill file
   uint64_t dropped_ = 0;
+  std::set<int> tids_;
   std::map<FileKey, std::string> names_;
+  std::mutex spill_mu_;           // guards the spill file; taken after mu_, never before
+  int spill_fd_ = -1;
+  pid_t spill_pid_ = 0;           // a forked child never writes its parent's spill file
+  uint64_t spilled_ = 0;          // events in the spill file
 };
 
 }  // namespace ppios
