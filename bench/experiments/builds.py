@@ -53,7 +53,9 @@ class Binaries:
         examples = os.path.join(self.repo, "examples")
         for k in kernels:
             out = os.path.join(outdir, f"{k}_ppios")
-            cmd = [ppios_cc, "-O2", "-o", out, os.path.join(examples, f"{k}.c"),
+            # -g: the per-run reports name source lines (addr2line); GCC emits the same
+            # code with and without it.
+            cmd = [ppios_cc, "-O2", "-g", "-o", out, os.path.join(examples, f"{k}.c"),
                    os.path.join(examples, "kernel_common.c"), f"-I{examples}"]
             log(f"ppios-cc {k}: {' '.join(cmd)}")
             logfile = os.path.join(outdir, f"ppios-cc-{k}.log")
