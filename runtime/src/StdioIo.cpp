@@ -56,6 +56,25 @@ void forget_mt_stream_block(FILE *stream) {
   if (t_mt_stream_block.stream == stream) t_mt_stream_block = MtStreamBlock{};
 }
 
+// Whether the MT's read of `total` bytes at the stream's position may come from the cache;
+// sets *file and *offset. Inside the stream's block, without asking the file again.
+bool mt_stream_cacheable(FILE *stream, int fd, size_t total, CachedFile *file, off_t *offset) {
+  *offset = ftello(stream);
+  if (*offset < 0) return false;
+  MtStreamBlock &held = t_mt_stream_block;
+  if (held.stream == stream && held.fd == fd && held.begin <= *offset &&
+      total <= static_cast<size_t>(std::max<off_t>(held.end - *offset, 0))) {
+    *file = held.file;
+    return true;
+  }
+  blksize_t block = 0;
+  if (!ppios::probe_readable_file(fd, file, &block)) return false;
+  const off_t width = block > 0 ? block : BUFSIZ;
+  const off_t begin = *offset - *offset % width;
+  held = MtStreamBlock{stream, fd, *file, begin, begin + width};
+  return true;
+}
+
 // The PT fetches for a stdio read what the MT's stream itself would read from the file:
 // a read smaller than the stream's buffer fills the buffer from a block boundary (glibc's
 // buffer is st_blksize bytes, and fseek realigns to it), and reads that fall inside the
@@ -145,21 +164,11 @@ size_t ppios_fread(void *ptr, size_t size, size_t nmemb, FILE *stream) {
   {
     ppios::ErrnoGuard errno_guard;
     int fd = fileno(stream);
-    MtStreamBlock &held = t_mt_stream_block;
-    blksize_t block = 0;
-    if (rt.caching() && sized && !feof(stream) && fd >= 0 && (offset = ftello(stream)) >= 0 &&
-        held.stream == stream && held.fd == fd && held.begin <= offset &&
-        total <= static_cast<size_t>(std::max<off_t>(held.end - offset, 0))) {
-      file = held.file;
-      cacheable = true;
-    } else if (rt.caching() && sized && !feof(stream) && fd >= 0 &&
-               ppios::probe_readable_file(fd, &file, &block)) {
-      offset = ftello(stream);
-      cacheable = offset >= 0;
-      off_t width = block > 0 ? block : BUFSIZ;
-      if (cacheable)
-        held = MtStreamBlock{stream, fd, file, offset - offset % width, offset - offset % width + width};
-    } else if (fd >= 0 && rt.scheduling()) {
+    if (rt.caching() && sized && !feof(stream) && fd >= 0) {
+      cacheable = mt_stream_cacheable(stream, fd, total, &file, &offset);
+      if (!cacheable) offset = -1;
+    }
+    if (!cacheable && fd >= 0 && rt.scheduling()) {
       storage_io = ppios::storage_backed(fd);  // stdin from a pipe may block for a long time
     }
   }

@@ -46,7 +46,6 @@ void Trace::event(const char *name, int tid, uint64_t begin_ns, uint64_t end_ns,
   events_.push_back(Event{name, tid, begin_ns, end_ns, key ? *key : FileKey{}, key != nullptr,
                           offset, bytes, seq, aux_name, aux, site});
   ++kept_;
-  tids_.insert(tid);
   if (events_.size() >= kChunkEvents) spill(lock);
 }
 
@@ -172,19 +171,15 @@ bool Trace::write(const std::string &prefix, int rank, uint64_t origin_ns, const
                static_cast<long long>(origin_unix_ns), static_cast<unsigned long long>(exe_base));
   json_string(f, exe);
   std::fprintf(f, "%s%s},\"traceEvents\":[\n", other_data.empty() ? "" : ",", other_data.c_str());
+  // Events first (the spilled chunks, older, read back a chunk at a time), then a name
+  // for each thread they came from: the trace format does not care about the order.
   bool first = true;
-  for (int tid : tids_) {
-    std::string tname = tid == kTraceMT ? "MT (main thread)"
-                        : tid == kTracePT ? "PT (prefetch thread)"
-                                          : "WT " + std::to_string(tid - kTraceFirstWT);
-    std::fprintf(f, "%s{\"ph\":\"M\",\"name\":\"thread_name\",\"pid\":%d,\"tid\":%d,\"args\":{\"name\":",
-                 first ? "" : ",\n", rank, tid);
-    json_string(f, tname);
-    std::fputs("}}", f);
-    first = false;
-  }
+  std::set<int> tids;
+  auto emit = [&](const Event &e) {
+    write_event(f, e, rank, origin_ns, &first);
+    tids.insert(e.tid);
+  };
   {
-    // The spilled chunks first (older), read back a chunk at a time.
     std::lock_guard<std::mutex> spill_lock(spill_mu_);
     std::vector<Event> chunk(kChunkEvents);
     for (uint64_t done = 0; spill_fd_ >= 0 && spill_pid_ == getpid() && done < spilled_;) {
@@ -194,11 +189,21 @@ bool Trace::write(const std::string &prefix, int rank, uint64_t origin_ns, const
       if (n < 0 && errno == EINTR) continue;
       if (n <= 0 || n % static_cast<ssize_t>(sizeof(Event)) != 0) break;
       size_t got = static_cast<size_t>(n) / sizeof(Event);
-      for (size_t i = 0; i < got; ++i) write_event(f, chunk[i], rank, origin_ns, &first);
+      for (size_t i = 0; i < got; ++i) emit(chunk[i]);
       done += got;
     }
   }
-  for (const Event &e : events_) write_event(f, e, rank, origin_ns, &first);
+  for (const Event &e : events_) emit(e);
+  for (int tid : tids) {
+    std::string tname = tid == kTraceMT ? "MT (main thread)"
+                        : tid == kTracePT ? "PT (prefetch thread)"
+                                          : "WT " + std::to_string(tid - kTraceFirstWT);
+    std::fprintf(f, "%s{\"ph\":\"M\",\"name\":\"thread_name\",\"pid\":%d,\"tid\":%d,\"args\":{\"name\":",
+                 first ? "" : ",\n", rank, tid);
+    json_string(f, tname);
+    std::fputs("}}", f);
+    first = false;
+  }
   std::fputs("\n]}\n", f);
   if (std::fclose(f) != 0) {
     *error = "cannot write trace " + path;

@@ -20,7 +20,6 @@
 #include <cstdio>
 #include <map>
 #include <mutex>
-#include <set>
 #include <string>
 #include <vector>
 
@@ -82,11 +81,10 @@ class Trace {
 
   const bool enabled_;
   const std::string prefix_;
-  std::mutex mu_;                 // guards events_, kept_, dropped_, tids_, names_
+  std::mutex mu_;                 // guards events_, kept_, dropped_, names_
   std::vector<Event> events_;
   uint64_t kept_ = 0;             // events in events_ and in the spill file
   uint64_t dropped_ = 0;
-  std::set<int> tids_;
   std::map<FileKey, std::string> names_;
   std::mutex spill_mu_;           // guards the spill file; taken after mu_, never before
   int spill_fd_ = -1;

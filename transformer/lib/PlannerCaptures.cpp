@@ -81,12 +81,8 @@ void PrefetchPlanner::collectCaptures() {
   for (const CloneCallDecision &C : CloneCalls) {
     if (!C.Active)
       continue;
-    const CloneSummary *S = summaryOf(C.Callee);
-    for (unsigned I = 0; I < C.Call->getNumArgs(); ++I)
-      if (S->Params[I] == ParamRole::Handle)
-        if (const auto *DRE = dyn_cast<DeclRefExpr>(C.Call->getArg(I)->IgnoreParenImpCasts()))
-          if (const auto *VD = dyn_cast<VarDecl>(DRE->getDecl()))
-            Used.insert(VD);
+    for (auto [Index, VD] : cloneHandleArgs(C.Call, *summaryOf(C.Callee)))
+      Used.insert(VD);
   }
   for (const CloneCallDecision &C : CloneCalls)
     if (C.Active)

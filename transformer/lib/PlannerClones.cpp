@@ -255,11 +255,8 @@ CloneSummary PrefetchPlanner::summarize() const {
     if (!C.Active)
       continue;
     const CloneSummary *Callee = summaryOf(C.Callee);
-    for (unsigned I = 0; I < C.Call->getNumArgs(); ++I)
-      if (Callee->Params[I] == ParamRole::Handle)
-        if (const auto *DRE = dyn_cast<DeclRefExpr>(C.Call->getArg(I)->IgnoreParenImpCasts()))
-          if (const auto *VD = dyn_cast<VarDecl>(DRE->getDecl()))
-            HandlesUsed.insert(VD);
+    for (auto [Index, VD] : cloneHandleArgs(C.Call, *Callee))
+      HandlesUsed.insert(VD);
     for (const VarDecl *G : Callee->Globals)
       if (std::find(S.Globals.begin(), S.Globals.end(), G) == S.Globals.end())
         S.Globals.push_back(G);

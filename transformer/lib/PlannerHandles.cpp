@@ -58,10 +58,8 @@ void PrefetchPlanner::collectHandles() {
           AddParam(Site.Handle, Site.Info->Interface);
       for (const CallExpr *Call : U.Calls)
         if (const CloneSummary *S = summaryOf(Call->getDirectCallee()))
-          for (unsigned I = 0; I < Call->getNumArgs() && I < S->Params.size(); ++I)
-            if (S->Params[I] == ParamRole::Handle)
-              if (const auto *DRE = dyn_cast<DeclRefExpr>(Call->getArg(I)->IgnoreParenImpCasts()))
-                AddParam(dyn_cast<VarDecl>(DRE->getDecl()), S->HandleInterfaces[I]);
+          for (auto [Index, VD] : cloneHandleArgs(Call, *S))
+            AddParam(VD, S->HandleInterfaces[Index]);
     });
   }
   // `int fd = open(...)`: the open's handle is the variable it initialises or is assigned

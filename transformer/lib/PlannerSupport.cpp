@@ -71,6 +71,17 @@ bool openMayCreate(const CallExpr *Call, const IoCallInfo &Info, const ASTContex
   return openModeAsks(Call, Info, Ctx, "wa", 0100 | 01000, 1);
 }
 
+llvm::SmallVector<std::pair<unsigned, const VarDecl *>, 2>
+cloneHandleArgs(const CallExpr *Call, const CloneSummary &Callee) {
+  llvm::SmallVector<std::pair<unsigned, const VarDecl *>, 2> Args;
+  for (unsigned I = 0; I < Call->getNumArgs() && I < Callee.Params.size(); ++I)
+    if (Callee.Params[I] == ParamRole::Handle)
+      if (const auto *DRE = dyn_cast<DeclRefExpr>(Call->getArg(I)->IgnoreParenImpCasts()))
+        if (const auto *VD = dyn_cast<VarDecl>(DRE->getDecl()))
+          Args.push_back({I, VD});
+  return Args;
+}
+
 unsigned countTransfers(const Unit &U) {
   unsigned N = 0;
   for (const IoCallSite &Site : U.IoCalls)

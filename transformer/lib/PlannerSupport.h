@@ -41,6 +41,11 @@ bool openMayCreate(const clang::CallExpr *Call, const IoCallInfo &Info, const cl
 // Reads and writes of the statement (each carries a sequence number).
 unsigned countTransfers(const Unit &U);
 
+// The variables a call passes as handles to a clone (parameters the clone reads through),
+// with the parameter's index.
+llvm::SmallVector<std::pair<unsigned, const clang::VarDecl *>, 2>
+cloneHandleArgs(const clang::CallExpr *Call, const CloneSummary &Callee);
+
 // The unit is a loop or holds one.
 bool containsLoop(const Unit &U);
 

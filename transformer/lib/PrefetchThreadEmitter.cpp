@@ -1,4 +1,5 @@
 #include "PrefetchThreadEmitter.h"
+#include "PlannerSupport.h"
 
 #include "clang/AST/ASTContext.h"
 #include "clang/AST/Decl.h"
@@ -27,14 +28,6 @@ const char *handleSuffix(IoInterface Interface) {
 
 bool isMpiFileType(QualType T) { return T.getUnqualifiedType().getAsString() == "MPI_File"; }
 
-unsigned transfersIn(const Unit &U) {
-  unsigned N = 0;
-  for (const IoCallSite &Site : U.IoCalls)
-    N += IoCallTable::isTransfer(*Site.Info);
-  for (const Unit *Child : U.Children)
-    N += transfersIn(*Child);
-  return N;
-}
 
 // The PT's sequence counter: a local of the thread function, or in a clone the caller's,
 // reached through the pointer parameter ppios_seq.
@@ -333,7 +326,7 @@ void PrefetchThreadEmitter::removeUnit(const Unit &U, const std::string &Replace
 
 void PrefetchThreadEmitter::emitUnit(const Unit &U) {
   if (!U.InSlice) {
-    unsigned N = transfersIn(U);
+    unsigned N = slicing::countTransfers(U);
     if (Plan.isCountBlock(U) && N) {
       removeUnit(U, countStatement(Seq, N, "line " + std::to_string(Text.line(U.S->getBeginLoc())) +
                                           ": I/O the prefetch thread cannot follow, "

@@ -83,3 +83,18 @@ stat_field() {
     python3 -c "import json,sys; d=json.load(open(sys.argv[1])); print($1)" \
         "$MNT/.simfs-stats.json"
 }
+
+# model_write_refused DOCUMENT: writes DOCUMENT to the model file; true only if closing it
+# is refused with EINVAL (a refused model changes nothing).
+model_write_refused() {
+    python3 - "$MNT/.simfs-model.json" "$1" <<'PY'
+import errno, sys
+f = open(sys.argv[1], "w")
+f.write(sys.argv[2])
+try:
+    f.close()
+except OSError as e:
+    sys.exit(0 if e.errno == errno.EINVAL else 1)
+sys.exit(1)
+PY
+}
