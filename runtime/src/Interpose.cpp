@@ -20,6 +20,7 @@
 #include "PtThread.h"
 #include "Runtime.h"
 #include "Signals.h"
+#include "GlibcStream.h"
 #include "ThreadState.h"
 #include "ppios/ppios.h"
 
@@ -247,14 +248,14 @@ size_t __wrap_fwrite(const void *ptr, size_t size, size_t nmemb, FILE *stream) {
 }
 
 int __wrap_fseek(FILE *stream, long offset, int whence) {
-  if (on_pt()) return pt_owns(stream) ? fseek(stream, offset, whence) : -1;
+  if (on_pt()) return pt_owns(stream) ? ppios::seek_stream(stream, offset, whence) : -1;
   if (ppios::pass_through()) return fseek(stream, offset, whence);
   RuntimeScope scope(__builtin_return_address(0));
   return ppios_fseek(stream, offset, whence);
 }
 
 int __wrap_fseeko(FILE *stream, off_t offset, int whence) {
-  if (on_pt()) return pt_owns(stream) ? fseeko(stream, offset, whence) : -1;
+  if (on_pt()) return pt_owns(stream) ? ppios::seek_stream(stream, offset, whence) : -1;
   if (ppios::pass_through()) return fseeko(stream, offset, whence);
   RuntimeScope scope(__builtin_return_address(0));
   return ppios_fseeko(stream, offset, whence);

@@ -19,6 +19,7 @@
 #include <map>
 #include <mutex>
 #include <string>
+#include <unordered_map>
 
 #include "ErrnoGuard.h"
 #include "FileProbe.h"
@@ -488,63 +489,100 @@ int ppios_pt_MPI_File_get_size(ppios_pt_mpi_file fh, MPI_Offset *size) {
   return MPI_SUCCESS;
 }
 
+namespace {
+// What the PT's statuses say: the bytes each prefetch predicted for it (-1: unknown), by
+// the status's address. Only the PT reads and writes it. A handful of statuses in
+// practice; a program that walks an array of them is bounded by forgetting them all.
+thread_local std::unordered_map<const MPI_Status *, int64_t> t_pt_status_bytes;
+constexpr size_t kMaxPtStatuses = 4096;
+
+// Ends a PT prefetch of an MPI read: `items` predicted (-1: unknown) of `type_size` bytes.
+// Like the read, it returns an MPI code: the items are in the status.
+int predicted(MPI_Status *status, int64_t items, int64_t type_size) {
+  if (status != MPI_STATUS_IGNORE) {
+    std::memset(static_cast<void *>(status), 0, sizeof *status);  // MPI_SUCCESS, as predicted
+    if (t_pt_status_bytes.size() >= kMaxPtStatuses) t_pt_status_bytes.clear();
+    t_pt_status_bytes[status] = items < 0 ? -1 : items * type_size;
+  }
+  return items < 0 ? MPI_ERR_UNKNOWN : MPI_SUCCESS;
+}
+}  // namespace
+
 int ppios_prefetch_MPI_File_read_at(ppios_pt_mpi_file fh, MPI_Offset offset, int count,
-                                    MPI_Datatype datatype, ppios_seq_t seq, unsigned flags) {
+                                    MPI_Datatype datatype, MPI_Status *status, ppios_seq_t seq,
+                                    unsigned flags) {
   int64_t type_size = ppios::mpi_type_size(datatype);
-  if (type_size <= 0 || count < 0 || pt_fd(fh) < 0) return -1;
+  if (type_size <= 0 || count < 0 || pt_fd(fh) < 0) return predicted(status, -1, 0);
   PtView view = pt_view(pt_fd(fh));
-  if (!view.usable || offset < 0) return -1;
+  if (!view.usable || offset < 0) return predicted(status, -1, 0);
   ssize_t bytes = ppios_prefetch_pread(pt_fd(fh),
                                        static_cast<size_t>(count) * static_cast<size_t>(type_size),
                                        static_cast<off_t>(view.map.file_offset(offset)), seq, flags);
-  return bytes < 0 ? -1 : static_cast<int>(bytes / type_size);
+  return predicted(status, bytes < 0 ? -1 : bytes / type_size, type_size);
 }
 
 int ppios_prefetch_MPI_File_read(ppios_pt_mpi_file fh, int count, MPI_Datatype datatype,
-                                 ppios_seq_t seq, unsigned flags) {
+                                 MPI_Status *status, ppios_seq_t seq, unsigned flags) {
   ppios::pt_checkpoint();
   int64_t type_size = ppios::mpi_type_size(datatype);
   int fd = pt_fd(fh);
-  if (!ppios::PtResources::get().owns_fd(fd)) return -1;
-  if (!pt_view(fd).usable) return -1;
+  if (!ppios::PtResources::get().owns_fd(fd)) return predicted(status, -1, 0);
+  if (!pt_view(fd).usable) return predicted(status, -1, 0);
   off_t offset = fd < 0 ? -1 : lseek(fd, 0, SEEK_CUR);  // a file byte: the view is applied
-  if (type_size <= 0 || count < 0 || offset < 0) return -1;
+  if (type_size <= 0 || count < 0 || offset < 0) return predicted(status, -1, 0);
   ssize_t bytes = ppios_prefetch_pread(fd, static_cast<size_t>(count) * static_cast<size_t>(type_size),
                                        offset, seq, flags);
-  if (bytes < 0) return -1;
+  if (bytes < 0) return predicted(status, -1, 0);
   lseek(fd, offset + bytes, SEEK_SET);
-  return static_cast<int>(bytes / type_size);
+  return predicted(status, bytes / type_size, type_size);
 }
 
 // The PT prefetches the bytes of this process's part of a collective read with reads
 // of its own (it never takes part in a collective call: only the MT does).
 int ppios_prefetch_MPI_File_read_all(ppios_pt_mpi_file fh, int count, MPI_Datatype datatype,
-                                     ppios_seq_t seq, unsigned flags) {
-  return ppios_prefetch_MPI_File_read(fh, count, datatype, seq, flags);
+                                     MPI_Status *status, ppios_seq_t seq, unsigned flags) {
+  return ppios_prefetch_MPI_File_read(fh, count, datatype, status, seq, flags);
 }
 
 int ppios_prefetch_MPI_File_read_at_all(ppios_pt_mpi_file fh, MPI_Offset offset, int count,
-                                        MPI_Datatype datatype, ppios_seq_t seq, unsigned flags) {
-  return ppios_prefetch_MPI_File_read_at(fh, offset, count, datatype, seq, flags);
+                                        MPI_Datatype datatype, MPI_Status *status,
+                                        ppios_seq_t seq, unsigned flags) {
+  return ppios_prefetch_MPI_File_read_at(fh, offset, count, datatype, status, seq, flags);
 }
 
 int ppios_prefetch_MPI_File_read_at_all_copy(ppios_pt_mpi_file fh, MPI_Offset offset, void *buf,
-                                             int count, MPI_Datatype datatype, ppios_seq_t seq,
-                                             unsigned flags) {
-  return ppios_prefetch_MPI_File_read_at_copy(fh, offset, buf, count, datatype, seq, flags);
+                                             int count, MPI_Datatype datatype,
+                                             MPI_Status *status, ppios_seq_t seq, unsigned flags) {
+  return ppios_prefetch_MPI_File_read_at_copy(fh, offset, buf, count, datatype, status, seq, flags);
 }
 
 int ppios_prefetch_MPI_File_read_at_copy(ppios_pt_mpi_file fh, MPI_Offset offset, void *buf,
-                                         int count, MPI_Datatype datatype, ppios_seq_t seq,
-                                         unsigned flags) {
+                                         int count, MPI_Datatype datatype, MPI_Status *status,
+                                         ppios_seq_t seq, unsigned flags) {
   int64_t type_size = ppios::mpi_type_size(datatype);
-  if (type_size <= 0 || count < 0 || offset < 0 || pt_fd(fh) < 0) return -1;
+  if (type_size <= 0 || count < 0 || offset < 0 || pt_fd(fh) < 0) return predicted(status, -1, 0);
   PtView view = pt_view(pt_fd(fh));
-  if (!view.usable) return -1;
+  if (!view.usable) return predicted(status, -1, 0);
   ssize_t bytes = ppios_prefetch_pread_copy(
       pt_fd(fh), buf, static_cast<size_t>(count) * static_cast<size_t>(type_size),
       static_cast<off_t>(view.map.file_offset(offset)), seq, flags);
-  return bytes < 0 ? -1 : static_cast<int>(bytes / type_size);
+  return predicted(status, bytes < 0 ? -1 : bytes / type_size, type_size);
+}
+
+int ppios_pt_MPI_Get_count(const MPI_Status *status, MPI_Datatype datatype, int *count) {
+  ppios::pt_checkpoint();
+  auto it = t_pt_status_bytes.find(status);
+  int64_t bytes = it == t_pt_status_bytes.end() ? -1 : it->second;
+  int64_t type_size = ppios::mpi_type_size(datatype);
+  *count = bytes < 0 || type_size <= 0 || bytes % type_size != 0
+               ? MPI_UNDEFINED
+               : static_cast<int>(bytes / type_size);
+  return MPI_SUCCESS;
+}
+
+// For the predefined, contiguous datatypes the PT knows, elements and items are the same.
+int ppios_pt_MPI_Get_elements(const MPI_Status *status, MPI_Datatype datatype, int *count) {
+  return ppios_pt_MPI_Get_count(status, datatype, count);
 }
 
 // ------------------------------------------------------------------ lifecycle

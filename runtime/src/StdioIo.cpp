@@ -19,6 +19,7 @@
 #include "ErrnoGuard.h"
 #include "FileProbe.h"
 #include "PtThread.h"
+#include "GlibcStream.h"
 #include "ThreadState.h"
 #include "Runtime.h"
 #include "ppios/ppios.h"
@@ -37,7 +38,7 @@ std::mutex g_writers_mu;
 std::map<FILE *, FileKey> g_writers;
 
 // The MT's stream "buffer": the block its stream would hold after its last read from
-// storage (glibc fills st_blksize bytes from a block boundary), and what the file looked
+// storage (glibc fills its buffer from a block boundary), and what the file looked
 // like when that read was checked against it (an fstat; on a network file system each is
 // a round trip). A read that starts and ends inside that block is checked no further:
 // the program built without prefetching would take those bytes from its stream's buffer
@@ -69,32 +70,26 @@ bool mt_stream_cacheable(FILE *stream, int fd, size_t total, CachedFile *file, o
   }
   blksize_t block = 0;
   if (!ppios::probe_readable_file(fd, file, &block)) return false;
-  const off_t width = block > 0 ? block : BUFSIZ;
+  const off_t width = ppios::stream_buffer_bytes(block);
   const off_t begin = *offset - *offset % width;
   held = MtStreamBlock{stream, fd, *file, begin, begin + width};
   return true;
 }
 
 // The PT fetches for a stdio read what the MT's stream itself would read from the file:
-// a read smaller than the stream's buffer fills the buffer from a block boundary (glibc's
-// buffer is st_blksize bytes, and fseek realigns to it), and reads that fall inside the
-// block the stream holds fetch nothing more. A program reading 512-byte records then
-// costs the device as many requests prefetched as it did unprefetched, not eight times
-// as many. Only the PT touches this table (and only for its own streams).
+// a read smaller than the stream's buffer fills the buffer from a block boundary (fseek
+// realigns to it), and reads that fall inside the block the stream holds fetch nothing
+// more. A program reading 512-byte records then costs the device as many requests
+// prefetched as it did unprefetched, not eight times as many. Only the PT touches this
+// table (and only for its own streams).
 struct StreamBlock {
   off_t begin = 0;
   off_t end = 0;
 };
 thread_local std::map<FILE *, StreamBlock> t_pt_stream_blocks;
 
-// glibc's default for a stream whose file reports no block size.
-constexpr off_t kDefaultStreamBuffer = BUFSIZ;
-// Larger "blocks" are not a stream buffer a program would get by default.
-constexpr off_t kMaxStreamBuffer = 1 << 20;
-
 StreamBlock stream_block(off_t offset, size_t length, const struct stat &st) {
-  off_t block = st.st_blksize > 0 ? std::min<off_t>(st.st_blksize, kMaxStreamBuffer)
-                                  : kDefaultStreamBuffer;
+  const off_t block = ppios::stream_buffer_bytes(st.st_blksize);
   off_t end = offset + static_cast<off_t>(length);
   if (static_cast<off_t>(length) >= block) return {offset, end};  // glibc reads it directly
   off_t begin = offset - offset % block;
@@ -182,11 +177,11 @@ size_t ppios_fread(void *ptr, size_t size, size_t nmemb, FILE *stream) {
           return static_cast<ssize_t>(fread(ptr, size, nmemb, stream) * size);
         }
         if (h > 0 && h == total) {
-          fseeko(stream, offset + static_cast<off_t>(total), SEEK_SET);
+          ppios::seek_stream(stream, offset + static_cast<off_t>(total), SEEK_SET);
           return static_cast<ssize_t>(total);
         }
         storage.acquire();
-        if (h > 0) fseeko(stream, offset + static_cast<off_t>(h), SEEK_SET);
+        if (h > 0) ppios::seek_stream(stream, offset + static_cast<off_t>(h), SEEK_SET);
         size_t got = fread(out + h, 1, total - h, stream);
         return static_cast<ssize_t>(h + got);
       });
@@ -221,8 +216,14 @@ size_t ppios_fwrite(const void *ptr, size_t size, size_t nmemb, FILE *stream) {
   return items;
 }
 
-int ppios_fseek(FILE *stream, long offset, int whence) { return fseek(stream, offset, whence); }
-int ppios_fseeko(FILE *stream, off_t offset, int whence) { return fseeko(stream, offset, whence); }
+// While reads may come from the cache, a seek reads nothing ahead (GlibcStream.h).
+int ppios_fseek(FILE *stream, long offset, int whence) {
+  return ppios_fseeko(stream, static_cast<off_t>(offset), whence);
+}
+int ppios_fseeko(FILE *stream, off_t offset, int whence) {
+  if (!Runtime::get().caching()) return fseeko(stream, offset, whence);
+  return ppios::seek_stream(stream, offset, whence);
+}
 long ppios_ftell(FILE *stream) { return ftell(stream); }
 off_t ppios_ftello(FILE *stream) { return ftello(stream); }
 void ppios_rewind(FILE *stream) { rewind(stream); }
@@ -273,7 +274,7 @@ FILE *ppios_pt_reopen_stream(FILE *mt_stream) {
     close(fd);
     return nullptr;
   }
-  if (fseeko(stream, position, SEEK_SET) != 0) {
+  if (ppios::seek_stream(stream, position, SEEK_SET) != 0) {
     resources.disown_fd(fd);
     fclose(stream);
     return nullptr;
@@ -330,7 +331,7 @@ size_t ppios_prefetch_fread(size_t size, size_t nmemb, FILE *stream, ppios_seq_t
     }
   }
   if (predicted <= 0) return 0;
-  fseeko(stream, offset + predicted, SEEK_SET);
+  ppios::seek_stream(stream, offset + predicted, SEEK_SET);
   return static_cast<size_t>(predicted) / size;
 }
 
@@ -344,7 +345,7 @@ size_t ppios_prefetch_fread_copy(void *buf, size_t size, size_t nmemb, FILE *str
     return fread(buf, size, nmemb, stream);  // whatever fread itself does
   ssize_t n = ppios_prefetch_pread_copy(fd, buf, size * nmemb, offset, seq, flags);
   if (n < 0) return 0;
-  fseeko(stream, offset + n, SEEK_SET);
+  ppios::seek_stream(stream, offset + n, SEEK_SET);
   return static_cast<size_t>(n) / size;
 }
 

@@ -70,10 +70,10 @@ static void prefetch_thread(void *arg) {
   ppios_pt_mpi_file fh;
   ppios_pt_MPI_File_open(c->path, MPI_MODE_RDONLY, &fh);
   for (size_t off = c->begin; off < c->end; off += c->chunk)
-    ppios_prefetch_MPI_File_read_at(fh, (MPI_Offset)GUESS_OFFSET(off), (int)min_size(c->chunk, c->end - off), MPI_BYTE, GUESS_SEQ(++seq), 0);
+    ppios_prefetch_MPI_File_read_at(fh, (MPI_Offset)GUESS_OFFSET(off), (int)min_size(c->chunk, c->end - off), MPI_BYTE, MPI_STATUS_IGNORE, GUESS_SEQ(++seq), 0);
   ppios_pt_MPI_File_seek(fh, (MPI_Offset)c->begin, MPI_SEEK_SET);
   for (size_t off = c->begin; off < c->end; off += c->chunk)
-    ppios_prefetch_MPI_File_read(fh, (int)min_size(c->chunk, c->end - off), MPI_BYTE, GUESS_SEQ(++seq), 0);
+    ppios_prefetch_MPI_File_read(fh, (int)min_size(c->chunk, c->end - off), MPI_BYTE, MPI_STATUS_IGNORE, GUESS_SEQ(++seq), 0);
   ppios_pt_MPI_File_close(&fh);
 
   ppios_prefetch_pread(fd, c->chunk, (off_t)(c->size > 5 ? c->size - 5 : 0), GUESS_SEQ(++seq), 0);

@@ -55,8 +55,8 @@ static void prefetch_thread(void *arg) {
   ppios_pt_MPI_File_open(c->path, MPI_MODE_RDONLY, &fh);
   MPI_Offset size;
   ppios_pt_MPI_File_get_size(fh, &size);
-  ppios_prefetch_MPI_File_read_at(fh, size - 6, 3, MPI_INT, ++seq, 0);
-  ppios_prefetch_MPI_File_read_at(fh, size + 100, 3, MPI_INT, ++seq, 0);
+  ppios_prefetch_MPI_File_read_at(fh, size - 6, 3, MPI_INT, MPI_STATUS_IGNORE, ++seq, 0);
+  ppios_prefetch_MPI_File_read_at(fh, size + 100, 3, MPI_INT, MPI_STATUS_IGNORE, ++seq, 0);
   ppios_pt_MPI_File_close(&fh);
 }
 

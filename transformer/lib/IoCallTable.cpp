@@ -47,6 +47,10 @@ const IoCallInfo Table[] = {
     {"MPI_File_set_view", K::Seek, I::MpiIo, A::RenamePt, 0, 0, -1, -1, -1, {-1, -1}, false, false, -1},
     {"MPI_File_get_size", K::Query, I::MpiIo, A::RenamePt, 0, 0, -1, -1, -1, {-1, -1}, false, false, 1},
 
+    // What a read returned, from its status: in the PT, what its prefetch predicted.
+    {"MPI_Get_count", K::Query, I::Mpi, A::RenamePt, -1, 0, -1, -1, -1, {-1, -1}, false, false, 2},
+    {"MPI_Get_elements", K::Query, I::Mpi, A::RenamePt, -1, 0, -1, -1, -1, {-1, -1}, false, false, 2},
+
     {"MPI_Finalize", K::Finalize, I::Mpi, A::None, -1, 0, -1, -1, -1, {-1, -1}, false, false, -1},
 };
 } // namespace

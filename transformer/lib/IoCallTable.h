@@ -32,7 +32,7 @@ struct IoCallInfo {
   int HandleArg;      // descriptor / stream / MPI file argument, -1 if none
   int HandleIsOut;    // 1 when the handle is returned through a pointer argument (MPI_File_open)
   int BufferArg;      // data buffer (dropped in the PT), -1 if none
-  int StatusArg;      // MPI_Status* (dropped in the PT), -1 if none
+  int StatusArg;      // MPI_Status* (the PT's own gets the predicted outcome), -1 if none
   int PathArg;        // file name of an open, -1 if none
   int DropArgs[2];    // further arguments the PT version drops (communicator, info), -1 if none
   bool UsesPosition;  // depends on the handle's file position (read, fread, MPI_File_read)

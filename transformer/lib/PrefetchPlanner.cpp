@@ -138,11 +138,16 @@ void PrefetchPlanner::closeSlice(bool UseBad, int RegionStart) {
           Relevant.insert(U->TypeUses.begin(), U->TypeUses.end());
         }
       }
-      // A copy read needs its buffer declared and allocated in the PT.
+      // A copy read needs its buffer declared and allocated in the PT; a prefetched MPI
+      // read its own status declared.
       for (const IoCallSite &Site : U->IoCalls)
-        if (const ReadDecision *D = decisionFor(Site.Call))
+        if (const ReadDecision *D = decisionFor(Site.Call)) {
           if (D->Copy && bufferOf(Site))
             Relevant.insert(bufferOf(Site));
+          if (D->Prefetched && Site.Info->StatusArg >= 0)
+            if (const VarDecl *Status = ptOwnStatus(Site.Call->getArg(Site.Info->StatusArg)))
+              Relevant.insert(Status);
+        }
     }
     for (const auto &Owned : Units.all()) {
       Unit *U = Owned.get();

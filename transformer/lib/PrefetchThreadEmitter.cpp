@@ -1,5 +1,6 @@
 #include "PrefetchThreadEmitter.h"
 #include "PlannerSupport.h"
+#include "SideEffects.h"
 
 #include "clang/AST/ASTContext.h"
 #include "clang/AST/Decl.h"
@@ -238,7 +239,14 @@ void PrefetchThreadEmitter::editCall(const IoCallSite &Site) {
     UsesStdio |= Info.Interface == IoInterface::Stdio;
     if (!D->Copy)
       DropArg(Info.BufferArg);
-    DropArg(Info.StatusArg);
+    // An MPI read's status: the PT's own copy gets the predicted outcome; the MT's
+    // memory is never written.
+    if (Info.StatusArg >= 0 && Info.StatusArg < static_cast<int>(Call->getNumArgs()) &&
+        !ptOwnStatus(Call->getArg(Info.StatusArg))) {
+      const Expr *Status = Call->getArg(Info.StatusArg);
+      Edits.replace(Text.offset(Status->getBeginLoc()), Text.tokenEnd(Status->getEndLoc()),
+                    "MPI_STATUS_IGNORE");
+    }
     std::string Flags;
     for (auto [Bit, Name] : {std::pair<unsigned, const char *>{0x1u, "PPIOS_PF_AFTER_WRITE"},
                              {0x2u, "PPIOS_PF_AFTER_SYNC"}})

@@ -84,6 +84,15 @@ StoreTarget classifyStore(const Expr *LValue) {
   }
 }
 
+const VarDecl *ptOwnStatus(const Expr *Arg) {
+  const auto *UO = dyn_cast<UnaryOperator>(Arg->IgnoreParenCasts());
+  if (!UO || UO->getOpcode() != UO_AddrOf)
+    return nullptr;
+  const auto *DRE = dyn_cast<DeclRefExpr>(UO->getSubExpr()->IgnoreParens());
+  const auto *VD = DRE ? dyn_cast<VarDecl>(DRE->getDecl()) : nullptr;
+  return VD && VD->hasLocalStorage() && VD->getType()->isRecordType() ? VD : nullptr;
+}
+
 const VarDecl *addressedVariable(const Expr *Arg) {
   const Expr *E = Arg->IgnoreParenCasts();
   if (const auto *UO = dyn_cast<UnaryOperator>(E))

@@ -51,6 +51,12 @@ StoreTarget classifyStore(const clang::Expr *LValue);
 // storing callee).
 const clang::VarDecl *addressedVariable(const clang::Expr *Arg);
 
+// The local variable `v` of a status argument `&v`: the PT keeps its own copy of it, which
+// its prefetch of the read sets to the predicted outcome. Any other status expression
+// (a global, an array element, a pointer) is left to the MT: the PT passes
+// MPI_STATUS_IGNORE instead.
+const clang::VarDecl *ptOwnStatus(const clang::Expr *Arg);
+
 class SideEffectOracle {
 public:
   CalleeEffect classify(const clang::FunctionDecl *Callee);

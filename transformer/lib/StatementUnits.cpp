@@ -95,6 +95,14 @@ public:
       // What the call stores into (data, status) depends on the file; the arguments the PT
       // drops (communicator, info) are only not evaluated.
       bool Stored = static_cast<int>(I) == Info->BufferArg || static_cast<int>(I) == Info->StatusArg;
+      // A local status the PT has a copy of holds the predicted outcome of the prefetch
+      // (its count for MPI_Get_count), so it is defined there, not data.
+      if (static_cast<int>(I) == Info->StatusArg && Info->Kind == IoKind::Read) {
+        if (const VarDecl *VD = ptOwnStatus(Arg)) {
+          U.Defs.insert(VD);
+          continue;
+        }
+      }
       if (Stored || static_cast<int>(I) == Info->DropArgs[0] ||
           static_cast<int>(I) == Info->DropArgs[1]) {
         if (const VarDecl *VD = Stored ? baseVariable(Arg) : nullptr)

@@ -269,25 +269,37 @@ int ppios_pt_MPI_File_get_size(ppios_pt_mpi_file fh, MPI_Offset *size);
  * start). Returns MPI_SUCCESS, or MPI_ERR_FILE for a handle the PT does not own. */
 int ppios_pt_MPI_File_set_view(ppios_pt_mpi_file fh, MPI_Offset disp, MPI_Datatype etype,
                                MPI_Datatype filetype, const char *datarep, MPI_Info info);
-/* Return the predicted number of whole `datatype` items read, or -1 if unknown. */
+/* Return what the MT's read is predicted to return: MPI_SUCCESS (at the end of the file
+ * too, with fewer items), or MPI_ERR_UNKNOWN when the PT cannot tell (a handle it does not
+ * own, a view with holes, a derived datatype). `status` (or MPI_STATUS_IGNORE) is the
+ * PT's own: its fields are set to zero and its count, for ppios_pt_MPI_Get_count, to the
+ * whole items predicted. */
 int ppios_prefetch_MPI_File_read(ppios_pt_mpi_file fh, int count, MPI_Datatype datatype,
-                                 ppios_seq_t seq, unsigned flags);
+                                 MPI_Status *status, ppios_seq_t seq, unsigned flags);
 int ppios_prefetch_MPI_File_read_at(ppios_pt_mpi_file fh, MPI_Offset offset, int count,
-                                    MPI_Datatype datatype, ppios_seq_t seq, unsigned flags);
+                                    MPI_Datatype datatype, MPI_Status *status, ppios_seq_t seq,
+                                    unsigned flags);
 /* This process's part of a collective read, prefetched with independent reads. */
 int ppios_prefetch_MPI_File_read_all(ppios_pt_mpi_file fh, int count, MPI_Datatype datatype,
-                                     ppios_seq_t seq, unsigned flags);
+                                     MPI_Status *status, ppios_seq_t seq, unsigned flags);
 int ppios_prefetch_MPI_File_read_at_all(ppios_pt_mpi_file fh, MPI_Offset offset, int count,
-                                        MPI_Datatype datatype, ppios_seq_t seq, unsigned flags);
+                                        MPI_Datatype datatype, MPI_Status *status,
+                                        ppios_seq_t seq, unsigned flags);
 
-/* The PT needs the items themselves: see ppios_prefetch_pread_copy. Returns the number
- * of whole items read, or -1. */
+/* The PT needs the items themselves: see ppios_prefetch_pread_copy. Returns as above. */
 int ppios_prefetch_MPI_File_read_at_copy(ppios_pt_mpi_file fh, MPI_Offset offset, void *buf,
-                                         int count, MPI_Datatype datatype, ppios_seq_t seq,
-                                         unsigned flags);
+                                         int count, MPI_Datatype datatype, MPI_Status *status,
+                                         ppios_seq_t seq, unsigned flags);
 int ppios_prefetch_MPI_File_read_at_all_copy(ppios_pt_mpi_file fh, MPI_Offset offset, void *buf,
-                                             int count, MPI_Datatype datatype, ppios_seq_t seq,
-                                             unsigned flags);
+                                             int count, MPI_Datatype datatype,
+                                             MPI_Status *status, ppios_seq_t seq, unsigned flags);
+
+/* MPI_Get_count / MPI_Get_elements on a status a PT prefetch set: the predicted number of
+ * whole items (MPI_UNDEFINED if the bytes are not known or not whole items). A program
+ * that reads until a short count (do { MPI_File_read(..., &status); MPI_Get_count(&status,
+ * ..., &n); ... } while (n == N)) is pre-executed with the counts its reads will return. */
+int ppios_pt_MPI_Get_count(const MPI_Status *status, MPI_Datatype datatype, int *count);
+int ppios_pt_MPI_Get_elements(const MPI_Status *status, MPI_Datatype datatype, int *count);
 
 #ifdef __cplusplus
 }

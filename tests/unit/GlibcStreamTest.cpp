@@ -1,0 +1,142 @@
+// seek_stream (runtime/src/GlibcStream.h): a stream moved by it reads, tells and reports
+// end of file exactly as one moved by fseeko, but glibc reads nothing ahead for the move.
+#include "GlibcStream.h"
+
+#include <gtest/gtest.h>
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <random>
+#include <string>
+#include <vector>
+
+namespace ppios {
+namespace {
+
+class GlibcStream : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    char tmpl[] = "/tmp/ppios-glibcstream.XXXXXX";
+    int fd = mkstemp(tmpl);
+    ASSERT_GE(fd, 0);
+    path_ = tmpl;
+    content_.resize(5 * 4096 + 123);  // a tail shorter than a block, so EOF is inside one
+    for (size_t i = 0; i < content_.size(); ++i) content_[i] = static_cast<char>(i * 7 + i / 251);
+    ASSERT_EQ(write(fd, content_.data(), content_.size()), static_cast<ssize_t>(content_.size()));
+    close(fd);
+  }
+  void TearDown() override { unlink(path_.c_str()); }
+  std::string path_;
+  std::string content_;
+};
+
+// The file offset glibc left the descriptor at: where its last read from the file ended.
+off_t kernel_offset(FILE *f) { return lseek(fileno(f), 0, SEEK_CUR); }
+
+TEST_F(GlibcStream, MovesWithoutReadingAhead) {
+  FILE *f = fopen(path_.c_str(), "rb");
+  ASSERT_NE(f, nullptr);
+  char buf[16];
+  ASSERT_EQ(fread(buf, 1, 10, f), 10u);  // the buffer now holds the first block
+  // Outside the buffer, not block-aligned: glibc's fseeko would read the block around it.
+  ASSERT_EQ(seek_stream(f, 3 * 4096 + 100, SEEK_SET), 0);
+  EXPECT_EQ(kernel_offset(f), 3 * 4096 + 100);
+  EXPECT_EQ(ftello(f), 3 * 4096 + 100);
+  ASSERT_EQ(seek_stream(f, 40, SEEK_CUR), 0);
+  EXPECT_EQ(kernel_offset(f), 3 * 4096 + 140);
+  ASSERT_EQ(fread(buf, 1, 16, f), 16u);
+  EXPECT_EQ(std::string(buf, 16), content_.substr(3 * 4096 + 140, 16));
+  // Inside the buffer it is glibc's own move (no read either).
+  const off_t filled = kernel_offset(f);
+  ASSERT_EQ(seek_stream(f, 3 * 4096 + 150, SEEK_SET), 0);
+  EXPECT_EQ(kernel_offset(f), filled);
+  ASSERT_EQ(fread(buf, 1, 4, f), 4u);
+  EXPECT_EQ(std::string(buf, 4), content_.substr(3 * 4096 + 150, 4));
+  // What glibc would do, for contrast: the same move through fseeko reads ahead.
+  ASSERT_EQ(fseeko(f, 100, SEEK_SET), 0);
+  EXPECT_NE(kernel_offset(f), 100);
+  fclose(f);
+}
+
+TEST_F(GlibcStream, ErrorsAndEndOfFileAsFseeko) {
+  FILE *f = fopen(path_.c_str(), "rb");
+  ASSERT_NE(f, nullptr);
+  errno = 0;
+  EXPECT_EQ(seek_stream(f, -5, SEEK_SET), -1);
+  EXPECT_EQ(errno, EINVAL);
+  char buf[64];
+  ASSERT_EQ(seek_stream(f, static_cast<off_t>(content_.size()) - 10, SEEK_SET), 0);
+  EXPECT_EQ(fread(buf, 1, sizeof buf, f), 10u);
+  EXPECT_TRUE(feof(f));
+  ASSERT_EQ(seek_stream(f, 4096 + 1, SEEK_SET), 0);
+  EXPECT_FALSE(feof(f));  // a seek clears end of file, as fseek does
+  EXPECT_EQ(fgetc(f), static_cast<unsigned char>(content_[4097]));
+  ASSERT_EQ(ungetc('x', f), 'x');  // pushed back: glibc's own seek handles the backup area
+  ASSERT_EQ(seek_stream(f, 2, SEEK_CUR), 0);
+  EXPECT_EQ(ftello(f), 4097 + 2);
+  EXPECT_EQ(fgetc(f), static_cast<unsigned char>(content_[4099]));
+  ASSERT_EQ(seek_stream(f, -3, SEEK_END), 0);
+  EXPECT_EQ(fgetc(f), static_cast<unsigned char>(content_[content_.size() - 3]));
+  fclose(f);
+}
+
+// Random walks: every read, tell and end-of-file answer of a stream moved by seek_stream
+// equals that of a stream moved by fseeko, across every stdio read the program might mix.
+TEST_F(GlibcStream, RandomWalkMatchesFseeko) {
+  std::mt19937 rng(2026);
+  const off_t size = static_cast<off_t>(content_.size());
+  for (int walk = 0; walk < 50; ++walk) {
+    FILE *ours = fopen(path_.c_str(), "rb");
+    FILE *theirs = fopen(path_.c_str(), "rb");
+    ASSERT_TRUE(ours && theirs);
+    for (int step = 0; step < 200; ++step) {
+      const int op = static_cast<int>(rng() % 6);
+      SCOPED_TRACE("walk " + std::to_string(walk) + " step " + std::to_string(step) + " op " +
+                   std::to_string(op));
+      if (op == 0 || op == 1) {
+        const int whence = op == 0 ? SEEK_SET : SEEK_CUR;
+        const off_t to = whence == SEEK_SET ? static_cast<off_t>(rng() % (size + 600))
+                                            : static_cast<off_t>(rng() % 9000) - 4500;
+        const int a = seek_stream(ours, to, whence);
+        const int b = fseeko(theirs, to, whence);
+        ASSERT_EQ(a, b);
+      } else if (op == 2) {
+        const size_t n = 1 + rng() % 9000;
+        std::vector<char> x(n), y(n);
+        ASSERT_EQ(fread(x.data(), 1, n, ours), fread(y.data(), 1, n, theirs));
+        ASSERT_EQ(x, y);
+      } else if (op == 3) {
+        ASSERT_EQ(fgetc(ours), fgetc(theirs));
+      } else if (op == 4) {
+        char x[100] = "", y[100] = "";
+        const bool a = fgets(x, sizeof x, ours) != nullptr;
+        const bool b = fgets(y, sizeof y, theirs) != nullptr;
+        ASSERT_EQ(a, b);
+        if (a) ASSERT_STREQ(x, y);
+      } else {
+        const int c = fgetc(theirs);
+        ASSERT_EQ(fgetc(ours), c);
+        if (c != EOF) ASSERT_EQ(ungetc(c, ours), ungetc(c, theirs));
+      }
+      ASSERT_EQ(ftello(ours), ftello(theirs));
+      ASSERT_EQ(feof(ours) != 0, feof(theirs) != 0);
+    }
+    fclose(ours);
+    fclose(theirs);
+  }
+}
+
+// Streams it does not understand (writable ones) are plain fseeko.
+TEST_F(GlibcStream, WritableStreamIsPlainFseeko) {
+  FILE *f = fopen(path_.c_str(), "r+b");
+  ASSERT_NE(f, nullptr);
+  ASSERT_EQ(seek_stream(f, 4096 + 7, SEEK_SET), 0);
+  ASSERT_EQ(fputc('Z', f), 'Z');
+  ASSERT_EQ(seek_stream(f, 4096 + 7, SEEK_SET), 0);
+  EXPECT_EQ(fgetc(f), 'Z');
+  fclose(f);
+}
+
+}  // namespace
+}  // namespace ppios
