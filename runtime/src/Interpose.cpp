@@ -17,10 +17,10 @@
 
 #include "ErrnoGuard.h"
 #include "FileProbe.h"
+#include "GlibcStream.h"
 #include "PtThread.h"
 #include "Runtime.h"
 #include "Signals.h"
-#include "GlibcStream.h"
 #include "ThreadState.h"
 #include "ppios/ppios.h"
 

@@ -18,8 +18,8 @@
 
 #include "ErrnoGuard.h"
 #include "FileProbe.h"
-#include "PtThread.h"
 #include "GlibcStream.h"
+#include "PtThread.h"
 #include "ThreadState.h"
 #include "Runtime.h"
 #include "ppios/ppios.h"
