@@ -12,27 +12,28 @@ namespace {
 // but part of the ABI: old binaries test them through inlined macros).
 constexpr unsigned kMagicMask = 0xFFFF0000u;
 constexpr unsigned kMagic = 0xFBAD0000u;
-constexpr unsigned kUserBuf = 0x0001;
 constexpr unsigned kNoReads = 0x0004;
 constexpr unsigned kNoWrites = 0x0008;
 constexpr unsigned kEofSeen = 0x0010;
 constexpr unsigned kInBackup = 0x0100;
 constexpr unsigned kIsFilebuf = 0x2000;
 
-// Whether seek_stream() may move this stream itself (see the header). The caller holds
-// the stream's lock.
+// The operations table glibc keeps right after a FILE (struct _IO_FILE_plus): plain file
+// streams share one; mapped ("m" mode), memory and cookie streams each have their own.
+const void *operations_of(const FILE *s) {
+  return *reinterpret_cast<const void *const *>(reinterpret_cast<const char *>(s) + sizeof(FILE));
+}
+
+// Whether seek_stream() may move this stream itself (see the header): a plain file stream
+// like stderr. The caller holds the stream's lock.
 bool understood(const FILE *s) {
+  static const void *const plain_file = operations_of(stderr);
+  if (operations_of(s) != plain_file) return false;
   const unsigned flags = static_cast<unsigned>(s->_flags);
   if ((flags & kMagicMask) != kMagic || !(flags & kIsFilebuf)) return false;
   if ((flags & kNoReads) || !(flags & kNoWrites)) return false;  // read-only streams only
   if ((flags & kInBackup) || s->_markers != nullptr || s->_mode > 0) return false;
-  if (s->_fileno < 0) return false;
-  // glibc's own buffers are at most BUFSIZ; a larger one it did not allocate with
-  // setvbuf is the file's mapping ("m" mode), moved by other rules.
-  if (s->_IO_buf_base != nullptr && !(flags & kUserBuf) &&
-      s->_IO_buf_end - s->_IO_buf_base > BUFSIZ)
-    return false;
-  return true;
+  return s->_fileno >= 0;
 }
 
 // Whether `target` lies in what the buffer holds: glibc's fseek then only moves its read

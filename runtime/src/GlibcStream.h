@@ -15,10 +15,11 @@
 // ftell is exact. A target the buffer already holds is an ordinary fseeko (no system call).
 //
 // It writes glibc's FILE fields, whose layout is ABI (<bits/types/struct_FILE.h>; gnulib's
-// fseeko and fpurge write the same fields), and only for streams it understands:
-// read-only, byte-oriented, file-backed, buffered by glibc's default allocator (not an
-// "m"-mode mapping), without pushed-back characters or markers. For any other stream, any
-// SEEK_END and any other libc it is plain fseeko. The stream's lock is held throughout.
+// fseeko and fpurge write the same fields), and only for streams it understands: plain
+// file streams (the operations table of stderr's: not "m"-mode mappings, memory or cookie
+// streams), read-only, byte-oriented, without pushed-back characters or markers. For any
+// other stream, any SEEK_END and any other libc it is plain fseeko. The stream's lock is
+// held throughout.
 #pragma once
 
 #include <stdio.h>
