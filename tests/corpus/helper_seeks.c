@@ -28,17 +28,23 @@ static long load(int fd, FILE *f, MPI_File fh, long i, long block, unsigned char
   return n;
 }
 
-/* The same reads through a switch, which the prefetch thread does not follow: they are
- * left alone (a remark says why), never prefetched from the wrong position. */
+/* The same reads chosen by a switch, with breaks and a case that falls through: the PT
+ * runs the switch itself, so each read is prefetched from its seek's position. */
 static long load_switch(int fd, FILE *f, long i, long block, unsigned char *buf) {
-  switch (i % 2) {
+  long n = 0;
+  switch (i % 3) {
     case 0:
       lseek(fd, (off_t)(i * block), SEEK_SET);
-      return (long)read(fd, buf, (size_t)block);
+      n = (long)read(fd, buf, (size_t)block);
+      break;
+    case 1:
+      n = 0; /* falls through to the stdio read */
     default:
       fseek(f, i * block, SEEK_SET);
-      return (long)fread(buf, 1, (size_t)block, f);
+      n += (long)fread(buf, 1, (size_t)block, f);
+      break;
   }
+  return n;
 }
 
 int main(int argc, char **argv) {

@@ -176,7 +176,8 @@ void PrefetchPlanner::decideCloneCalls() {
     else if (C.Call->getNumArgs() != S->Params.size())
       Why = "the call has a variable number of arguments";
     else if (U.Bad && belowSwitch(U.S, C.Call))
-      Why = "the call is in a switch, which the prefetch thread does not follow";
+      Why = "the call is in a switch with labels inside inner statements, which the prefetch "
+            "thread does not follow";
     for (const Unit *P = U.Parent; P && Why.empty(); P = P->Parent)
       if (P->Bad)
         Why = "the call runs under a condition that " + P->BadWhy;

@@ -381,10 +381,10 @@ bool PrefetchPlanner::droppedExitHolds(const Unit &Loop) const {
     const Unit &J = *Owned;
     if (J.UnitKind != Unit::Jump || isa<ContinueStmt>(J.S) || &J == &Loop || !J.isWithin(&Loop))
       continue;
-    bool ExitsLoop = true, OnData = false, Runs = J.InSlice;
+    // A break that ends an inner loop or a switch does not leave this loop.
+    bool ExitsLoop = !isa<BreakStmt>(J.S) || J.jumpTarget() == &Loop;
+    bool OnData = false, Runs = J.InSlice;
     for (const Unit *P = &J; P != &Loop; P = P->Parent) {
-      if (P != &J && P->UnitKind == Unit::Loop && isa<BreakStmt>(J.S))
-        ExitsLoop = false; // it ends an inner loop only
       OnData |= P->Bad && P->TaintSource != nullptr;
       Runs &= !P->Bad || P == &J;
     }

@@ -159,16 +159,12 @@ void PrefetchPlanner::closeSlice(bool UseBad, int RegionStart) {
       for (const VarDecl *VD : U->PointerStores)
         Needed |= Relevant.count(VD) > 0;
       if (U->UnitKind == Unit::Jump) {
-        // return always decides whether later I/O happens; break/continue when their loop
-        // is part of the PT.
+        // return always decides whether later I/O happens; break/continue when the loop
+        // or switch they leave is part of the PT (a switch's breaks keep its arms apart).
         if (isa<ReturnStmt>(U->S) || programExitCall(U->S)) {
           Needed = true;
-        } else {
-          for (const Unit *P = U->Parent; P; P = P->Parent)
-            if (P->UnitKind == Unit::Loop) {
-              Needed |= P->InSlice;
-              break;
-            }
+        } else if (const Unit *Target = U->jumpTarget()) {
+          Needed |= Target->InSlice;
         }
       }
       if (Needed) {
@@ -295,7 +291,8 @@ void PrefetchPlanner::decideReads() {
     // handle's current position is then right only if nothing else in the statement moves
     // that position (`switch (k) { case 0: lseek(fd, ...); return read(fd, ...); }`).
     if (Why.empty() && U.Bad && belowSwitch(U.S, D.Site.Call))
-      Why = "it is in a switch, which the prefetch thread does not follow";
+      Why = "it is in a switch with labels inside inner statements, which the prefetch thread "
+            "does not follow";
     if (Why.empty() && U.Bad && D.Site.Info->UsesPosition)
       for (const IoCallSite &Other : U.IoCalls)
         if (Other.Call != D.Site.Call && Other.Handle == H &&

@@ -340,7 +340,7 @@ void PrefetchThreadEmitter::emitUnit(const Unit &U) {
                                           ": I/O the prefetch thread cannot follow, "
                                           "assumed to run once"));
     } else {
-      removeUnit(U, "");
+      removeUnit(U, U.Labeled ? ";" : ""); // `case 1: ;`: the switch's labels stay
     }
     return;
   }
@@ -376,6 +376,7 @@ void PrefetchThreadEmitter::emitUnit(const Unit &U) {
       emitUnit(*Child);
     return;
   case Unit::If:
+  case Unit::Switch:
   case Unit::Loop:
     if (const Speculation *Sp = Plan.speculationFor(U))
       for (const Expr *C : Sp->Conjuncts)

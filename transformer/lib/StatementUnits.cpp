@@ -18,6 +18,14 @@ bool Unit::isWithin(const Unit *Ancestor) const {
   return false;
 }
 
+const Unit *Unit::jumpTarget() const {
+  bool Break = isa<BreakStmt>(S);
+  for (const Unit *P = Parent; P; P = P->Parent)
+    if (P->UnitKind == Loop || (Break && P->UnitKind == Switch))
+      return P;
+  return nullptr;
+}
+
 namespace {
 
 // The handle of an I/O call: a variable (`fd`, `&fh`), or a field of a struct variable or
@@ -292,8 +300,19 @@ Unit *FunctionUnits::build(const Stmt *S, Unit *Parent, int TopIndex) {
     analyze(*U, S);
   } else if (const auto *CS = dyn_cast<CompoundStmt>(S)) {
     U->UnitKind = Unit::Block;
-    for (const Stmt *Child : CS->body())
+    for (const Stmt *Child : CS->body()) {
+      // A switch's labels are its structure: the statement they name is the unit.
+      bool Labeled = false;
+      for (; const auto *SC = dyn_cast<SwitchCase>(Child); Labeled = true)
+        Child = SC->getSubStmt();
       U->Children.push_back(build(Child, U, TopIndex));
+      U->Children.back()->Labeled = Labeled;
+    }
+  } else if (const auto *SS = dyn_cast<SwitchStmt>(S); SS && structuredSwitch(SS)) {
+    U->UnitKind = Unit::Switch;
+    for (const Stmt *Part : headerParts(S))
+      analyze(*U, Part);
+    U->Children.push_back(build(SS->getBody(), U, TopIndex));
   } else if (const auto *IS = dyn_cast<IfStmt>(S)) {
     U->UnitKind = Unit::If;
     for (const Stmt *Part : headerParts(S))
@@ -326,8 +345,9 @@ Unit *FunctionUnits::build(const Stmt *S, Unit *Parent, int TopIndex) {
           analyze(*U, RS->getRetValue());
       }
   } else {
-    // Expression and declaration statements; switch, labels and goto are analysed as one
-    // opaque statement (the slicer refuses reads inside them).
+    // Expression and declaration statements; labels, goto and switches with labels below
+    // their body's top level are analysed as one opaque statement (the slicer refuses
+    // reads inside them).
     U->UnitKind = Unit::Simple;
     analyze(*U, S);
   }
@@ -358,10 +378,34 @@ bool writtenAsOneMacro(const Stmt *S) {
   return true;
 }
 
+bool structuredSwitch(const SwitchStmt *SS) {
+  const auto *Body = dyn_cast<CompoundStmt>(SS->getBody());
+  if (!Body)
+    return false;
+  llvm::SmallVector<const Stmt *, 16> Work;
+  for (const Stmt *Child : Body->body()) {
+    while (const auto *SC = dyn_cast<SwitchCase>(Child))
+      Child = SC->getSubStmt();
+    Work.push_back(Child);
+  }
+  while (!Work.empty()) {
+    const Stmt *St = Work.pop_back_val();
+    if (!St || isa<SwitchStmt>(St))
+      continue; // an inner switch has labels of its own
+    if (isa<SwitchCase>(St) || isa<LabelStmt>(St))
+      return false;
+    for (const Stmt *Child : St->children())
+      Work.push_back(Child);
+  }
+  return true;
+}
+
 std::vector<const Stmt *> headerParts(const Stmt *S) {
   std::vector<const Stmt *> Parts;
   if (const auto *IS = dyn_cast<IfStmt>(S))
     Parts = {IS->getInit(), IS->getCond()};
+  else if (const auto *SS = dyn_cast<SwitchStmt>(S))
+    Parts = {SS->getInit(), SS->getCond()};
   else if (const auto *FS = dyn_cast<ForStmt>(S))
     Parts = {FS->getInit(), FS->getCond(), FS->getInc()};
   else if (const auto *WS = dyn_cast<WhileStmt>(S))

@@ -19,6 +19,7 @@ class CallExpr;
 class FieldDecl;
 class FunctionDecl;
 class Stmt;
+class SwitchStmt;
 class VarDecl;
 } // namespace clang
 
@@ -36,13 +37,16 @@ struct IoCallSite {
 };
 
 struct Unit {
-  enum Kind { Simple, If, Loop, Jump, Block } UnitKind = Simple;
+  enum Kind { Simple, If, Switch, Loop, Jump, Block } UnitKind = Simple;
   const clang::Stmt *S = nullptr;
   Unit *Parent = nullptr;
-  std::vector<Unit *> Children; // Block: statements; If: then [, else]; Loop: body
+  std::vector<Unit *> Children; // Block: statements; If: then [, else]; Switch, Loop: body
+  // A statement of a switch's body behind `case`/`default` labels (S is the statement the
+  // labels name, the labels stay in the text): removed, it leaves `;` so the labels stay.
+  bool Labeled = false;
   int TopIndex = -1;            // index of the top-level statement of the function holding it
 
-  VarSet Defs, Uses;             // of the statement (Simple/Jump) or the header (If/Loop)
+  VarSet Defs, Uses;             // of the statement (Simple/Jump) or the header (If/Switch/Loop)
   VarSet TypeUses;               // named only in sizeof: declared, never read
   VarSet PointerStores;          // pointer variables stored through (*p = , p[i] = , p->f = )
   VarSet Allocations;            // variables assigned the result of malloc/calloc
@@ -60,12 +64,14 @@ struct Unit {
   const clang::VarDecl *TaintSource = nullptr; // read buffer whose bytes made it bad
   bool InSlice = false;
 
-  bool isControl() const { return UnitKind == If || UnitKind == Loop; }
+  bool isControl() const { return UnitKind == If || UnitKind == Switch || UnitKind == Loop; }
+  // The loop or switch a `break` in this unit ends, the loop a `continue` goes on with.
+  const Unit *jumpTarget() const;
   // True if Ancestor is this unit or encloses it.
   bool isWithin(const Unit *Ancestor) const;
 };
 
-// The parts of an if/for/while/do that its unit analyses itself (init, condition,
+// The parts of an if/switch/for/while/do that its unit analyses itself (init, condition,
 // increment), without the bodies; empty for other statements.
 std::vector<const clang::Stmt *> headerParts(const clang::Stmt *S);
 
@@ -76,6 +82,11 @@ const clang::CallExpr *programExitCall(const clang::Stmt *S);
 // True for a statement that one macro expands to and that runs its parts at most once
 // (`CHECK(pread(...));`, `do { ... } while (0)`): the slicer sees it as one statement.
 bool writtenAsOneMacro(const clang::Stmt *S);
+
+// A switch the slicer follows: a braced body whose `case`/`default` labels all stand at
+// its top level (not inside inner statements, as in Duff's device); any other switch is
+// one opaque statement.
+bool structuredSwitch(const clang::SwitchStmt *SS);
 
 class FunctionUnits {
 public:
