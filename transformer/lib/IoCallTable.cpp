@@ -62,6 +62,30 @@ const IoCallInfo *IoCallTable::lookup(llvm::StringRef Name) {
   return nullptr;
 }
 
+const char *IoCallTable::unhandledReadReason(llvm::StringRef Name) {
+  static const struct {
+    const char *Names[14];
+    const char *Reason;
+  } Families[] = {
+      {{"fgets", "fgetc", "getc", "getc_unlocked", "fgetc_unlocked", "fgets_unlocked", "getline",
+        "getdelim", "fscanf", "vfscanf", "__isoc99_fscanf", "__isoc99_vfscanf", "fgetws", "fgetwc"},
+       "a line- or character-oriented stdio read, which ppios-cc does not pre-execute (how "
+       "much it reads is only known from the data)"},
+      {{"MPI_File_iread", "MPI_File_iread_at", "MPI_File_iread_all", "MPI_File_iread_at_all",
+        "MPI_File_read_all_begin", "MPI_File_read_at_all_begin", "MPI_File_read_ordered_begin",
+        "MPI_File_read_ordered", "MPI_File_read_shared", "MPI_File_iread_shared"},
+       "a non-blocking, split or shared-pointer MPI-IO read, which ppios-cc does not "
+       "pre-execute"},
+      {{"readv", "preadv", "preadv2", "aio_read", "aio_read64", "lio_listio"},
+       "a vectored or asynchronous POSIX read, which ppios-cc does not pre-execute"},
+  };
+  for (const auto &F : Families)
+    for (const char *N : F.Names)
+      if (N && Name == N)
+        return F.Reason;
+  return nullptr;
+}
+
 const IoCallInfo *IoCallTable::lookup(const clang::CallExpr *Call) {
   const clang::FunctionDecl *Callee = Call->getDirectCallee();
   if (!Callee || !Callee->getIdentifier())

@@ -49,6 +49,10 @@ public:
   static bool isTransfer(const IoCallInfo &Info) {
     return Info.Kind == IoKind::Read || Info.Kind == IoKind::Write;
   }
+  // For a read the table does not handle (line-oriented stdio, non-blocking or split
+  // MPI-IO, vectored and asynchronous POSIX reads): why ppios-cc leaves it alone, for its
+  // remark; nullptr for any other function.
+  static const char *unhandledReadReason(llvm::StringRef Name);
   // True if the MT's call becomes ppios_<name> (everything but MPI_File_get_size).
   static bool renamedInMainThread(const IoCallInfo &Info) {
     return !(Info.Kind == IoKind::Query && Info.Interface == IoInterface::MpiIo);
