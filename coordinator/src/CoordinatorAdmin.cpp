@@ -105,6 +105,27 @@ class RedisAdmin final : public CoordinatorAdmin {
       h.yield_requested = r->element[i + 2]->integer != 0;
       out->holders.push_back(h);
     }
+    // Two-level backend: the nodes' shares (live leases only).
+    auto nr = link_->run(target_, {"node-status"}, error);
+    if (!nr) return false;
+    if (nr->type == REDIS_REPLY_ARRAY && nr->elements >= 1) {
+      int64_t now = std::atoll(std::string(nr->element[0]->str ? nr->element[0]->str : "0", nr->element[0]->len).c_str());
+      for (size_t i = 1; i + 1 < nr->elements; i += 2) {
+        NodeShareInfo n;
+        n.node.assign(nr->element[i]->str, nr->element[i]->len);
+        long long share, need, mtneed, pt, deadline;
+        std::string v(nr->element[i + 1]->str, nr->element[i + 1]->len);
+        if (sscanf(v.c_str(), "%lld|%lld|%lld|%lld|%lld", &share, &need, &mtneed, &pt, &deadline) != 5 ||
+            deadline < now)
+          continue;
+        n.share = share;
+        n.need = need;
+        n.mt_need = mtneed;
+        n.pt_inflight = pt;
+        n.lease_left_ms = deadline - now;
+        out->nodes.push_back(n);
+      }
+    }
     auto a = link_->run(target_, {"status-auto"}, error);
     if (!a) return false;
     if (a->type != REDIS_REPLY_ARRAY || a->elements < 2) {

@@ -28,6 +28,8 @@
 //   PPIOS_THRESHOLD=auto: state fields auto (1: learning on) and bytes (completed bytes
 //   reported at release); ctlr: the controller's process id, with the lease as its PX
 //   expiry; curve: hash k -> MiB/s learned
+//   Two-level backend (node+): nodes, hash node -> "share|need|mtneed|pt|lease deadline ms";
+//   nw:<node> a node's wake-up list (its agent BLPOPs it)
 // Ids are "<process id>#<n>", so the owning process of any id is the part before '#'.
 #pragma once
 
@@ -346,7 +348,8 @@ elseif op == 'status' then
   end
   return out
 elseif op == 'reset' then
-  redis.call('DEL', K_STATE, K_HOLD, K_YIELD, K_QMT, K_QPT, K_PROCS, K_INFO, prefix .. 'ctlr', prefix .. 'curve')
+  redis.call('DEL', K_STATE, K_HOLD, K_YIELD, K_QMT, K_QPT, K_PROCS, K_INFO, prefix .. 'ctlr', prefix .. 'curve',
+             prefix .. 'nodes')
   return 1
 elseif op == 'set-auto' then
   redis.call('HSET', K_STATE, 'auto', 1)
@@ -392,6 +395,87 @@ elseif op == 'status-auto' then
   local out = {a, info}
   local c = redis.call('HGETALL', prefix .. 'curve')
   for i = 1, #c do out[#out + 1] = c[i] end
+  return out
+elseif op == 'node-sync' then
+  -- The two-level backend (NodeCoordinator.h). ARGV: node lease floor need mtneed pt.
+  -- floor: slots the node may be using now (its local cap or what is in flight, the larger):
+  -- its share is never recorded below it, so the sum of the recorded shares bounds what is
+  -- in use. need: in flight + queued on the node; mtneed: MTs in flight + queued; pt: PTs
+  -- in flight. Returns {share, target, cap, live nodes, free, others' unmet need, others'
+  -- unmet MT need}; the node lowers its local cap to target (<= share) and reports again.
+  local K_NODES = prefix .. 'nodes'
+  local me, lease = ARGV[2], tonumber(ARGV[3])
+  local floor, need, mtneed, pt = tonumber(ARGV[4]), tonumber(ARGV[5]), tonumber(ARGV[6]), tonumber(ARGV[7])
+  local t = clock()
+  local all = redis.call('HGETALL', K_NODES)
+  local share, total, live, others_need, others_mt = 0, 0, 1, 0, 0
+  local others = {}
+  for i = 1, #all, 2 do
+    local s, nd, mn, pp, dl = string.match(all[i + 1], '^(%d+)|(%d+)|(%d+)|(%d+)|(%d+)$')
+    if all[i] == me then
+      if s and tonumber(dl) >= t then share = tonumber(s) end
+    elseif not s or tonumber(dl) < t then
+      redis.call('HDEL', K_NODES, all[i])  -- its lease ended: the share returns
+    else
+      s, nd, mn, pp = tonumber(s), tonumber(nd), tonumber(mn), tonumber(pp)
+      total, live = total + s, live + 1
+      others_need = others_need + math.max(0, nd - s)
+      others_mt = others_mt + math.max(0, mn - s)
+      others[#others + 1] = {all[i], s, nd, mn, pp}
+    end
+  end
+  local target, free = -1, 0
+  if n < 0 then
+    share = math.max(floor, need)  -- no cap: recorded for status only
+  else
+    free = n - total - share
+    local fair = math.max(1, math.floor(n / live))
+    target = share
+    -- Over the cap (nodes came back from an outage with their fair shares): back to fair.
+    if free < 0 then target = math.min(target, fair) end
+    -- Remote MTs that wait take our PT slots first; then other nodes' needs take what we
+    -- do not use or hold beyond the fair share. Our own MTs keep theirs.
+    if others_mt > 0 then target = math.min(target, math.max(mtneed, share - others_mt)) end
+    if others_need > 0 then target = math.min(target, math.max(math.min(need, fair), mtneed)) end
+    -- Growth from the free slots only: beyond the fair share only while nobody else
+    -- needs more (or for our MTs), and for PTs only while no remote MT waits.
+    local up = need
+    if others_need > 0 then up = math.min(up, math.max(fair, mtneed)) end
+    if others_mt > 0 and mtneed <= share then up = math.min(up, share) end
+    if up > target then target = math.max(target, math.min(up, share + math.max(free, 0))) end
+  end
+  local old = share
+  share = math.max(target, floor)
+  redis.call('HSET', K_NODES, me, share .. '|' .. need .. '|' .. mtneed .. '|' .. pt .. '|' .. (t + lease))
+  -- Wake the nodes that can act at once: PT holders when our MTs still wait, nodes short of
+  -- slots when we gave some back.
+  local function wake(name)
+    local k = prefix .. 'nw:' .. name
+    if redis.call('LLEN', k) == 0 then redis.call('RPUSH', k, 1); redis.call('PEXPIRE', k, lease) end
+  end
+  local mt_short = n >= 0 and mtneed > target
+  for _, o in ipairs(others) do
+    if (mt_short and o[5] > 0) or (share < old and o[3] > o[2]) then wake(o[1]) end
+  end
+  if n >= 0 then free = n - total - share end
+  return {share, target, n, live, math.max(free, 0), others_need, others_mt}
+elseif op == 'node-leave' then
+  -- ARGV: node. Its processes are gone: the share returns now; nodes short of slots wake.
+  local K_NODES = prefix .. 'nodes'
+  redis.call('HDEL', K_NODES, ARGV[2])
+  local all = redis.call('HGETALL', K_NODES)
+  for i = 1, #all, 2 do
+    local s, nd = string.match(all[i + 1], '^(%d+)|(%d+)|')
+    if s and tonumber(nd) > tonumber(s) and redis.call('LLEN', prefix .. 'nw:' .. all[i]) == 0 then
+      redis.call('RPUSH', prefix .. 'nw:' .. all[i], 1)
+    end
+  end
+  return 1
+elseif op == 'node-status' then
+  -- {server ms, name, "share|need|mtneed|pt|deadline", ...}
+  local out = {tostring(clock())}
+  local all = redis.call('HGETALL', prefix .. 'nodes')
+  for i = 1, #all do out[#out + 1] = all[i] end
   return out
 end
 return redis.error_reply('ppios: unknown coordinator operation ' .. tostring(op))

@@ -198,7 +198,8 @@ struct Policy {
     s.holder_hw = holder_bound();
     s.waiter_hw = waiter_bound();
     s.holder_hint %= kMaxHolders;
-    if (s.threshold < -1 || s.threshold == 0 || s.threshold > kMaxThreshold) s.threshold = -1;
+    // 0 is a cap too: a node of the two-level backend whose share is empty (PTs wait).
+    if (s.threshold < -1 || s.threshold > kMaxThreshold) s.threshold = -1;
     if (uint64_t{s.mt} + s.pt > s.holder_hw || uint64_t{s.queued_mt} + s.queued_pt > s.waiter_hw) repair();
   }
 
@@ -898,7 +899,7 @@ bool ShmSlotTable::yield_requested(uint64_t ticket) const {
 
 int64_t ShmSlotTable::adopt_threshold(int64_t wanted) {
   if (!lock()) return -1;
-  if (layout_->threshold < 0 && wanted >= 1 && wanted <= kMaxThreshold) {
+  if (layout_->threshold < 0 && wanted >= 0 && wanted <= kMaxThreshold) {
     layout_->threshold = wanted;
     Policy{*layout_}.promote();
   }
@@ -917,7 +918,7 @@ bool ShmSlotTable::pin() {
 
 void ShmSlotTable::set_threshold(int64_t n) {
   if (!lock()) return;
-  layout_->threshold = n < 1 || n > kMaxThreshold ? -1 : n;
+  layout_->threshold = n < 0 || n > kMaxThreshold ? -1 : n;
   layout_->auto_mode = 0;
   Policy{*layout_}.promote();
   unlock();

@@ -21,6 +21,17 @@ struct HolderInfo {
   bool yield_requested = false; // an MT asked this PT holder to give its slot back
 };
 
+// One node's share of the cap (two-level backend, PPIOS_COORDINATOR=node+...), as the
+// server recorded it at the node's last sync.
+struct NodeShareInfo {
+  std::string node;          // "<host or sim-NAME>/u<uid>" (or /g<gid>)
+  int64_t share = 0;         // slots of the cap the node holds
+  int64_t need = 0;          // in flight + queued on the node
+  int64_t mt_need = 0;       // MTs in flight + queued
+  int64_t pt_inflight = 0;
+  int64_t lease_left_ms = 0; // the share returns when this reaches 0
+};
+
 // A consistent snapshot of one target, read in one critical section (shm) or one
 // script call (redis).
 struct CoordinatorStatus {
@@ -40,6 +51,7 @@ struct CoordinatorStatus {
   std::string controller_host;  // empty: no controller holds the lease
   int controller_pid = 0;
   std::vector<std::pair<int, double>> curve;  // (k, MiB/s), k ascending
+  std::vector<NodeShareInfo> nodes;  // redis only: the nodes holding shares (node+ addresses)
 };
 
 class CoordinatorAdmin {
