@@ -216,4 +216,21 @@ std::unique_ptr<CoordinatorAdmin> make_coordinator_admin(const CoordinatorOption
   return std::make_unique<RedisAdmin>(std::move(link), options.target, options.shm_group);
 }
 
+int64_t server_commands_processed(const CoordinatorOptions &options, std::string *error) {
+  RedisAddress address;
+  std::string problem;
+  if (options.address == "shm" || !RedisAddress::parse(options.address, &address, &problem)) return -1;
+  RedisLink::Failure failure;
+  auto link = RedisLink::connect(address, 2000, &failure, &problem);
+  auto r = link ? link->command({"INFO", "stats"}, &problem) : nullptr;
+  if (!r || r->type != REDIS_REPLY_STRING) {
+    if (error) *error = problem;
+    return -1;
+  }
+  std::string text(r->str, r->len);
+  const std::string key = "total_commands_processed:";
+  size_t at = text.find(key);
+  return at == std::string::npos ? -1 : std::atoll(text.c_str() + at + key.size());
+}
+
 }  // namespace ppios
