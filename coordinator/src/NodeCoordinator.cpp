@@ -120,7 +120,7 @@ void NodeCoordinator::agent_loop() {
         // reports the floor; without the server the offline rule applies at once.
         share_ = 0;
         lease_end_ms_ = 0;
-        reported_need_ = reported_mtneed_ = -1;
+        reported_unmet_ = reported_mt_unmet_ = -1;
       }
       acting_.store(lead);
       next_lead_ms = now + lead_period_ms;
@@ -192,7 +192,7 @@ bool NodeCoordinator::agent_step(bool woken) {
   if (!due && cap_seen_ >= 0 && now - last_sync_ms_ >= kTickMs) {
     const int64_t fair = std::max<int64_t>(1, cap_seen_ / std::max<int64_t>(1, live_seen_));
     due = share_ > floor                                                     // a lowered cap drained: hand back
-          || (need > local_cap && (need > reported_need_ || mtneed > reported_mtneed_))  // more wanted than known
+          || need - local_cap > reported_unmet_ || mtneed - local_cap > reported_mt_unmet_  // more wanted than known
           || (others_need_ > 0 && local_cap > std::max(std::min(need, fair), mtneed) &&
               now - last_sync_ms_ >= 5 * kTickMs);                           // others need what we do not use
   }
@@ -212,14 +212,11 @@ bool NodeCoordinator::agent_step(bool woken) {
   // The record lives node_lease_ms_ from when the server ran the script, after we sent it.
   lease_end_ms_ = now + node_lease_ms_ - std::max(1, options_.lease_ms / 10);
   last_sync_ms_ = now;
-  if (now >= next_renew_ms_ || woken) {
-    reported_need_ = need;
-    reported_mtneed_ = mtneed;
-    next_renew_ms_ = now + std::max(10, options_.lease_ms / 3);
-  } else {
-    reported_need_ = std::max(reported_need_, need);
-    reported_mtneed_ = std::max(reported_mtneed_, mtneed);
-  }
+  // What the server now knows we lack: a queue that shrinks and grows back within it
+  // needs no new sync (no sync per queue move on a saturated node).
+  reported_unmet_ = std::max<int64_t>(0, need - std::max<int64_t>(target, 0));
+  reported_mt_unmet_ = std::max<int64_t>(0, mtneed - std::max<int64_t>(target, 0));
+  next_renew_ms_ = now + std::max(10, options_.lease_ms / 3);  // every sync renews the lease
   // target <= share_: the invariant of the header.
   if (target != local_cap) table_->set_threshold(std::min(target, share_));
   return true;

@@ -102,7 +102,7 @@ class NodeCoordinator final : public Coordinator {
   int64_t cap_seen_ = -1, live_seen_ = 0, free_seen_ = 0, others_need_ = 0;
   int64_t lease_end_ms_ = 0;    // local view of the record's lease (0: never synced)
   int64_t next_renew_ms_ = 0, next_connect_ms_ = 0, last_sync_ms_ = 0;
-  int64_t reported_need_ = -1, reported_mtneed_ = -1;
+  int64_t reported_unmet_ = -1, reported_mt_unmet_ = -1;  // need (MT need) beyond the cap, as last synced
   std::atomic<bool> acting_{false};
 
   std::mutex wake_mutex_;

@@ -29,7 +29,8 @@
 //   reported at release); ctlr: the controller's process id, with the lease as its PX
 //   expiry; curve: hash k -> MiB/s learned
 //   Two-level backend (node+): nodes, hash node -> "share|need|mtneed|pt|lease deadline ms";
-//   nw:<node> a node's wake-up list (its agent BLPOPs it)
+//   nw:<node> a node's wake-up list (its agent BLPOPs it); ngive, hash node -> slots its PTs
+//   owe to MTs waiting on another node
 // Ids are "<process id>#<n>", so the owning process of any id is the part before '#'.
 #pragma once
 
@@ -349,7 +350,7 @@ elseif op == 'status' then
   return out
 elseif op == 'reset' then
   redis.call('DEL', K_STATE, K_HOLD, K_YIELD, K_QMT, K_QPT, K_PROCS, K_INFO, prefix .. 'ctlr', prefix .. 'curve',
-             prefix .. 'nodes')
+             prefix .. 'nodes', prefix .. 'ngive')
   return 1
 elseif op == 'set-auto' then
   redis.call('HSET', K_STATE, 'auto', 1)
@@ -403,7 +404,7 @@ elseif op == 'node-sync' then
   -- in use. need: in flight + queued on the node; mtneed: MTs in flight + queued; pt: PTs
   -- in flight. Returns {share, target, cap, live nodes, free, others' unmet need, others'
   -- unmet MT need}; the node lowers its local cap to target (<= share) and reports again.
-  local K_NODES = prefix .. 'nodes'
+  local K_NODES, K_GIVE = prefix .. 'nodes', prefix .. 'ngive'
   local me, lease = ARGV[2], tonumber(ARGV[3])
   local floor, need, mtneed, pt = tonumber(ARGV[4]), tonumber(ARGV[5]), tonumber(ARGV[6]), tonumber(ARGV[7])
   local t = clock()
@@ -416,6 +417,7 @@ elseif op == 'node-sync' then
       if s and tonumber(dl) >= t then share = tonumber(s) end
     elseif not s or tonumber(dl) < t then
       redis.call('HDEL', K_NODES, all[i])  -- its lease ended: the share returns
+      redis.call('HDEL', K_GIVE, all[i])
     else
       s, nd, mn, pp = tonumber(s), tonumber(nd), tonumber(mn), tonumber(pp)
       total, live = total + s, live + 1
@@ -433,9 +435,12 @@ elseif op == 'node-sync' then
     target = share
     -- Over the cap (nodes came back from an outage with their fair shares): back to fair.
     if free < 0 then target = math.min(target, fair) end
-    -- Remote MTs that wait take our PT slots first; then other nodes' needs take what we
-    -- do not use or hold beyond the fair share. Our own MTs keep theirs.
-    if others_mt > 0 then target = math.min(target, math.max(mtneed, share - others_mt)) end
+    -- Slots our PTs owe to a remote node's waiting MTs (ngive, assigned below by that node's
+    -- sync) go first; then other nodes' needs take what we do not use or hold beyond the
+    -- fair share. Our own MTs keep theirs.
+    local give = tonumber(redis.call('HGET', K_GIVE, me) or '0') or 0
+    if give > 0 and others_mt == 0 then redis.call('HDEL', K_GIVE, me)  -- no remote MT waits any more
+    elseif give > 0 then target = math.min(target, math.max(mtneed, share - give)) end
     if others_need > 0 then target = math.min(target, math.max(math.min(need, fair), mtneed)) end
     -- Growth from the free slots only: beyond the fair share only while nobody else
     -- needs more (or for our MTs), and for PTs only while no remote MT waits.
@@ -447,15 +452,40 @@ elseif op == 'node-sync' then
   local old = share
   share = math.max(target, floor)
   redis.call('HSET', K_NODES, me, share .. '|' .. need .. '|' .. mtneed .. '|' .. pt .. '|' .. (t + lease))
-  -- Wake the nodes that can act at once: PT holders when our MTs still wait, nodes short of
-  -- slots when we gave some back.
   local function wake(name)
     local k = prefix .. 'nw:' .. name
     if redis.call('LLEN', k) == 0 then redis.call('RPUSH', k, 1); redis.call('PEXPIRE', k, lease) end
   end
-  local mt_short = n >= 0 and mtneed > target
-  for _, o in ipairs(others) do
-    if (mt_short and o[5] > 0) or (share < old and o[3] > o[2]) then wake(o[1]) end
+  -- Slots we gave back settle our debt; nodes short of slots can take them now.
+  if share < old then
+    local owed = tonumber(redis.call('HGET', K_GIVE, me) or '0') or 0
+    if owed > old - share then redis.call('HSET', K_GIVE, me, owed - (old - share))
+    elseif owed > 0 then redis.call('HDEL', K_GIVE, me) end
+    -- As many nodes as slots came back, those whose MTs wait first.
+    local woken, freed = 0, old - share
+    for pass = 1, 2 do
+      for _, o in ipairs(others) do
+        local short = pass == 1 and o[4] > o[2] or (pass == 2 and o[4] <= o[2] and o[3] > o[2])
+        if short and woken < freed then wake(o[1]); woken = woken + 1 end
+      end
+    end
+  end
+  -- Our MTs still wait and no slot is free: the nodes whose PTs hold the most slots owe
+  -- them (only what is not owed already), and are woken to give them at their next
+  -- sub-read boundary.
+  if n >= 0 and mtneed > target then
+    local short = mtneed - target
+    local owed = 0
+    local g = redis.call('HGETALL', K_GIVE)
+    for i = 2, #g, 2 do owed = owed + (tonumber(g[i]) or 0) end
+    table.sort(others, function(a, b) return a[5] > b[5] end)
+    for _, o in ipairs(others) do
+      if owed >= short or o[5] == 0 then break end
+      local k = math.min(o[5], short - owed)
+      redis.call('HINCRBY', K_GIVE, o[1], k)
+      owed = owed + k
+      wake(o[1])
+    end
   end
   if n >= 0 then free = n - total - share end
   return {share, target, n, live, math.max(free, 0), others_need, others_mt}
@@ -463,6 +493,7 @@ elseif op == 'node-leave' then
   -- ARGV: node. Its processes are gone: the share returns now; nodes short of slots wake.
   local K_NODES = prefix .. 'nodes'
   redis.call('HDEL', K_NODES, ARGV[2])
+  redis.call('HDEL', prefix .. 'ngive', ARGV[2])
   local all = redis.call('HGETALL', K_NODES)
   for i = 1, #all, 2 do
     local s, nd = string.match(all[i + 1], '^(%d+)|(%d+)|')

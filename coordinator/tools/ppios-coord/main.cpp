@@ -90,8 +90,8 @@ const char *const kGcHelp =
     "segment holding a threshold set with ppios-coord is kept unless --pinned.\n";
 
 const char *const kBenchHelp =
-    "usage: ppios-coord bench [--clients K | --nodes N --clients-per-node K] [--seconds S] [--class pt|mt|mix]\n"
-    "                         [--hold-us U] [--threshold N|none] [--json]\n"
+    "usage: ppios-coord bench [--clients K | --nodes N --clients-per-node K] [--seconds S]\n"
+    "                         [--class pt|mt|mix|cross] [--hold-us U] [--threshold N|none] [--json]\n"
     "\n"
     "Runs K client threads (default 1) that acquire and release slots back to back for S\n"
     "seconds (default 2) against the configured backend and target, then prints the\n"
@@ -99,7 +99,10 @@ const char *const kBenchHelp =
     "number of slots the clients held at once. The threshold (default $PPIOS_THRESHOLD, else\n"
     "16) is stored only if the target has none. --class pt (default) measures PT requests,\n"
     "which the cap always binds; mt uses MT requests; mix alternates (the MT acquire wait p99 is\n"
-    "printed). --hold-us U holds each slot U microseconds (a PT gives it back early when asked to\n"
+    "printed); cross (with --nodes) runs MTs on node 0 (each pausing 5 ms between accesses, so\n"
+    "the node's share drifts away) and PTs on the others: the MT wait is the wait for slots that\n"
+    "PTs of other nodes hold (use PPIOS_MT_THROTTLE=1, else MTs never wait for a slot\n"
+    "while no PT of their own node holds one). --hold-us U holds each slot U microseconds (a PT gives it back early when asked to\n"
     "yield), so the cap binds. --nodes N --clients-per-node K (two-level backend only,\n"
     "--coordinator node+...) runs N simulated nodes (PPIOS_SIM_NODE bench-0..N-1) with K clients\n"
     "each in this process, all against one server; the clients' in-flight count is one atomic\n"
@@ -281,7 +284,8 @@ int run_bench(const CoordinatorOptions &base, const std::vector<std::string> &re
       if (!v || !parse_seconds(*v, &seconds)) return usage_error("bench: --seconds needs a positive number");
     } else if (a == "--class") {
       const std::string *v = value("--class");
-      if (!v || (*v != "pt" && *v != "mt" && *v != "mix")) return usage_error("bench: --class must be pt, mt or mix");
+      if (!v || (*v != "pt" && *v != "mt" && *v != "mix" && *v != "cross"))
+        return usage_error("bench: --class must be pt, mt, mix or cross");
       cls = *v;
     } else if (a == "--threshold") {
       const std::string *v = value("--threshold");
@@ -294,6 +298,7 @@ int run_bench(const CoordinatorOptions &base, const std::vector<std::string> &re
   }
   if (nodes > 0 && options.address.rfind("node+", 0) != 0)
     return usage_error("bench: --nodes needs a two-level address (--coordinator node+redis://... or node+unix://...)");
+  if (cls == "cross" && nodes < 2) return usage_error("bench: --class cross needs --nodes 2 or more");
   if (nodes > 0) clients = nodes * per_node;
   std::string err;
   // A redis backend that cannot be reached would be measured through its node-local
@@ -322,9 +327,12 @@ int run_bench(const CoordinatorOptions &base, const std::vector<std::string> &re
       lat.reserve(1 << 16);
       uint64_t n = 0;
       while (!stop.load(std::memory_order_relaxed)) {
-        ppios::IoClass k = cls == "mt" ? ppios::IoClass::MT
-                           : cls == "pt" ? ppios::IoClass::PT
-                                         : ((n + c) % 2 ? ppios::IoClass::MT : ppios::IoClass::PT);
+        // cross: node 0 runs only MTs, every other node only PTs, so an MT waits only
+        // behind PTs of other nodes.
+        ppios::IoClass k = cls == "mt"    ? ppios::IoClass::MT
+                           : cls == "pt"  ? ppios::IoClass::PT
+                           : cls == "cross" ? (c < per_node ? ppios::IoClass::MT : ppios::IoClass::PT)
+                                          : ((n + c) % 2 ? ppios::IoClass::MT : ppios::IoClass::PT);
         auto t0 = std::chrono::steady_clock::now();
         ppios::SlotTicket t = coord.acquire(k, k == ppios::IoClass::PT ? 1 + (n % 7) : 0);
         auto granted = std::chrono::steady_clock::now();
@@ -341,6 +349,9 @@ int run_bench(const CoordinatorOptions &base, const std::vector<std::string> &re
         auto t1 = std::chrono::steady_clock::now();
         lat.push_back(std::chrono::duration<double, std::micro>(t1 - t0).count());
         ++n;
+        // cross: node 0's MTs pause, so their node's share drifts to the PT nodes meanwhile
+        // and the next MT must win slots back from them.
+        if (cls == "cross" && k == ppios::IoClass::MT) std::this_thread::sleep_for(std::chrono::milliseconds(5));
       }
     });
   }
