@@ -19,6 +19,7 @@ constexpr int kCommandTimeoutMs = 2000;
 constexpr int kTickMs = 1;          // how often the acting agent samples its segment
 constexpr int kListenMs = 100;      // BLPOP timeout of the listener (bounds shutdown)
 constexpr int kReconnectMs = 250;
+constexpr int kRefreshMs = 20;      // at most this often a sync only to report PTs and their lead
 
 int64_t steady_ms() {
   return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now().time_since_epoch())
@@ -54,6 +55,16 @@ std::unique_ptr<Coordinator> NodeCoordinator::create(const CoordinatorOptions &o
     if (error) *error = "coordinator " + address.describe() + ": " + problem;
     return nullptr;
   }
+  if (probe) {
+    // The first process of the target stores its PPIOS_THRESHOLD; the stored one wins.
+    auto r = probe->run(options.target, {"adopt", std::to_string(options.threshold), "0"}, &problem);
+    if (r && options.threshold >= 0 && r->integer != options.threshold)
+      fprintf(stderr,
+              "ppios: warning: PPIOS_THRESHOLD=%lld differs from the threshold %lld stored for target '%s'; "
+              "obeying the stored one (change it with `ppios-coord set-threshold`)\n",
+              static_cast<long long>(options.threshold), static_cast<long long>(r->integer), options.target.c_str());
+  }
+  if (probe) probe->run(options.target, {"node-hello", node_name(options), std::to_string(2 * options.lease_ms)}, &problem);
   probe.reset();
   // The node's processes start with a cap of 0 (no share yet) unless the segment has one.
   CoordinatorOptions local = options;
@@ -146,7 +157,7 @@ bool NodeCoordinator::connect_agent_link() {
   std::string err;
   link_ = RedisLink::connect(address_, kConnectTimeoutMs, &failure, &err);
   if (link_) {
-    // The first process of the target stores its PPIOS_THRESHOLD; the stored one wins.
+    // As at create: a server that came back empty learns the cap again.
     auto r = link_->run(options_.target, {"adopt", std::to_string(options_.threshold), "0"}, &err);
     if (r) {
       online_ = true;
@@ -188,18 +199,27 @@ bool NodeCoordinator::agent_step(bool woken) {
   const int64_t floor = std::max<int64_t>(local_cap < 0 ? 0 : local_cap, in_use);
   const int64_t need = in_use + st.queued_mt + st.queued_pt;
   const int64_t mtneed = int64_t{st.mt_inflight} + st.queued_mt;
+  uint64_t lead = 0;
+  for (const auto &h : st.holders)
+    if (h.cls == IoClass::PT) lead = std::max(lead, h.lead);
   bool due = woken || now >= next_renew_ms_;
   if (!due && cap_seen_ >= 0 && now - last_sync_ms_ >= kTickMs) {
     const int64_t fair = std::max<int64_t>(1, cap_seen_ / std::max<int64_t>(1, live_seen_));
     due = share_ > floor                                                     // a lowered cap drained: hand back
           || need - local_cap > reported_unmet_ || mtneed - local_cap > reported_mt_unmet_  // more wanted than known
           || (others_need_ > 0 && local_cap > std::max(std::min(need, fair), mtneed) &&
-              now - last_sync_ms_ >= 5 * kTickMs);                           // others need what we do not use
+              now - last_sync_ms_ >= 5 * kTickMs)                            // others need what we do not use
+          || (mtneed > local_cap && now - last_sync_ms_ >= kRefreshMs)  // our MTs wait: fresher victims
+          // The server picks victims by PT lead: PTs starting or stopping, or leading further,
+          // are reported at once (a few ms apart), other lead changes every kRefreshMs.
+          || (int64_t{st.pt_inflight} > 0) != (reported_pt_ > 0)
+          || (static_cast<int64_t>(lead) > reported_lead_ && now - last_sync_ms_ >= 5 * kTickMs)
+          || (static_cast<int64_t>(lead) != reported_lead_ && now - last_sync_ms_ >= kRefreshMs);
   }
   if (!due) return true;
   auto r = link_->run(options_.target,
                       {"node-sync", node_, std::to_string(node_lease_ms_), std::to_string(floor), std::to_string(need),
-                       std::to_string(mtneed), std::to_string(st.pt_inflight)},
+                       std::to_string(mtneed), std::to_string(st.pt_inflight), std::to_string(lead)},
                       &err);
   if (!r || r->type != REDIS_REPLY_ARRAY || r->elements != 7) return false;
   auto at = [&](size_t i) { return r->element[i]->integer; };
@@ -214,6 +234,8 @@ bool NodeCoordinator::agent_step(bool woken) {
   last_sync_ms_ = now;
   // What the server now knows we lack: a queue that shrinks and grows back within it
   // needs no new sync (no sync per queue move on a saturated node).
+  reported_pt_ = st.pt_inflight;
+  reported_lead_ = static_cast<int64_t>(lead);
   reported_unmet_ = std::max<int64_t>(0, need - std::max<int64_t>(target, 0));
   reported_mt_unmet_ = std::max<int64_t>(0, mtneed - std::max<int64_t>(target, 0));
   next_renew_ms_ = now + std::max(10, options_.lease_ms / 3);  // every sync renews the lease

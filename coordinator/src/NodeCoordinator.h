@@ -103,6 +103,7 @@ class NodeCoordinator final : public Coordinator {
   int64_t lease_end_ms_ = 0;    // local view of the record's lease (0: never synced)
   int64_t next_renew_ms_ = 0, next_connect_ms_ = 0, last_sync_ms_ = 0;
   int64_t reported_unmet_ = -1, reported_mt_unmet_ = -1;  // need (MT need) beyond the cap, as last synced
+  int64_t reported_pt_ = 0, reported_lead_ = 0;            // PTs in flight and their largest lead, as last synced
   std::atomic<bool> acting_{false};
 
   std::mutex wake_mutex_;

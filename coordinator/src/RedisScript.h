@@ -28,7 +28,8 @@
 //   PPIOS_THRESHOLD=auto: state fields auto (1: learning on) and bytes (completed bytes
 //   reported at release); ctlr: the controller's process id, with the lease as its PX
 //   expiry; curve: hash k -> MiB/s learned
-//   Two-level backend (node+): nodes, hash node -> "share|need|mtneed|pt|lease deadline ms";
+//   Two-level backend (node+): nodes, hash node -> "share|need|mtneed|pt|lease deadline ms|
+//   largest PT lead";
 //   nw:<node> a node's wake-up list (its agent BLPOPs it); ngive, hash node -> slots its PTs
 //   owe to MTs waiting on another node
 // Ids are "<process id>#<n>", so the owning process of any id is the part before '#'.
@@ -336,6 +337,10 @@ elseif op == 'set-threshold' then
   n = v < 0 and -1 or v
   promote()
   save()
+  -- Two-level backend: every node agent syncs now and adopts the new cap.
+  for _, node in ipairs(redis.call('HKEYS', prefix .. 'nodes')) do
+    if redis.call('LLEN', prefix .. 'nw:' .. node) == 0 then redis.call('RPUSH', prefix .. 'nw:' .. node, 1) end
+  end
   return n
 elseif op == 'status' then
   if reap() then promote() end
@@ -398,21 +403,22 @@ elseif op == 'status-auto' then
   for i = 1, #c do out[#out + 1] = c[i] end
   return out
 elseif op == 'node-sync' then
-  -- The two-level backend (NodeCoordinator.h). ARGV: node lease floor need mtneed pt.
+  -- The two-level backend (NodeCoordinator.h). ARGV: node lease floor need mtneed pt lead.
   -- floor: slots the node may be using now (its local cap or what is in flight, the larger):
   -- its share is never recorded below it, so the sum of the recorded shares bounds what is
   -- in use. need: in flight + queued on the node; mtneed: MTs in flight + queued; pt: PTs
-  -- in flight. Returns {share, target, cap, live nodes, free, others' unmet need, others'
+  -- in flight; lead: the largest lead of those PTs. Returns {share, target, cap, live nodes, free, others' unmet need, others'
   -- unmet MT need}; the node lowers its local cap to target (<= share) and reports again.
   local K_NODES, K_GIVE = prefix .. 'nodes', prefix .. 'ngive'
   local me, lease = ARGV[2], tonumber(ARGV[3])
   local floor, need, mtneed, pt = tonumber(ARGV[4]), tonumber(ARGV[5]), tonumber(ARGV[6]), tonumber(ARGV[7])
+  local lead = tonumber(ARGV[8]) or 0
   local t = clock()
   local all = redis.call('HGETALL', K_NODES)
   local share, total, live, others_need, others_mt = 0, 0, 1, 0, 0
   local others = {}
   for i = 1, #all, 2 do
-    local s, nd, mn, pp, dl = string.match(all[i + 1], '^(%d+)|(%d+)|(%d+)|(%d+)|(%d+)$')
+    local s, nd, mn, pp, dl, ld = string.match(all[i + 1], '^(%d+)|(%d+)|(%d+)|(%d+)|(%d+)|(%d+)$')
     if all[i] == me then
       if s and tonumber(dl) >= t then share = tonumber(s) end
     elseif not s or tonumber(dl) < t then
@@ -423,7 +429,7 @@ elseif op == 'node-sync' then
       total, live = total + s, live + 1
       others_need = others_need + math.max(0, nd - s)
       others_mt = others_mt + math.max(0, mn - s)
-      others[#others + 1] = {all[i], s, nd, mn, pp}
+      others[#others + 1] = {all[i], s, nd, mn, pp, tonumber(ld)}
     end
   end
   local target, free = -1, 0
@@ -439,22 +445,51 @@ elseif op == 'node-sync' then
     -- sync) go first; then other nodes' needs take what we do not use or hold beyond the
     -- fair share. Our own MTs keep theirs.
     local give = tonumber(redis.call('HGET', K_GIVE, me) or '0') or 0
-    if give > 0 and others_mt == 0 then redis.call('HDEL', K_GIVE, me)  -- no remote MT waits any more
-    elseif give > 0 then target = math.min(target, math.max(mtneed, share - give)) end
+    if give > 0 and others_mt == 0 then redis.call('HDEL', K_GIVE, me); give = 0 end  -- no remote MT waits any more
+    local limit = give > 0 and math.max(mtneed, share - give) or n
+    target = math.min(target, limit)
     if others_need > 0 then target = math.min(target, math.max(math.min(need, fair), mtneed)) end
     -- Growth from the free slots only: beyond the fair share only while nobody else
     -- needs more (or for our MTs), and for PTs only while no remote MT waits.
     local up = need
     if others_need > 0 then up = math.min(up, math.max(fair, mtneed)) end
     if others_mt > 0 and mtneed <= share then up = math.min(up, share) end
-    if up > target then target = math.max(target, math.min(up, share + math.max(free, 0))) end
+    if up > target then target = math.max(target, math.min(up, limit, share + math.max(free, 0))) end
+    -- Never beyond what the others leave: MTs past the cap (PPIOS_MT_THROTTLE=0) raise the
+    -- floor, hence the recorded share, but must not raise the cap PTs see.
+    target = math.min(target, math.max(0, n - total))
   end
-  local old = share
-  share = math.max(target, floor)
-  redis.call('HSET', K_NODES, me, share .. '|' .. need .. '|' .. mtneed .. '|' .. pt .. '|' .. (t + lease))
   local function wake(name)
     local k = prefix .. 'nw:' .. name
     if redis.call('LLEN', k) == 0 then redis.call('RPUSH', k, 1); redis.call('PEXPIRE', k, lease) end
+  end
+  -- Our MTs wait beyond what is owed to us already: the nodes whose PTs lead furthest owe
+  -- the rest (seed 003's victim rule across nodes) and are woken to lower their caps, which
+  -- asks those PTs to yield at their next sub-read boundary. Records may be a sync old: the
+  -- agent of a node whose MTs wait syncs again every few ms, with the others' fresher ones.
+  if n >= 0 and mtneed > target then
+    local short = mtneed - target
+    local owed = 0
+    local g = redis.call('HGETALL', K_GIVE)
+    for i = 2, #g, 2 do owed = owed + (tonumber(g[i]) or 0) end
+    table.sort(others, function(a, b) return a[6] > b[6] or (a[6] == b[6] and a[5] > b[5]) end)
+    for _, o in ipairs(others) do
+      if owed >= short then break end
+      local k = math.min(o[5], short - owed)
+      if k > 0 then
+        redis.call('HINCRBY', K_GIVE, o[1], k)
+        owed = owed + k
+        wake(o[1])
+      end
+    end
+  end
+  local old = share
+  share = math.max(target, floor)
+  redis.call('HSET', K_NODES, me, share .. '|' .. need .. '|' .. mtneed .. '|' .. pt .. '|' .. (t + lease) .. '|' .. lead)
+  -- The highest sum of recorded shares: an upper bound of the slots ever in flight at once
+  -- (what status shows as max_inflight_seen for this backend).
+  if total + share > (tonumber(redis.call('HGET', K_STATE, 'nmax')) or 0) then
+    redis.call('HSET', K_STATE, 'nmax', total + share)
   end
   -- Slots we gave back settle our debt; nodes short of slots can take them now.
   if share < old then
@@ -468,23 +503,6 @@ elseif op == 'node-sync' then
         local short = pass == 1 and o[4] > o[2] or (pass == 2 and o[4] <= o[2] and o[3] > o[2])
         if short and woken < freed then wake(o[1]); woken = woken + 1 end
       end
-    end
-  end
-  -- Our MTs still wait and no slot is free: the nodes whose PTs hold the most slots owe
-  -- them (only what is not owed already), and are woken to give them at their next
-  -- sub-read boundary.
-  if n >= 0 and mtneed > target then
-    local short = mtneed - target
-    local owed = 0
-    local g = redis.call('HGETALL', K_GIVE)
-    for i = 2, #g, 2 do owed = owed + (tonumber(g[i]) or 0) end
-    table.sort(others, function(a, b) return a[5] > b[5] end)
-    for _, o in ipairs(others) do
-      if owed >= short or o[5] == 0 then break end
-      local k = math.min(o[5], short - owed)
-      redis.call('HINCRBY', K_GIVE, o[1], k)
-      owed = owed + k
-      wake(o[1])
     end
   end
   if n >= 0 then free = n - total - share end
@@ -502,9 +520,14 @@ elseif op == 'node-leave' then
     end
   end
   return 1
+elseif op == 'node-hello' then
+  -- ARGV: node lease. A node's first process makes the node known at once (share 0, which
+  -- is its local cap until its agent syncs); an existing record is left alone.
+  redis.call('HSETNX', prefix .. 'nodes', ARGV[2], '0|0|0|0|' .. (clock() + tonumber(ARGV[3])) .. '|0')
+  return 1
 elseif op == 'node-status' then
-  -- {server ms, name, "share|need|mtneed|pt|deadline", ...}
-  local out = {tostring(clock())}
+  -- {server ms, highest sum of shares, name, "share|need|mtneed|pt|deadline|lead", ...}
+  local out = {tostring(clock()), tostring(redis.call('HGET', K_STATE, 'nmax') or '0')}
   local all = redis.call('HGETALL', prefix .. 'nodes')
   for i = 1, #all do out[#out + 1] = all[i] end
   return out

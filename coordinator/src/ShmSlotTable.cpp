@@ -346,6 +346,31 @@ struct Policy {
     }
   }
 
+  // After the cap was lowered below what is in flight (the two-level backend gives a
+  // node's slots to another node's MTs): the PTs furthest ahead are asked to yield, so the
+  // slots come back within one sub-read.
+  void request_yields_above_cap() {
+    if (no_cap()) return;
+    int64_t excess = std::min<int64_t>(static_cast<int64_t>(s.mt) + s.pt - s.threshold, s.pt);
+    for (uint32_t i = 0; i < holder_bound() && excess > 0; ++i) {
+      const HolderEntry &h = s.holders[i];
+      if (h.ticket.load(std::memory_order_relaxed) && h.cls == static_cast<uint8_t>(IoClass::PT) &&
+          h.yield.load(std::memory_order_relaxed))
+        --excess;
+    }
+    for (; excess > 0; --excess) {
+      HolderEntry *best = nullptr;
+      for (uint32_t i = 0; i < holder_bound(); ++i) {
+        HolderEntry &h = s.holders[i];
+        if (h.ticket.load(std::memory_order_relaxed) && h.cls == static_cast<uint8_t>(IoClass::PT) &&
+            !h.yield.load(std::memory_order_relaxed) && (!best || h.lead > best->lead))
+          best = &h;
+      }
+      if (!best) break;
+      best->yield.store(1, std::memory_order_release);
+    }
+  }
+
   // Drops processes whose lease ran out (or lies further ahead than any lease can) or
   // whose pid is gone, with their slots and waiters; then slots and waiters that belong
   // to no registered process, and counters that disagree with the tables.
@@ -921,6 +946,7 @@ void ShmSlotTable::set_threshold(int64_t n) {
   layout_->threshold = n < 0 || n > kMaxThreshold ? -1 : n;
   layout_->auto_mode = 0;
   Policy{*layout_}.promote();
+  Policy{*layout_}.request_yields_above_cap();
   unlock();
 }
 

@@ -96,7 +96,8 @@ class ShmSlotTable {
   // Marks the segment as holding state an admin stored, so it outlives its processes.
   // False when it was removed meanwhile (open it again).
   bool pin();
-  // Sets the cap (n < 0: none) and turns learning (PPIOS_THRESHOLD=auto) off.
+  // Sets the cap (n < 0: none) and turns learning (PPIOS_THRESHOLD=auto) off. A cap below
+  // what is in flight asks that many PTs (largest lead first) to yield.
   void set_threshold(int64_t n);
   // Turns learning on; with no cap stored, starts from 1. Returns the cap.
   int64_t enable_auto();

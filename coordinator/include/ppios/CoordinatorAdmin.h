@@ -52,6 +52,7 @@ struct CoordinatorStatus {
   int controller_pid = 0;
   std::vector<std::pair<int, double>> curve;  // (k, MiB/s), k ascending
   std::vector<NodeShareInfo> nodes;  // redis only: the nodes holding shares (node+ addresses)
+  int64_t node_max_shares = 0;       // the highest sum of the nodes' shares the server recorded
 };
 
 class CoordinatorAdmin {
