@@ -302,21 +302,33 @@ std::unique_ptr<CoordinatorAdmin> make_coordinator_admin(const CoordinatorOption
   return redis;
 }
 
-int64_t server_commands_processed(const CoordinatorOptions &options, std::string *error) {
+int64_t server_requests_processed(const CoordinatorOptions &options, int64_t *all_commands, std::string *error) {
   RedisAddress address;
   std::string problem;
   if (options.address == "shm" || !RedisAddress::parse(options.address, &address, &problem)) return -1;
   RedisLink::Failure failure;
   auto link = RedisLink::connect(address, 2000, &failure, &problem);
-  auto r = link ? link->command({"INFO", "stats"}, &problem) : nullptr;
+  auto r = link ? link->command({"INFO", "commandstats"}, &problem) : nullptr;
   if (!r || r->type != REDIS_REPLY_STRING) {
     if (error) *error = problem;
     return -1;
   }
+  // Lines "cmdstat_<name>:calls=<n>,...". Commands a script runs are counted too; the
+  // requests are the commands clients send (the coordinator's: scripts, BLPOP, set-up).
+  static const char *const kRequests[] = {"evalsha", "eval", "blpop", "ping", "script|load", "auth", "select", "info"};
   std::string text(r->str, r->len);
-  const std::string key = "total_commands_processed:";
-  size_t at = text.find(key);
-  return at == std::string::npos ? -1 : std::atoll(text.c_str() + at + key.size());
+  int64_t requests = 0, all = 0;
+  for (size_t at = text.find("cmdstat_"); at != std::string::npos; at = text.find("cmdstat_", at + 1)) {
+    size_t colon = text.find(':', at), calls = text.find("calls=", at);
+    if (colon == std::string::npos || calls == std::string::npos) break;
+    std::string name = text.substr(at + 8, colon - at - 8);
+    int64_t n = std::atoll(text.c_str() + calls + 6);
+    all += n;
+    for (const char *k : kRequests)
+      if (name == k) requests += n;
+  }
+  if (all_commands) *all_commands = all;
+  return requests;
 }
 
 }  // namespace ppios

@@ -79,9 +79,10 @@ class CoordinatorAdmin {
 // include_pinned. Fills the paths removed and kept (with why).
 void collect_unused_segments(bool include_pinned, std::vector<std::string> *removed, std::vector<std::string> *kept);
 
-// The commands the backend's redis-server has processed so far (INFO stats
-// total_commands_processed), for `ppios-coord bench`; -1 for shm or when unreachable.
-int64_t server_commands_processed(const CoordinatorOptions &options, std::string *error);
+// The requests clients sent the backend's redis-server so far (INFO commandstats: script
+// calls, BLPOP and connection set-up), and in *all_commands every command it ran,
+// including those its scripts ran; for `ppios-coord bench`. -1 for shm or when unreachable.
+int64_t server_requests_processed(const CoordinatorOptions &options, int64_t *all_commands, std::string *error);
 
 // Talks to the backend named by options.address directly: no fallback, no registration.
 std::unique_ptr<CoordinatorAdmin> make_coordinator_admin(const CoordinatorOptions &options,

@@ -106,9 +106,11 @@ const char *const kBenchHelp =
     "yield), so the cap binds. --nodes N --clients-per-node K (two-level backend only,\n"
     "--coordinator node+...) runs N simulated nodes (PPIOS_SIM_NODE bench-0..N-1) with K clients\n"
     "each in this process, all against one server; the clients' in-flight count is one atomic\n"
-    "over every node. With a redis server the commands it processed per second are printed.\n"
-    "  --json   one JSON object: clients, nodes, class, hold_us, pairs, p50_us, p99_us, mt_wait_p99_us,\n"
-    "           pairs_per_s, server_commands_per_s (-1: shm), max_inflight_seen,\n"
+    "over every node. With a redis server its load is printed: requests (script calls, BLPOP,\n"
+    "connection set-up) per second, and every command it ran including inside scripts.\n"
+    "  --json   one JSON object: clients, nodes, class, hold_us, pairs, p50_us, p99_us, mt_wait_p50_us,\n"
+    "           mt_wait_p99_us, pairs_per_s, server_requests_per_s and server_commands_per_s (-1: shm),\n"
+    "           max_inflight_seen,\n"
     "           coordinator_max_inflight_seen, threshold, cap_exceeded, backend, target\n"
     "max_inflight_seen counts what the clients held between acquire and release (no hold time,\n"
     "so it rarely reaches the cap); coordinator_max_inflight_seen is the coordinator's own\n"
@@ -305,7 +307,8 @@ int run_bench(const CoordinatorOptions &base, const std::vector<std::string> &re
   // fallback and reported as redis: refuse instead.
   if (!ppios::make_coordinator_admin(options, &err))
     return fprintf(stderr, "ppios-coord: bench: %s\n", err.c_str()), 1;
-  const int64_t commands_before = ppios::server_commands_processed(options, &err);
+  int64_t all_before = 0, all_after = 0;
+  const int64_t requests_before = ppios::server_requests_processed(options, &all_before, &err);
   // --nodes: one coordinator per simulated node (PPIOS_SIM_NODE bench-<i>), each with its
   // own node-local segment and agent, all against the same server.
   std::vector<std::unique_ptr<ppios::Coordinator>> coords;
@@ -360,7 +363,7 @@ int run_bench(const CoordinatorOptions &base, const std::vector<std::string> &re
   stop = true;
   for (auto &t : threads) t.join();
   double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  const int64_t commands_after = ppios::server_commands_processed(options, &err);
+  const int64_t requests_after = ppios::server_requests_processed(options, &all_after, &err);
   std::vector<double> all, mt_all;
   for (auto &l : latencies) all.insert(all.end(), l.begin(), l.end());
   for (auto &l : mt_waits) mt_all.insert(mt_all.end(), l.begin(), l.end());
@@ -389,9 +392,10 @@ int run_bench(const CoordinatorOptions &base, const std::vector<std::string> &re
       fprintf(stderr, "ppios-coord: bench: warning: %s\n", err.c_str());
     }
   }
-  // The two INFO calls themselves are not the coordinator's load.
-  const double commands_per_s =
-      commands_before < 0 || commands_after < 0 ? -1 : (commands_after - commands_before - 1) / elapsed;
+  // The INFO call that took the first count is not the coordinator's load.
+  const bool counted = requests_before >= 0 && requests_after >= 0;
+  const double requests_per_s = counted ? (requests_after - requests_before - 1) / elapsed : -1;
+  const double commands_per_s = counted ? (all_after - all_before - 1) / elapsed : -1;
   // MTs may pass the cap when MTs alone fill it (unless PPIOS_MT_THROTTLE=1): only PT runs check it.
   bool exceeded = threshold >= 0 && (cls == "pt" || options.mt_throttle) && max_seen.load() > threshold;
   double pairs_per_s = all.size() / elapsed;
@@ -402,12 +406,13 @@ int run_bench(const CoordinatorOptions &base, const std::vector<std::string> &re
   if (json) {
     printf("{\"backend\":%s,\"target\":%s,\"clients\":%lld,\"nodes\":%lld,\"class\":\"%s\",\"hold_us\":%lld,"
            "\"pairs\":%zu,\"p50_us\":%.2f,"
-           "\"p99_us\":%.2f,\"mt_wait_p99_us\":%.2f,\"pairs_per_s\":%.0f,\"server_commands_per_s\":%.0f,"
+           "\"p99_us\":%.2f,\"mt_wait_p50_us\":%.2f,\"mt_wait_p99_us\":%.2f,\"pairs_per_s\":%.0f,"
+           "\"server_requests_per_s\":%.0f,\"server_commands_per_s\":%.0f,"
            "\"max_inflight_seen\":%lld,\"coordinator_max_inflight_seen\":%s,"
            "\"threshold\":%s,\"cap_exceeded\":%s}\n",
            json_string(backend).c_str(), json_string(options.target).c_str(), static_cast<long long>(clients),
            static_cast<long long>(nodes), cls.c_str(), static_cast<long long>(hold_us), all.size(), pct(0.5),
-           pct(0.99), pct_of(mt_all, 0.99), pairs_per_s, commands_per_s, static_cast<long long>(max_seen.load()),
+           pct(0.99), pct_of(mt_all, 0.5), pct_of(mt_all, 0.99), pairs_per_s, requests_per_s, commands_per_s, static_cast<long long>(max_seen.load()),
            coordinator_max < 0 ? "null" : std::to_string(coordinator_max).c_str(), threshold < 0 ? "null" : std::to_string(threshold).c_str(), exceeded ? "true" : "false");
   } else {
     printf("backend %s, target %s, %lld client(s)", backend.c_str(), options.target.c_str(),
@@ -416,8 +421,10 @@ int run_bench(const CoordinatorOptions &base, const std::vector<std::string> &re
     printf(", class %s, threshold %s\n", cls.c_str(), threshold < 0 ? "none" : std::to_string(threshold).c_str());
     printf("pairs %zu in %.2f s: %.0f pairs/s\n", all.size(), elapsed, pairs_per_s);
     printf("acquire+release latency: p50 %.2f us, p99 %.2f us\n", pct(0.5), pct(0.99));
-    if (!mt_all.empty()) printf("MT acquire wait: p99 %.2f us\n", pct_of(mt_all, 0.99));
-    if (commands_per_s >= 0) printf("server commands: %.0f/s\n", commands_per_s);
+    if (!mt_all.empty()) printf("MT acquire wait: p50 %.2f us, p99 %.2f us\n", pct_of(mt_all, 0.5), pct_of(mt_all, 0.99));
+    if (counted)
+      printf("server load: %.0f requests/s (%.0f commands/s counting those its scripts ran)\n", requests_per_s,
+             commands_per_s);
     printf("max in flight seen by the clients: %lld%s\n", static_cast<long long>(max_seen.load()),
            exceeded ? " (CAP EXCEEDED)" : "");
     if (coordinator_max >= 0)
