@@ -20,11 +20,14 @@
 //   local cap <= recorded share, and sum of recorded shares <= cap
 // (the cap grows only from free slots; a share shrinks only after the local cap was
 // lowered and the slots above it drained, i.e. after one sub-read).
-// A node whose MTs wait beyond its share makes the script wake (RPUSH nw:<node>) the
-// nodes whose PTs hold slots; their listener threads (BLPOP) wake the agents, which lower
-// their caps; the slots come back within one PT sub-read, and the next sync wakes the
-// node short of slots. MTs keep their node's slots (MT-first), and inside a node the
-// segment's own rules apply (local PT yields first).
+// A node whose MTs wait beyond its share makes the nodes whose PTs lead furthest (from
+// their records, which report PTs as they start) owe it slots (the script's ngive hash)
+// and wakes them (RPUSH nw:<node>); their listener threads (BLPOP) wake the agents, which
+// lower their caps (ShmSlotTable asks the PTs above a lowered cap to yield); the slots come
+// back within one PT sub-read, the next sync pays the debt and wakes the node short of
+// slots. While its MTs wait a node syncs every kRefreshMs, so a victim chosen from an old
+// record is followed by one chosen from a fresher one. MTs keep their node's slots
+// (MT-first), and inside a node the segment's own rules apply (local PT yields first).
 //
 // Leases: a node's record lives 2 x PPIOS_LEASE_MS on the server, renewed every third of
 // a lease. The agent counts it from the moment it sent the sync, so it expires locally
