@@ -38,10 +38,11 @@ const char *const kGlobalHelp =
     "\n"
     "options (before or after the command):\n"
     "  --coordinator ADDR  shm | redis://[[user]:password@]host[:port][/db] | unix:///path.sock[?db=N&password=P]\n"
+    "                      (node+redis://... or node+unix://...: per-node shares of the cap)\n"
     "                      (default: $PPIOS_COORDINATOR, else shm)\n"
     "  --target NAME       storage target the threshold belongs to (default: $PPIOS_TARGET, else default)\n"
     "The other PPIOS_* variables a program reads (PPIOS_THRESHOLD, PPIOS_LEASE_MS, PPIOS_MT_THROTTLE,\n"
-    "PPIOS_SHM_GROUP) are read and checked the same way.\n"
+    "PPIOS_SHM_GROUP, PPIOS_SIM_NODE) are read and checked the same way.\n"
     "  --help              this text; `ppios-coord COMMAND --help` describes a command\n";
 
 const char *const kStatusHelp =
