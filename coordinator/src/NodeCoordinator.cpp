@@ -204,7 +204,8 @@ bool NodeCoordinator::agent_step(bool woken) {
     if (h.cls == IoClass::PT) lead = std::max(lead, h.lead);
   bool due = woken || now >= next_renew_ms_;
   if (!due && cap_seen_ >= 0 && now - last_sync_ms_ >= kTickMs) {
-    const int64_t fair = std::max<int64_t>(1, cap_seen_ / std::max<int64_t>(1, live_seen_));
+    const int64_t live = std::max<int64_t>(1, live_seen_);
+    const int64_t fair = std::max<int64_t>(1, (cap_seen_ + live - 1) / live);  // as the script's fair_up
     due = share_ > floor                                                     // a lowered cap drained: hand back
           || need - local_cap > reported_unmet_ || mtneed - local_cap > reported_mt_unmet_  // more wanted than known
           || (others_need_ > 0 && local_cap > std::max(std::min(need, fair), mtneed) &&

@@ -438,6 +438,15 @@ elseif op == 'node-sync' then
   else
     free = n - total - share
     local fair = math.max(1, math.floor(n / live))
+    -- Sharing with nodes that need more, a node keeps up to the fair share rounded up: the
+    -- remainder of n / live is used, and growth only from free slots keeps the sum <= n.
+    local fair_up = math.max(1, math.ceil(n / live))
+    -- ... unless a node that needs slots holds less than the fair share: then down to it.
+    local starved = false
+    for _, o in ipairs(others) do
+      if o[3] > o[2] and o[2] < fair then starved = true end
+    end
+    local keep = starved and fair or fair_up
     target = share
     -- Over the cap (nodes came back from an outage with their fair shares): back to fair.
     if free < 0 then target = math.min(target, fair) end
@@ -448,11 +457,11 @@ elseif op == 'node-sync' then
     if give > 0 and others_mt == 0 then redis.call('HDEL', K_GIVE, me); give = 0 end  -- no remote MT waits any more
     local limit = give > 0 and math.max(mtneed, share - give) or n
     target = math.min(target, limit)
-    if others_need > 0 then target = math.min(target, math.max(math.min(need, fair), mtneed)) end
+    if others_need > 0 then target = math.min(target, math.max(math.min(need, keep), mtneed)) end
     -- Growth from the free slots only: beyond the fair share only while nobody else
     -- needs more (or for our MTs), and for PTs only while no remote MT waits.
     local up = need
-    if others_need > 0 then up = math.min(up, math.max(fair, mtneed)) end
+    if others_need > 0 then up = math.min(up, math.max(keep, mtneed)) end
     if others_mt > 0 and mtneed <= share then up = math.min(up, share) end
     if up > target then target = math.max(target, math.min(up, limit, share + math.max(free, 0))) end
     -- Never beyond what the others leave: MTs past the cap (PPIOS_MT_THROTTLE=0) raise the
@@ -490,6 +499,12 @@ elseif op == 'node-sync' then
   -- (what status shows as max_inflight_seen for this backend).
   if total + share > (tonumber(redis.call('HGET', K_STATE, 'nmax')) or 0) then
     redis.call('HSET', K_STATE, 'nmax', total + share)
+  end
+  -- Below the fair share with nothing free: the nodes above it are woken to give back.
+  if n >= 0 and need > target and target < math.max(1, math.floor(n / live)) and n - total - share <= 0 then
+    for _, o in ipairs(others) do
+      if o[2] > math.max(1, math.floor(n / live)) then wake(o[1]) end
+    end
   end
   -- Slots we gave back settle our debt; nodes short of slots can take them now.
   if share < old then
