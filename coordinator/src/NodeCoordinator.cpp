@@ -128,9 +128,12 @@ void NodeCoordinator::agent_loop() {
       bool lead = table_->lead_controller(local_->process_handle(), options_.lease_ms);
       if (lead && !acting_.load()) {
         // Taking over: what the previous agent knew is unknown here. The first sync
-        // reports the floor; without the server the offline rule applies at once.
+        // reports the floor. Without the server the local cap stands for one lease (a
+        // connection refused once at start must not grant the fair share of a node that
+        // never had one; the previous agent's record outlives it by about that much), then
+        // the offline rule applies.
         share_ = 0;
-        lease_end_ms_ = 0;
+        lease_end_ms_ = now + options_.lease_ms;
         reported_unmet_ = reported_mt_unmet_ = -1;
       }
       acting_.store(lead);

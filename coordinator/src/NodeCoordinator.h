@@ -36,8 +36,9 @@
 // the node takes the controller lease within about a lease and carries on (the share and
 // local cap stay as they were; the new agent reports its floor).
 //
-// Redis lost: the node keeps its local cap until its lease would have ended, then lowers
-// it to its fair share, max(1, cap / nodes seen at the last sync) (1 if it never synced),
+// Redis lost: the node keeps its local cap until its lease would have ended (one lease
+// after an agent took over without reaching the server), then sets it to its fair share,
+// max(1, cap / nodes seen at the last sync) (1 if it never synced),
 // so the cap is not exceeded while every node lives (unless the cap is below the number
 // of nodes). On return the agent runs adopt and node-sync again: the script records the
 // floor even above the cap (so the sum stays truthful) and sends every node back to its
