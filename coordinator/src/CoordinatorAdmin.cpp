@@ -3,6 +3,7 @@
 
 #include "RedisAddress.h"
 #include "RedisLink.h"
+#include "NodeCoordinator.h"
 #include "ShmSlotTable.h"
 
 #include <hiredis/hiredis.h>
@@ -10,6 +11,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
+#include <unistd.h>
 
 namespace ppios {
 namespace {
@@ -105,6 +107,29 @@ class RedisAdmin final : public CoordinatorAdmin {
       h.yield_requested = r->element[i + 2]->integer != 0;
       out->holders.push_back(h);
     }
+    // Two-level backend: the nodes' shares (live leases only).
+    auto nr = link_->run(target_, {"node-status"}, error);
+    if (!nr) return false;
+    if (nr->type == REDIS_REPLY_ARRAY && nr->elements >= 2) {
+      auto text = [&](size_t i) { return std::string(nr->element[i]->str ? nr->element[i]->str : "", nr->element[i]->len); };
+      int64_t now = std::atoll(text(0).c_str());
+      out->node_max_shares = std::atoll(text(1).c_str());
+      for (size_t i = 2; i + 1 < nr->elements; i += 2) {
+        NodeShareInfo n;
+        n.node.assign(nr->element[i]->str, nr->element[i]->len);
+        long long share, need, mtneed, pt, deadline;
+        std::string v(nr->element[i + 1]->str, nr->element[i + 1]->len);
+        if (sscanf(v.c_str(), "%lld|%lld|%lld|%lld|%lld", &share, &need, &mtneed, &pt, &deadline) != 5 ||
+            deadline < now)
+          continue;
+        n.share = share;
+        n.need = need;
+        n.mt_need = mtneed;
+        n.pt_inflight = pt;
+        n.lease_left_ms = deadline - now;
+        out->nodes.push_back(n);
+      }
+    }
     auto a = link_->run(target_, {"status-auto"}, error);
     if (!a) return false;
     if (a->type != REDIS_REPLY_ARRAY || a->elements < 2) {
@@ -171,6 +196,86 @@ class RedisAdmin final : public CoordinatorAdmin {
   int64_t group_;  // of this node's stand-in segment
 };
 
+// The two-level backend: the cap, the nodes' shares and the queues live on the server,
+// the slots in flight in each node's segment. Status adds up the segments of the nodes of
+// this machine (the real one and any simulated ones, PPIOS_SIM_NODE), so on one machine it
+// shows every slot in flight. max_inflight_seen is an upper bound of the highest count at
+// once: the smaller of the sum of those nodes' own maxima and the highest sum of shares the
+// server recorded (MTs past the cap between two syncs of their node escape the latter).
+class NodeAdmin final : public CoordinatorAdmin {
+ public:
+  NodeAdmin(std::unique_ptr<RedisAdmin> inner, const CoordinatorOptions &options)
+      : inner_(std::move(inner)), options_(options) {}
+
+  bool status(CoordinatorStatus *out, std::string *error) override {
+    if (!inner_->status(out, error)) return false;
+    out->backend = "node";
+    out->max_inflight_seen = 0;
+    uint64_t sum_of_maxima = 0;
+    for (const std::string &local : local_targets(*out)) {
+      std::string problem;
+      auto table = ShmSlotTable::open(local, options_.shm_group, false, options_.lease_ms, &problem);
+      CoordinatorStatus n;
+      if (!table || !table->snapshot(&n, &problem)) continue;  // no segment: nothing in flight there
+      out->mt_inflight += n.mt_inflight;
+      out->pt_inflight += n.pt_inflight;
+      out->queued_mt += n.queued_mt;
+      out->queued_pt += n.queued_pt;
+      out->processes += n.processes;
+      sum_of_maxima += n.max_inflight_seen;
+      out->holders.insert(out->holders.end(), n.holders.begin(), n.holders.end());
+    }
+    // Both bound the highest count at once from above; the smaller is the better bound.
+    out->max_inflight_seen = std::min<uint64_t>(sum_of_maxima, static_cast<uint64_t>(std::max<int64_t>(0, out->node_max_shares)));
+    return true;
+  }
+
+  bool set_threshold(int64_t n, std::string *error) override { return inner_->set_threshold(n, error); }
+  bool set_auto(std::string *error) override {
+    *error = "PPIOS_THRESHOLD=auto is not available with per-node shares (node+ addresses)";
+    return false;
+  }
+  bool store_curve(const std::vector<std::pair<int, double>> &curve, std::string *error) override {
+    return inner_->store_curve(curve, error);
+  }
+
+  bool reset(std::string *error, bool force) override {
+    CoordinatorStatus s;
+    if (!status(&s, error)) return false;
+    if (!force && s.processes > 0) {
+      *error = std::to_string(s.processes) + " process(es) use target '" + options_.target +
+               "' on this machine; resetting it now would free their slots under them (use --force to reset it anyway)";
+      return false;
+    }
+    if (!inner_->reset(error, true)) return false;
+    for (const std::string &local : local_targets(s))
+      if (!ShmSlotTable::remove(local, options_.shm_group, force, error)) return false;
+    return true;
+  }
+
+ private:
+  // The node-local targets of this machine's nodes (see NodeCoordinator::local_target),
+  // the real node's always, simulated ones when the server lists them.
+  std::vector<std::string> local_targets(const CoordinatorStatus &s) const {
+    const std::string owner = "/" + (options_.shm_group >= 0 ? "g" + std::to_string(options_.shm_group)
+                                                             : "u" + std::to_string(geteuid()));
+    CoordinatorOptions o = options_;
+    o.sim_node.clear();
+    std::vector<std::string> out{NodeCoordinator::local_target(o)};
+    for (const auto &n : s.nodes) {
+      if (n.node.rfind("sim-", 0) != 0 || n.node.size() <= owner.size() ||
+          n.node.compare(n.node.size() - owner.size(), owner.size(), owner) != 0)
+        continue;
+      o.sim_node = n.node.substr(4, n.node.size() - 4 - owner.size());
+      out.push_back(NodeCoordinator::local_target(o));
+    }
+    return out;
+  }
+
+  std::unique_ptr<RedisAdmin> inner_;
+  CoordinatorOptions options_;
+};
+
 }  // namespace
 
 void collect_unused_segments(bool include_pinned, std::vector<std::string> *removed, std::vector<std::string> *kept) {
@@ -192,7 +297,38 @@ std::unique_ptr<CoordinatorAdmin> make_coordinator_admin(const CoordinatorOption
     *error = "coordinator " + address.describe() + ": " + problem;
     return nullptr;
   }
-  return std::make_unique<RedisAdmin>(std::move(link), options.target, options.shm_group);
+  auto redis = std::make_unique<RedisAdmin>(std::move(link), options.target, options.shm_group);
+  if (address.node_shares) return std::make_unique<NodeAdmin>(std::move(redis), options);
+  return redis;
+}
+
+int64_t server_requests_processed(const CoordinatorOptions &options, int64_t *all_commands, std::string *error) {
+  RedisAddress address;
+  std::string problem;
+  if (options.address == "shm" || !RedisAddress::parse(options.address, &address, &problem)) return -1;
+  RedisLink::Failure failure;
+  auto link = RedisLink::connect(address, 2000, &failure, &problem);
+  auto r = link ? link->command({"INFO", "commandstats"}, &problem) : nullptr;
+  if (!r || r->type != REDIS_REPLY_STRING) {
+    if (error) *error = problem;
+    return -1;
+  }
+  // Lines "cmdstat_<name>:calls=<n>,...". Commands a script runs are counted too; the
+  // requests are the commands clients send (the coordinator's: scripts, BLPOP, set-up).
+  static const char *const kRequests[] = {"evalsha", "eval", "blpop", "ping", "script|load", "auth", "select", "info"};
+  std::string text(r->str, r->len);
+  int64_t requests = 0, all = 0;
+  for (size_t at = text.find("cmdstat_"); at != std::string::npos; at = text.find("cmdstat_", at + 1)) {
+    size_t colon = text.find(':', at), calls = text.find("calls=", at);
+    if (colon == std::string::npos || calls == std::string::npos) break;
+    std::string name = text.substr(at + 8, colon - at - 8);
+    int64_t n = std::atoll(text.c_str() + calls + 6);
+    all += n;
+    for (const char *k : kRequests)
+      if (name == k) requests += n;
+  }
+  if (all_commands) *all_commands = all;
+  return requests;
 }
 
 }  // namespace ppios

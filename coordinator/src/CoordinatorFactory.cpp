@@ -1,5 +1,6 @@
 // Chooses the backend named by PPIOS_COORDINATOR (already parsed into CoordinatorOptions).
 #include "ShmCoordinator.h"
+#include "NodeCoordinator.h"
 #include "RedisCoordinator.h"
 #include "RedisAddress.h"
 #include "ppios/Coordinator.h"
@@ -41,10 +42,11 @@ bool parse_threshold_setting(const char *text, CoordinatorOptions *options, std:
 
 std::string redact_address(const std::string &address) {
   std::string out = address;
-  // redis://[user]:password@host...
-  if (out.rfind("redis://", 0) == 0) {
+  // [node+]redis://[user]:password@host...
+  const size_t scheme = out.rfind("node+", 0) == 0 ? 5 : 0;
+  if (out.compare(scheme, 8, "redis://") == 0) {
     size_t at = out.rfind('@');
-    size_t colon = out.find(':', 8);
+    size_t colon = out.find(':', scheme + 8);
     if (at != std::string::npos && colon != std::string::npos && colon < at) out.replace(colon + 1, at - colon - 1, "***");
   }
   // unix:///path.sock?password=...
@@ -61,7 +63,8 @@ std::string validate_coordinator_address(const std::string &address) {
   std::string problem;
   if (RedisAddress::parse(address, &parsed, &problem)) return "";
   return "PPIOS_COORDINATOR='" + redact_address(address) + "' is not valid (" + problem +
-         "); use shm, redis://[:password@]host:port[/db] or unix:///path.sock";
+         "); use shm, redis://[:password@]host:port[/db] or unix:///path.sock, either optionally "
+         "prefixed with node+ (per-node shares of the cap)";
 }
 
 std::string validate_target(const std::string &target) {
@@ -146,6 +149,14 @@ bool parse_coordinator_env(const std::function<const char *(const char *)> &gete
   }
   if (const char *g = getenv_fn("PPIOS_SHM_GROUP"); g != nullptr && !parse_group(g, &o.shm_group, error))
     return false;
+  if (const char *t = getenv_fn("PPIOS_SIM_NODE")) {
+    // Same alphabet as a target: it becomes part of a segment name and a Redis key.
+    if (!validate_target(t).empty()) {
+      *error = std::string("PPIOS_SIM_NODE='") + t + "' is not valid; use 1 to 64 characters from A-Z a-z 0-9 . _ -";
+      return false;
+    }
+    o.sim_node = t;
+  }
   *options = o;
   return true;
 }
@@ -154,11 +165,16 @@ std::unique_ptr<Coordinator> make_coordinator(const CoordinatorOptions &options,
   std::string problem = validate_coordinator_address(options.address);
   if (problem.empty() && options.lease_ms < 10) problem = "PPIOS_LEASE_MS must be at least 10";
   if (problem.empty() && options.target.empty()) problem = "PPIOS_TARGET must not be empty";
+  // The one check of this combination (environment or ppios-coord flags).
+  if (problem.empty() && options.auto_threshold && options.address.rfind("node+", 0) == 0)
+    problem = "PPIOS_THRESHOLD=auto cannot be used with PPIOS_COORDINATOR=node+...: per-node shares do not learn "
+              "the cap; give a number, or use a redis:// or unix:// address";
   if (!problem.empty()) {
     if (error) *error = problem;
     return nullptr;
   }
   if (options.address == "shm") return ShmCoordinator::create(options, error);
+  if (options.address.rfind("node+", 0) == 0) return NodeCoordinator::create(options, error);
   return RedisCoordinator::create(options, error);
 }
 

@@ -18,6 +18,16 @@ bool parse_int(const std::string &s, int lo, int hi, int *out) {
 }  // namespace
 
 bool RedisAddress::parse(const std::string &text, RedisAddress *out, std::string *problem) {
+  const std::string node_prefix = "node+";
+  if (text.rfind(node_prefix, 0) == 0) {
+    if (!parse_plain(text.substr(node_prefix.size()), out, problem)) return false;
+    out->node_shares = true;
+    return true;
+  }
+  return parse_plain(text, out, problem);
+}
+
+bool RedisAddress::parse_plain(const std::string &text, RedisAddress *out, std::string *problem) {
   RedisAddress a;
   const std::string redis_scheme = "redis://", unix_scheme = "unix://";
   if (text.rfind(unix_scheme, 0) == 0) {
@@ -113,7 +123,7 @@ bool RedisAddress::parse(const std::string &text, RedisAddress *out, std::string
 }
 
 std::string RedisAddress::describe() const {
-  std::string s = unix_socket ? "unix://" + host : "redis://" + host + ":" + std::to_string(port);
+  std::string s = std::string(node_shares ? "node+" : "") + (unix_socket ? "unix://" + host : "redis://" + host + ":" + std::to_string(port));
   if (db != 0) s += unix_socket ? "?db=" + std::to_string(db) : "/" + std::to_string(db);
   return s;
 }

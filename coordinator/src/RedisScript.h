@@ -28,6 +28,10 @@
 //   PPIOS_THRESHOLD=auto: state fields auto (1: learning on) and bytes (completed bytes
 //   reported at release); ctlr: the controller's process id, with the lease as its PX
 //   expiry; curve: hash k -> MiB/s learned
+//   Two-level backend (node+): nodes, hash node -> "share|need|mtneed|pt|lease deadline ms|
+//   largest PT lead";
+//   nw:<node> a node's wake-up list (its agent BLPOPs it); ngive, hash node -> slots its PTs
+//   owe to MTs waiting on another node
 // Ids are "<process id>#<n>", so the owning process of any id is the part before '#'.
 #pragma once
 
@@ -333,6 +337,10 @@ elseif op == 'set-threshold' then
   n = v < 0 and -1 or v
   promote()
   save()
+  -- Two-level backend: every node agent syncs now and adopts the new cap.
+  for _, node in ipairs(redis.call('HKEYS', prefix .. 'nodes')) do
+    if redis.call('LLEN', prefix .. 'nw:' .. node) == 0 then redis.call('RPUSH', prefix .. 'nw:' .. node, 1) end
+  end
   return n
 elseif op == 'status' then
   if reap() then promote() end
@@ -346,7 +354,8 @@ elseif op == 'status' then
   end
   return out
 elseif op == 'reset' then
-  redis.call('DEL', K_STATE, K_HOLD, K_YIELD, K_QMT, K_QPT, K_PROCS, K_INFO, prefix .. 'ctlr', prefix .. 'curve')
+  redis.call('DEL', K_STATE, K_HOLD, K_YIELD, K_QMT, K_QPT, K_PROCS, K_INFO, prefix .. 'ctlr', prefix .. 'curve',
+             prefix .. 'nodes', prefix .. 'ngive')
   return 1
 elseif op == 'set-auto' then
   redis.call('HSET', K_STATE, 'auto', 1)
@@ -392,6 +401,150 @@ elseif op == 'status-auto' then
   local out = {a, info}
   local c = redis.call('HGETALL', prefix .. 'curve')
   for i = 1, #c do out[#out + 1] = c[i] end
+  return out
+elseif op == 'node-sync' then
+  -- The two-level backend (NodeCoordinator.h). ARGV: node lease floor need mtneed pt lead.
+  -- floor: slots the node may be using now (its local cap or what is in flight, the larger):
+  -- its share is never recorded below it, so the sum of the recorded shares bounds what is
+  -- in use. need: in flight + queued on the node; mtneed: MTs in flight + queued; pt: PTs
+  -- in flight; lead: the largest lead of those PTs. Returns {share, target, cap, live nodes, free, others' unmet need, others'
+  -- unmet MT need}; the node lowers its local cap to target (<= share) and reports again.
+  local K_NODES, K_GIVE = prefix .. 'nodes', prefix .. 'ngive'
+  local me, lease = ARGV[2], tonumber(ARGV[3])
+  local floor, need, mtneed, pt = tonumber(ARGV[4]), tonumber(ARGV[5]), tonumber(ARGV[6]), tonumber(ARGV[7])
+  local lead = tonumber(ARGV[8]) or 0
+  local t = clock()
+  local all = redis.call('HGETALL', K_NODES)
+  local share, total, live, others_need, others_mt = 0, 0, 1, 0, 0
+  local others = {}
+  for i = 1, #all, 2 do
+    local s, nd, mn, pp, dl, ld = string.match(all[i + 1], '^(%d+)|(%d+)|(%d+)|(%d+)|(%d+)|(%d+)$')
+    if all[i] == me then
+      if s and tonumber(dl) >= t then share = tonumber(s) end
+    elseif not s or tonumber(dl) < t then
+      redis.call('HDEL', K_NODES, all[i])  -- its lease ended: the share returns
+      redis.call('HDEL', K_GIVE, all[i])
+    else
+      s, nd, mn, pp = tonumber(s), tonumber(nd), tonumber(mn), tonumber(pp)
+      total, live = total + s, live + 1
+      others_need = others_need + math.max(0, nd - s)
+      others_mt = others_mt + math.max(0, mn - s)
+      others[#others + 1] = {all[i], s, nd, mn, pp, tonumber(ld)}
+    end
+  end
+  local target, free = -1, 0
+  if n < 0 then
+    share = math.max(floor, need)  -- no cap: recorded for status only
+  else
+    free = n - total - share
+    local fair = math.max(1, math.floor(n / live))
+    -- Sharing with nodes that need more, a node keeps up to the fair share rounded up: the
+    -- remainder of n / live is used, and growth only from free slots keeps the sum <= n.
+    local fair_up = math.max(1, math.ceil(n / live))
+    -- ... unless a node that needs slots holds less than the fair share: then down to it.
+    local starved = false
+    for _, o in ipairs(others) do
+      if o[3] > o[2] and o[2] < fair then starved = true end
+    end
+    local keep = starved and fair or fair_up
+    target = share
+    -- Over the cap (nodes came back from an outage with their fair shares): back to fair.
+    if free < 0 then target = math.min(target, fair) end
+    -- Slots our PTs owe to a remote node's waiting MTs (ngive, assigned below by that node's
+    -- sync) go first; then other nodes' needs take what we do not use or hold beyond the
+    -- fair share. Our own MTs keep theirs.
+    local give = tonumber(redis.call('HGET', K_GIVE, me) or '0') or 0
+    if give > 0 and others_mt == 0 then redis.call('HDEL', K_GIVE, me); give = 0 end  -- no remote MT waits any more
+    local limit = give > 0 and math.max(mtneed, share - give) or n
+    target = math.min(target, limit)
+    if others_need > 0 then target = math.min(target, math.max(math.min(need, keep), mtneed)) end
+    -- Growth from the free slots only: beyond the fair share only while nobody else
+    -- needs more (or for our MTs), and for PTs only while no remote MT waits.
+    local up = need
+    if others_need > 0 then up = math.min(up, math.max(keep, mtneed)) end
+    if others_mt > 0 and mtneed <= share then up = math.min(up, share) end
+    if up > target then target = math.max(target, math.min(up, limit, share + math.max(free, 0))) end
+    -- Never beyond what the others leave: MTs past the cap (PPIOS_MT_THROTTLE=0) raise the
+    -- floor, hence the recorded share, but must not raise the cap PTs see.
+    target = math.min(target, math.max(0, n - total))
+  end
+  local function wake(name)
+    local k = prefix .. 'nw:' .. name
+    if redis.call('LLEN', k) == 0 then redis.call('RPUSH', k, 1); redis.call('PEXPIRE', k, lease) end
+  end
+  -- Our MTs wait beyond what is owed to us already: the nodes whose PTs lead furthest owe
+  -- the rest (seed 003's victim rule across nodes) and are woken to lower their caps, which
+  -- asks those PTs to yield at their next sub-read boundary. Records may be a sync old: the
+  -- agent of a node whose MTs wait syncs again every few ms, with the others' fresher ones.
+  if n >= 0 and mtneed > target then
+    local short = mtneed - target
+    local owed = 0
+    local g = redis.call('HGETALL', K_GIVE)
+    for i = 2, #g, 2 do owed = owed + (tonumber(g[i]) or 0) end
+    table.sort(others, function(a, b) return a[6] > b[6] or (a[6] == b[6] and a[5] > b[5]) end)
+    for _, o in ipairs(others) do
+      if owed >= short then break end
+      local k = math.min(o[5], short - owed)
+      if k > 0 then
+        redis.call('HINCRBY', K_GIVE, o[1], k)
+        owed = owed + k
+        wake(o[1])
+      end
+    end
+  end
+  local old = share
+  share = math.max(target, floor)
+  redis.call('HSET', K_NODES, me, share .. '|' .. need .. '|' .. mtneed .. '|' .. pt .. '|' .. (t + lease) .. '|' .. lead)
+  -- The highest sum of recorded shares: an upper bound of the slots ever in flight at once
+  -- (what status shows as max_inflight_seen for this backend).
+  if total + share > (tonumber(redis.call('HGET', K_STATE, 'nmax')) or 0) then
+    redis.call('HSET', K_STATE, 'nmax', total + share)
+  end
+  -- Below the fair share with nothing free: the nodes above it are woken to give back.
+  if n >= 0 and need > target and target < math.max(1, math.floor(n / live)) and n - total - share <= 0 then
+    for _, o in ipairs(others) do
+      if o[2] > math.max(1, math.floor(n / live)) then wake(o[1]) end
+    end
+  end
+  -- Slots we gave back settle our debt; nodes short of slots can take them now.
+  if share < old then
+    local owed = tonumber(redis.call('HGET', K_GIVE, me) or '0') or 0
+    if owed > old - share then redis.call('HSET', K_GIVE, me, owed - (old - share))
+    elseif owed > 0 then redis.call('HDEL', K_GIVE, me) end
+    -- As many nodes as slots came back, those whose MTs wait first.
+    local woken, freed = 0, old - share
+    for pass = 1, 2 do
+      for _, o in ipairs(others) do
+        local short = pass == 1 and o[4] > o[2] or (pass == 2 and o[4] <= o[2] and o[3] > o[2])
+        if short and woken < freed then wake(o[1]); woken = woken + 1 end
+      end
+    end
+  end
+  if n >= 0 then free = n - total - share end
+  return {share, target, n, live, math.max(free, 0), others_need, others_mt}
+elseif op == 'node-leave' then
+  -- ARGV: node. Its processes are gone: the share returns now; nodes short of slots wake.
+  local K_NODES = prefix .. 'nodes'
+  redis.call('HDEL', K_NODES, ARGV[2])
+  redis.call('HDEL', prefix .. 'ngive', ARGV[2])
+  local all = redis.call('HGETALL', K_NODES)
+  for i = 1, #all, 2 do
+    local s, nd = string.match(all[i + 1], '^(%d+)|(%d+)|')
+    if s and tonumber(nd) > tonumber(s) and redis.call('LLEN', prefix .. 'nw:' .. all[i]) == 0 then
+      redis.call('RPUSH', prefix .. 'nw:' .. all[i], 1)
+    end
+  end
+  return 1
+elseif op == 'node-hello' then
+  -- ARGV: node lease. A node's first process makes the node known at once (share 0, which
+  -- is its local cap until its agent syncs); an existing record is left alone.
+  redis.call('HSETNX', prefix .. 'nodes', ARGV[2], '0|0|0|0|' .. (clock() + tonumber(ARGV[3])) .. '|0')
+  return 1
+elseif op == 'node-status' then
+  -- {server ms, highest sum of shares, name, "share|need|mtneed|pt|deadline|lead", ...}
+  local out = {tostring(clock()), tostring(redis.call('HGET', K_STATE, 'nmax') or '0')}
+  local all = redis.call('HGETALL', prefix .. 'nodes')
+  for i = 1, #all do out[#out + 1] = all[i] end
   return out
 end
 return redis.error_reply('ppios: unknown coordinator operation ' .. tostring(op))

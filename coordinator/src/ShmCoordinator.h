@@ -40,6 +40,11 @@ class ShmCoordinator final : public Coordinator {
     if (table_) table_->adopt_threshold(n);
   }
 
+  // The two-level backend's node agent drives this table's cap (null: no usable segment)
+  // and is elected with this process's registration.
+  ShmSlotTable *table() { return table_.get(); }
+  std::atomic<uint64_t> *process_handle() { return &process_handle_; }
+
   // The ControlPlane of PPIOS_THRESHOLD=auto on a node-local table.
   static std::unique_ptr<ControlPlane> control_plane(ShmSlotTable *table, std::atomic<uint64_t> *process_handle);
 

@@ -198,7 +198,8 @@ struct Policy {
     s.holder_hw = holder_bound();
     s.waiter_hw = waiter_bound();
     s.holder_hint %= kMaxHolders;
-    if (s.threshold < -1 || s.threshold == 0 || s.threshold > kMaxThreshold) s.threshold = -1;
+    // 0 is a cap too: a node of the two-level backend whose share is empty (PTs wait).
+    if (s.threshold < -1 || s.threshold > kMaxThreshold) s.threshold = -1;
     if (uint64_t{s.mt} + s.pt > s.holder_hw || uint64_t{s.queued_mt} + s.queued_pt > s.waiter_hw) repair();
   }
 
@@ -342,6 +343,31 @@ struct Policy {
       if (!best) break;
       best->yield.store(1, std::memory_order_release);
       ++flagged;
+    }
+  }
+
+  // After the cap was lowered below what is in flight (the two-level backend gives a
+  // node's slots to another node's MTs): the PTs furthest ahead are asked to yield, so the
+  // slots come back within one sub-read.
+  void request_yields_above_cap() {
+    if (no_cap()) return;
+    int64_t excess = std::min<int64_t>(static_cast<int64_t>(s.mt) + s.pt - s.threshold, s.pt);
+    for (uint32_t i = 0; i < holder_bound() && excess > 0; ++i) {
+      const HolderEntry &h = s.holders[i];
+      if (h.ticket.load(std::memory_order_relaxed) && h.cls == static_cast<uint8_t>(IoClass::PT) &&
+          h.yield.load(std::memory_order_relaxed))
+        --excess;
+    }
+    for (; excess > 0; --excess) {
+      HolderEntry *best = nullptr;
+      for (uint32_t i = 0; i < holder_bound(); ++i) {
+        HolderEntry &h = s.holders[i];
+        if (h.ticket.load(std::memory_order_relaxed) && h.cls == static_cast<uint8_t>(IoClass::PT) &&
+            !h.yield.load(std::memory_order_relaxed) && (!best || h.lead > best->lead))
+          best = &h;
+      }
+      if (!best) break;
+      best->yield.store(1, std::memory_order_release);
     }
   }
 
@@ -898,7 +924,7 @@ bool ShmSlotTable::yield_requested(uint64_t ticket) const {
 
 int64_t ShmSlotTable::adopt_threshold(int64_t wanted) {
   if (!lock()) return -1;
-  if (layout_->threshold < 0 && wanted >= 1 && wanted <= kMaxThreshold) {
+  if (layout_->threshold < 0 && wanted >= 0 && wanted <= kMaxThreshold) {
     layout_->threshold = wanted;
     Policy{*layout_}.promote();
   }
@@ -917,9 +943,10 @@ bool ShmSlotTable::pin() {
 
 void ShmSlotTable::set_threshold(int64_t n) {
   if (!lock()) return;
-  layout_->threshold = n < 1 || n > kMaxThreshold ? -1 : n;
+  layout_->threshold = n < 0 || n > kMaxThreshold ? -1 : n;
   layout_->auto_mode = 0;
   Policy{*layout_}.promote();
+  Policy{*layout_}.request_yields_above_cap();
   unlock();
 }
 

@@ -91,11 +91,13 @@ class ShmSlotTable {
   bool yield_requested(uint64_t ticket) const;
 
   // Stores `wanted` if no threshold is stored (wanted < 0: leave it); returns the stored one.
+  // A cap of 0 (only the two-level backend sets one: a node without a share) grants no PT.
   int64_t adopt_threshold(int64_t wanted);
   // Marks the segment as holding state an admin stored, so it outlives its processes.
   // False when it was removed meanwhile (open it again).
   bool pin();
-  // Sets the cap and turns learning (PPIOS_THRESHOLD=auto) off.
+  // Sets the cap (n < 0: none) and turns learning (PPIOS_THRESHOLD=auto) off. A cap below
+  // what is in flight asks that many PTs (largest lead first) to yield.
   void set_threshold(int64_t n);
   // Turns learning on; with no cap stored, starts from 1. Returns the cap.
   int64_t enable_auto();

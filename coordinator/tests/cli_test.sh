@@ -97,4 +97,19 @@ for addr in shm "unix://$dir/r.sock"; do
   [ "$(timeout 10 "$coord" status --json | json_get "['threshold']")" = None ] || fail "$addr: reset kept the threshold"
 done
 [ -z "$(redis-cli -s "$dir/r.sock" --scan --pattern "ppios:{$target}:*")" ] || fail "reset left redis keys"
+
+# The two-level backend: simulated nodes in one bench, their shares in status, the checks.
+expect_error "--nodes needs a two-level address" bench --nodes 2
+PPIOS_SIM_NODE='a b' expect_error "PPIOS_SIM_NODE='a b' is not valid" status
+node_addr="node+unix://$dir/r.sock"
+b=$(timeout 60 "$coord" --coordinator "$node_addr" --target "$target-n" bench --nodes 3 --clients-per-node 2 \
+    --seconds 0.5 --threshold 2 --hold-us 100 --json)
+[ "$(json_get "['backend'], d['nodes'], d['clients'], d['cap_exceeded']" <<<"$b")" = "node 3 6 False" ] ||
+  fail "bench --nodes: $b"
+[ "$(json_get "['max_inflight_seen'] <= 2 and d['pairs'] > 0 and d['server_requests_per_s'] >= 0" <<<"$b")" = True ] ||
+  fail "bench --nodes figures: $b"
+s=$(timeout 10 "$coord" --coordinator "$node_addr" --target "$target-n" status --json)
+[ "$(json_get "['backend'], d['threshold'], d['nodes']" <<<"$s")" = "node 2 []" ] ||
+  fail "status after the nodes left (their shares are given back at exit): $s"
+timeout 10 "$coord" --coordinator "$node_addr" --target "$target-n" reset
 echo PASS

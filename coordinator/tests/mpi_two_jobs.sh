@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Two separate mpirun jobs with the same target must share one cap.
-# usage: mpi_two_jobs.sh shm|redis PROGRAM MPIRUN [MPIRUN_FLAGS...]
+# usage: mpi_two_jobs.sh shm|redis|node PROGRAM MPIRUN [MPIRUN_FLAGS...]
+# node: the two-level backend, each job a simulated node of its own (PPIOS_SIM_NODE).
 set -euo pipefail
 backend=$1 program=$2 mpirun=$3
 shift 3
@@ -19,7 +20,7 @@ cleanup() {
 }
 trap cleanup EXIT
 
-if [ "$backend" = redis ]; then
+if [ "$backend" = redis ] || [ "$backend" = node ]; then
   # Not daemonized: as our child it is reaped by `wait` in cleanup, never left as a zombie.
   redis-server --port 0 --unixsocket "$dir/r.sock" --save "" --appendonly no --dir "$dir" \
     --daemonize no --logfile "$dir/r.log" &
@@ -29,6 +30,7 @@ if [ "$backend" = redis ]; then
     sleep 0.05
   done
   coordinator="unix://$dir/r.sock"
+  [ "$backend" = node ] && coordinator="node+$coordinator"
 fi
 
 # Counters shared by every rank of both jobs (zero-filled: inflight, max, grants).
@@ -38,7 +40,7 @@ head -c 4096 /dev/zero >"$dir/counters"
 # each job gets its own.
 run_job() {
   mkdir -p "$dir/ompi-$1"
-  OMPI_MCA_orte_tmpdir_base="$dir/ompi-$1" timeout 60 "$mpirun" "${mpirun_flags[@]}" -np 2 \
+  OMPI_MCA_orte_tmpdir_base="$dir/ompi-$1" PPIOS_SIM_NODE="$([ "$backend" = node ] && echo "job$1")" timeout 60 "$mpirun" "${mpirun_flags[@]}" -np 2 \
     "$program" "$coordinator" "$target" "$threshold" "$dir/counters" 2 >"$dir/job$1.out" 2>&1
 }
 run_job a & a=$!

@@ -32,20 +32,24 @@ struct SlotTicket {
 // Everything a backend needs; filled in from the environment by the runtime's
 // Config (the one place that parses PPIOS_*) or by ppios-coord's flags.
 struct CoordinatorOptions {
-  std::string address = "shm";   // "shm", "redis://[:password@]host:port[/db]", "unix:///path.sock"
+  std::string address = "shm";   // "shm", "[node+]redis://[:password@]host:port[/db]", "[node+]unix:///path.sock"
   std::string target = "default";
   int64_t threshold = -1;        // -1: not given by this process (use the stored cap, or none)
   int lease_ms = 3000;
   bool mt_throttle = false;      // PPIOS_MT_THROTTLE: MTs also wait when m >= n
   bool auto_threshold = false;   // PPIOS_THRESHOLD=auto: the cap is learned (see AutoThreshold.h)
   int64_t shm_group = -1;        // PPIOS_SHM_GROUP: gid the node-local segment is shared with; -1: private
+  // PPIOS_SIM_NODE (tests and benchmarks only): the node name the two-level backend (node+)
+  // uses instead of the host name, so several simulated nodes run on one machine, each
+  // with its own node-local segment. "": the real node.
+  std::string sim_node;
 };
 
 constexpr int kMinLeaseMs = 100;
 constexpr int kMaxLeaseMs = 3600 * 1000;
 
 // The one parser of the coordinator's variables (PPIOS_COORDINATOR, PPIOS_TARGET,
-// PPIOS_THRESHOLD, PPIOS_LEASE_MS, PPIOS_MT_THROTTLE, PPIOS_SHM_GROUP), shared by the
+// PPIOS_THRESHOLD, PPIOS_LEASE_MS, PPIOS_MT_THROTTLE, PPIOS_SHM_GROUP, PPIOS_SIM_NODE), shared by the
 // runtime's Config and ppios-coord. Unset variables keep the defaults. Returns false with
 // a message naming the variable and the accepted values.
 bool parse_coordinator_env(const std::function<const char *(const char *)> &getenv_fn, CoordinatorOptions *options,

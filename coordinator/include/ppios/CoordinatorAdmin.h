@@ -21,6 +21,17 @@ struct HolderInfo {
   bool yield_requested = false; // an MT asked this PT holder to give its slot back
 };
 
+// One node's share of the cap (two-level backend, PPIOS_COORDINATOR=node+...), as the
+// server recorded it at the node's last sync.
+struct NodeShareInfo {
+  std::string node;          // "<host or sim-NAME>/u<uid>" (or /g<gid>)
+  int64_t share = 0;         // slots of the cap the node holds
+  int64_t need = 0;          // in flight + queued on the node
+  int64_t mt_need = 0;       // MTs in flight + queued
+  int64_t pt_inflight = 0;
+  int64_t lease_left_ms = 0; // the share returns when this reaches 0
+};
+
 // A consistent snapshot of one target, read in one critical section (shm) or one
 // script call (redis).
 struct CoordinatorStatus {
@@ -40,6 +51,8 @@ struct CoordinatorStatus {
   std::string controller_host;  // empty: no controller holds the lease
   int controller_pid = 0;
   std::vector<std::pair<int, double>> curve;  // (k, MiB/s), k ascending
+  std::vector<NodeShareInfo> nodes;  // redis only: the nodes holding shares (node+ addresses)
+  int64_t node_max_shares = 0;       // the highest sum of the nodes' shares the server recorded
 };
 
 class CoordinatorAdmin {
@@ -65,6 +78,11 @@ class CoordinatorAdmin {
 // and the caller may remove; one holding a threshold set with ppios-coord only with
 // include_pinned. Fills the paths removed and kept (with why).
 void collect_unused_segments(bool include_pinned, std::vector<std::string> *removed, std::vector<std::string> *kept);
+
+// The requests clients sent the backend's redis-server so far (INFO commandstats: script
+// calls, BLPOP and connection set-up), and in *all_commands every command it ran,
+// including those its scripts ran; for `ppios-coord bench`. -1 for shm or when unreachable.
+int64_t server_requests_processed(const CoordinatorOptions &options, int64_t *all_commands, std::string *error);
 
 // Talks to the backend named by options.address directly: no fallback, no registration.
 std::unique_ptr<CoordinatorAdmin> make_coordinator_admin(const CoordinatorOptions &options,

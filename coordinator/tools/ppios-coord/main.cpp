@@ -38,10 +38,11 @@ const char *const kGlobalHelp =
     "\n"
     "options (before or after the command):\n"
     "  --coordinator ADDR  shm | redis://[[user]:password@]host[:port][/db] | unix:///path.sock[?db=N&password=P]\n"
+    "                      (node+redis://... or node+unix://...: per-node shares of the cap)\n"
     "                      (default: $PPIOS_COORDINATOR, else shm)\n"
     "  --target NAME       storage target the threshold belongs to (default: $PPIOS_TARGET, else default)\n"
     "The other PPIOS_* variables a program reads (PPIOS_THRESHOLD, PPIOS_LEASE_MS, PPIOS_MT_THROTTLE,\n"
-    "PPIOS_SHM_GROUP) are read and checked the same way.\n"
+    "PPIOS_SHM_GROUP, PPIOS_SIM_NODE) are read and checked the same way.\n"
     "  --help              this text; `ppios-coord COMMAND --help` describes a command\n";
 
 const char *const kStatusHelp =
@@ -55,7 +56,8 @@ const char *const kStatusHelp =
     "  --json   one JSON object: threshold (null = none), mt_inflight, pt_inflight, queued,\n"
     "           queued_mt, queued_pt, processes, max_inflight_seen, backend, target,\n"
     "           holders [{host, pid, class, lead, yield_requested}], auto (bool),\n"
-    "           controller ({host, pid} or null), curve [{k, mibps}], guarantee (what the cap\n"
+    "           controller ({host, pid} or null), nodes [{node, share, need, mt_need, pt_inflight,\n"
+    "           lease_left_ms}] (two-level backend), curve [{k, mibps}], guarantee (what the cap\n"
     "           promises), over_cap (MT accesses in flight beyond the cap now)\n"
     "Exits 1 with a message when the backend cannot be reached.\n";
 
@@ -89,15 +91,27 @@ const char *const kGcHelp =
     "segment holding a threshold set with ppios-coord is kept unless --pinned.\n";
 
 const char *const kBenchHelp =
-    "usage: ppios-coord bench [--clients K] [--seconds S] [--class pt|mt|mix] [--threshold N|none] [--json]\n"
+    "usage: ppios-coord bench [--clients K | --nodes N --clients-per-node K] [--seconds S]\n"
+    "                         [--class pt|mt|mix|cross] [--hold-us U] [--threshold N|none] [--json]\n"
     "\n"
     "Runs K client threads (default 1) that acquire and release slots back to back for S\n"
     "seconds (default 2) against the configured backend and target, then prints the\n"
     "acquire+release pair latency (p50, p99, microseconds), pairs per second and the highest\n"
     "number of slots the clients held at once. The threshold (default $PPIOS_THRESHOLD, else\n"
     "16) is stored only if the target has none. --class pt (default) measures PT requests,\n"
-    "which the cap always binds; mt uses MT requests; mix alternates.\n"
-    "  --json   one JSON object: clients, pairs, p50_us, p99_us, pairs_per_s, max_inflight_seen,\n"
+    "which the cap always binds; mt uses MT requests; mix alternates (the MT acquire wait p99 is\n"
+    "printed); cross (with --nodes) runs MTs on node 0 (each pausing 5 ms between accesses, so\n"
+    "the node's share drifts away) and PTs on the others: the MT wait is the wait for slots that\n"
+    "PTs of other nodes hold (use PPIOS_MT_THROTTLE=1, else MTs never wait for a slot\n"
+    "while no PT of their own node holds one). --hold-us U holds each slot U microseconds (a PT gives it back early when asked to\n"
+    "yield), so the cap binds. --nodes N --clients-per-node K (two-level backend only,\n"
+    "--coordinator node+...) runs N simulated nodes (PPIOS_SIM_NODE bench-0..N-1) with K clients\n"
+    "each in this process, all against one server; the clients' in-flight count is one atomic\n"
+    "over every node. With a redis server its load is printed: requests (script calls, BLPOP,\n"
+    "connection set-up) per second, and every command it ran including inside scripts.\n"
+    "  --json   one JSON object: clients, nodes, class, hold_us, pairs, p50_us, p99_us, mt_wait_p50_us,\n"
+    "           mt_wait_p99_us, pairs_per_s, server_requests_per_s and server_commands_per_s (-1: shm),\n"
+    "           max_inflight_seen,\n"
     "           coordinator_max_inflight_seen, threshold, cap_exceeded, backend, target\n"
     "max_inflight_seen counts what the clients held between acquire and release (no hold time,\n"
     "so it rarely reaches the cap); coordinator_max_inflight_seen is the coordinator's own\n"
@@ -171,7 +185,15 @@ std::string status_json(const CoordinatorStatus &s) {
   out += "],\"auto\":" + std::string(s.auto_threshold ? "true" : "false") + ",\"controller\":";
   out += s.controller_pid == 0 ? std::string("null")
                                : "{\"host\":" + json_string(s.controller_host) + ",\"pid\":" + std::to_string(s.controller_pid) + "}";
-  out += ",\"curve\":[";
+  out += ",\"nodes\":[";
+  for (size_t i = 0; i < s.nodes.size(); ++i) {
+    const auto &n = s.nodes[i];
+    out += (i ? "," : "") + std::string("{\"node\":") + json_string(n.node) + ",\"share\":" + std::to_string(n.share) +
+           ",\"need\":" + std::to_string(n.need) + ",\"mt_need\":" + std::to_string(n.mt_need) +
+           ",\"pt_inflight\":" + std::to_string(n.pt_inflight) + ",\"lease_left_ms\":" + std::to_string(n.lease_left_ms) +
+           "}";
+  }
+  out += "],\"curve\":[";
   for (size_t i = 0; i < s.curve.size(); ++i) {
     char buf[64];
     snprintf(buf, sizeof buf, "%s{\"k\":%d,\"mibps\":%.1f}", i ? "," : "", s.curve[i].first, s.curve[i].second);
@@ -199,6 +221,16 @@ void print_status_text(const CoordinatorStatus &s) {
   for (const auto &h : s.holders)
     printf("%-24s %8d %5s %8llu %s\n", h.host.c_str(), h.pid, h.cls == ppios::IoClass::MT ? "MT" : "PT",
            static_cast<unsigned long long>(h.lead), h.yield_requested ? "yield requested" : "");
+  if (!s.nodes.empty()) {
+    int64_t sum = 0;
+    for (const auto &n : s.nodes) sum += n.share;
+    printf("nodes      %zu holding %lld slot(s) of the cap\n", s.nodes.size(), static_cast<long long>(sum));
+    printf("  %-32s %6s %6s %6s %6s %9s\n", "node", "share", "need", "MTs", "PTs", "lease ms");
+    for (const auto &n : s.nodes)
+      printf("  %-32s %6lld %6lld %6lld %6lld %9lld\n", n.node.c_str(), static_cast<long long>(n.share),
+             static_cast<long long>(n.need), static_cast<long long>(n.mt_need), static_cast<long long>(n.pt_inflight),
+             static_cast<long long>(n.lease_left_ms));
+  }
   if (!s.curve.empty()) {
     printf("curve      k -> MiB/s\n");
     for (const auto &[k, mibps] : s.curve)
@@ -223,7 +255,7 @@ int run_status(ppios::CoordinatorAdmin &admin, bool json) {
 }
 
 int run_bench(const CoordinatorOptions &base, const std::vector<std::string> &rest) {
-  int64_t clients = 1;
+  int64_t clients = 1, nodes = 0, per_node = 1, hold_us = 0;
   double seconds = 2;
   std::string cls = "pt";
   bool json = false;
@@ -240,12 +272,23 @@ int run_bench(const CoordinatorOptions &base, const std::vector<std::string> &re
     else if (a == "--clients") {
       const std::string *v = value("--clients");
       if (!v || !parse_i64(*v, 1, 4096, &clients)) return usage_error("bench: --clients needs a number from 1 to 4096");
+    } else if (a == "--nodes") {
+      const std::string *v = value("--nodes");
+      if (!v || !parse_i64(*v, 1, 256, &nodes)) return usage_error("bench: --nodes needs a number from 1 to 256");
+    } else if (a == "--clients-per-node") {
+      const std::string *v = value("--clients-per-node");
+      if (!v || !parse_i64(*v, 1, 256, &per_node))
+        return usage_error("bench: --clients-per-node needs a number from 1 to 256");
+    } else if (a == "--hold-us") {
+      const std::string *v = value("--hold-us");
+      if (!v || !parse_i64(*v, 0, 1000000, &hold_us)) return usage_error("bench: --hold-us needs a number from 0 to 1000000");
     } else if (a == "--seconds") {
       const std::string *v = value("--seconds");
       if (!v || !parse_seconds(*v, &seconds)) return usage_error("bench: --seconds needs a positive number");
     } else if (a == "--class") {
       const std::string *v = value("--class");
-      if (!v || (*v != "pt" && *v != "mt" && *v != "mix")) return usage_error("bench: --class must be pt, mt or mix");
+      if (!v || (*v != "pt" && *v != "mt" && *v != "mix" && *v != "cross"))
+        return usage_error("bench: --class must be pt, mt, mix or cross");
       cls = *v;
     } else if (a == "--threshold") {
       const std::string *v = value("--threshold");
@@ -256,37 +299,63 @@ int run_bench(const CoordinatorOptions &base, const std::vector<std::string> &re
       return usage_error("bench: unknown argument '" + a + "'");
     }
   }
+  if (nodes > 0 && options.address.rfind("node+", 0) != 0)
+    return usage_error("bench: --nodes needs a two-level address (--coordinator node+redis://... or node+unix://...)");
+  if (cls == "cross" && nodes < 2) return usage_error("bench: --class cross needs --nodes 2 or more");
+  if (nodes > 0) clients = nodes * per_node;
   std::string err;
   // A redis backend that cannot be reached would be measured through its node-local
   // fallback and reported as redis: refuse instead.
   if (!ppios::make_coordinator_admin(options, &err))
     return fprintf(stderr, "ppios-coord: bench: %s\n", err.c_str()), 1;
-  auto coord = ppios::make_coordinator(options, &err);
-  if (!coord) return fprintf(stderr, "ppios-coord: bench: %s\n", err.c_str()), 1;
+  int64_t all_before = 0, all_after = 0;
+  const int64_t requests_before = ppios::server_requests_processed(options, &all_before, &err);
+  // --nodes: one coordinator per simulated node (PPIOS_SIM_NODE bench-<i>), each with its
+  // own node-local segment and agent, all against the same server.
+  std::vector<std::unique_ptr<ppios::Coordinator>> coords;
+  for (int64_t n = 0; n < std::max<int64_t>(nodes, 1); ++n) {
+    CoordinatorOptions o = options;
+    if (nodes > 0) o.sim_node = "bench-" + std::to_string(n);
+    coords.push_back(ppios::make_coordinator(o, &err));
+    if (!coords.back()) return fprintf(stderr, "ppios-coord: bench: %s\n", err.c_str()), 1;
+  }
   std::atomic<int64_t> inflight{0}, max_seen{0};
   std::atomic<bool> stop{false};
-  std::vector<std::vector<double>> latencies(static_cast<size_t>(clients));
+  std::vector<std::vector<double>> latencies(static_cast<size_t>(clients)), mt_waits(static_cast<size_t>(clients));
   std::vector<std::thread> threads;
   for (int64_t c = 0; c < clients; ++c) {
     threads.emplace_back([&, c] {
+      ppios::Coordinator &coord = *coords[static_cast<size_t>(nodes > 0 ? c / per_node : 0)];
       auto &lat = latencies[static_cast<size_t>(c)];
+      auto &mtw = mt_waits[static_cast<size_t>(c)];
       lat.reserve(1 << 16);
       uint64_t n = 0;
       while (!stop.load(std::memory_order_relaxed)) {
-        ppios::IoClass k = cls == "mt" ? ppios::IoClass::MT
-                           : cls == "pt" ? ppios::IoClass::PT
-                                         : ((n + c) % 2 ? ppios::IoClass::MT : ppios::IoClass::PT);
+        // cross: node 0 runs only MTs, every other node only PTs, so an MT waits only
+        // behind PTs of other nodes.
+        ppios::IoClass k = cls == "mt"    ? ppios::IoClass::MT
+                           : cls == "pt"  ? ppios::IoClass::PT
+                           : cls == "cross" ? (c < per_node ? ppios::IoClass::MT : ppios::IoClass::PT)
+                                          : ((n + c) % 2 ? ppios::IoClass::MT : ppios::IoClass::PT);
         auto t0 = std::chrono::steady_clock::now();
-        ppios::SlotTicket t = coord->acquire(k, k == ppios::IoClass::PT ? 1 + (n % 7) : 0);
+        ppios::SlotTicket t = coord.acquire(k, k == ppios::IoClass::PT ? 1 + (n % 7) : 0);
+        auto granted = std::chrono::steady_clock::now();
+        if (k == ppios::IoClass::MT) mtw.push_back(std::chrono::duration<double, std::micro>(granted - t0).count());
         int64_t now = inflight.fetch_add(1) + 1;
         int64_t prev = max_seen.load();
         while (now > prev && !max_seen.compare_exchange_weak(prev, now)) {
         }
+        // A PT yields at its next "sub-read" boundary when asked (every 100 us of holding).
+        for (int64_t held = 0; held < hold_us && !(k == ppios::IoClass::PT && coord.yield_requested(t)); held += 100)
+          std::this_thread::sleep_for(std::chrono::microseconds(std::min<int64_t>(100, hold_us - held)));
         inflight.fetch_sub(1);
-        coord->release(t);
+        coord.release(t);
         auto t1 = std::chrono::steady_clock::now();
         lat.push_back(std::chrono::duration<double, std::micro>(t1 - t0).count());
         ++n;
+        // cross: node 0's MTs pause, so their node's share drifts to the PT nodes meanwhile
+        // and the next MT must win slots back from them.
+        if (cls == "cross" && k == ppios::IoClass::MT) std::this_thread::sleep_for(std::chrono::milliseconds(5));
       }
     });
   }
@@ -295,21 +364,28 @@ int run_bench(const CoordinatorOptions &base, const std::vector<std::string> &re
   stop = true;
   for (auto &t : threads) t.join();
   double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  std::vector<double> all;
+  const int64_t requests_after = ppios::server_requests_processed(options, &all_after, &err);
+  std::vector<double> all, mt_all;
   for (auto &l : latencies) all.insert(all.end(), l.begin(), l.end());
+  for (auto &l : mt_waits) mt_all.insert(mt_all.end(), l.begin(), l.end());
   std::sort(all.begin(), all.end());
-  auto pct = [&](double q) { return all.empty() ? 0.0 : all[std::min(all.size() - 1, static_cast<size_t>(q * all.size()))]; };
-  // The cap actually in force is the stored one.
+  std::sort(mt_all.begin(), mt_all.end());
+  auto pct_of = [](const std::vector<double> &v, double q) {
+    return v.empty() ? 0.0 : v[std::min(v.size() - 1, static_cast<size_t>(q * v.size()))];
+  };
+  auto pct = [&](double q) { return pct_of(all, q); };
   // The clients' own count only covers the instant between acquire returning and release
   // being called; the coordinator's max_inflight_seen covers every slot it granted (for the
-  // whole life of the target, so use a target of its own).
+  // whole life of the target, so use a target of its own). With --nodes the coordinator's
+  // count is per node, so only the clients' count (one atomic over every node) is shown.
   int64_t threshold = options.threshold, coordinator_max = -1;
   {
     auto admin = ppios::make_coordinator_admin(options, &err);
     CoordinatorStatus s;
     if (admin && admin->status(&s, &err)) {
       threshold = s.threshold;
-      coordinator_max = static_cast<int64_t>(s.max_inflight_seen);
+      if (nodes == 0 && options.address.rfind("node+", 0) != 0)
+        coordinator_max = static_cast<int64_t>(s.max_inflight_seen);
     } else if (options.address != "shm") {
       return fprintf(stderr, "ppios-coord: bench: the backend could not be reached after the run (%s); "
                              "the figures may come from the node-local fallback, not reported\n", err.c_str()), 1;
@@ -317,20 +393,39 @@ int run_bench(const CoordinatorOptions &base, const std::vector<std::string> &re
       fprintf(stderr, "ppios-coord: bench: warning: %s\n", err.c_str());
     }
   }
-  bool exceeded = threshold >= 0 && cls == "pt" && max_seen.load() > threshold;
+  // The INFO call that took the first count is not the coordinator's load.
+  const bool counted = requests_before >= 0 && requests_after >= 0;
+  const double requests_per_s = counted ? (requests_after - requests_before - 1) / elapsed : -1;
+  const double commands_per_s = counted ? (all_after - all_before - 1) / elapsed : -1;
+  // MTs may pass the cap when MTs alone fill it (unless PPIOS_MT_THROTTLE=1): only PT runs check it.
+  bool exceeded = threshold >= 0 && (cls == "pt" || options.mt_throttle) && max_seen.load() > threshold;
   double pairs_per_s = all.size() / elapsed;
+  const std::string backend = coords[0]->name();
+  std::vector<std::thread> closers;  // nodes leave in parallel (each joins its threads)
+  for (auto &c : coords) closers.emplace_back([c = std::move(c)]() mutable { c.reset(); });
+  for (auto &t : closers) t.join();
   if (json) {
-    printf("{\"backend\":%s,\"target\":%s,\"clients\":%lld,\"class\":\"%s\",\"pairs\":%zu,\"p50_us\":%.2f,"
-           "\"p99_us\":%.2f,\"pairs_per_s\":%.0f,\"max_inflight_seen\":%lld,\"coordinator_max_inflight_seen\":%s,"
+    printf("{\"backend\":%s,\"target\":%s,\"clients\":%lld,\"nodes\":%lld,\"class\":\"%s\",\"hold_us\":%lld,"
+           "\"pairs\":%zu,\"p50_us\":%.2f,"
+           "\"p99_us\":%.2f,\"mt_wait_p50_us\":%.2f,\"mt_wait_p99_us\":%.2f,\"pairs_per_s\":%.0f,"
+           "\"server_requests_per_s\":%.0f,\"server_commands_per_s\":%.0f,"
+           "\"max_inflight_seen\":%lld,\"coordinator_max_inflight_seen\":%s,"
            "\"threshold\":%s,\"cap_exceeded\":%s}\n",
-           json_string(coord->name()).c_str(), json_string(options.target).c_str(), static_cast<long long>(clients),
-           cls.c_str(), all.size(), pct(0.5), pct(0.99), pairs_per_s, static_cast<long long>(max_seen.load()),
+           json_string(backend).c_str(), json_string(options.target).c_str(), static_cast<long long>(clients),
+           static_cast<long long>(nodes), cls.c_str(), static_cast<long long>(hold_us), all.size(), pct(0.5),
+           pct(0.99), pct_of(mt_all, 0.5), pct_of(mt_all, 0.99), pairs_per_s, requests_per_s, commands_per_s, static_cast<long long>(max_seen.load()),
            coordinator_max < 0 ? "null" : std::to_string(coordinator_max).c_str(), threshold < 0 ? "null" : std::to_string(threshold).c_str(), exceeded ? "true" : "false");
   } else {
-    printf("backend %s, target %s, %lld client(s), class %s, threshold %s\n", coord->name(), options.target.c_str(),
-           static_cast<long long>(clients), cls.c_str(), threshold < 0 ? "none" : std::to_string(threshold).c_str());
+    printf("backend %s, target %s, %lld client(s)", backend.c_str(), options.target.c_str(),
+           static_cast<long long>(clients));
+    if (nodes > 0) printf(" on %lld nodes", static_cast<long long>(nodes));
+    printf(", class %s, threshold %s\n", cls.c_str(), threshold < 0 ? "none" : std::to_string(threshold).c_str());
     printf("pairs %zu in %.2f s: %.0f pairs/s\n", all.size(), elapsed, pairs_per_s);
     printf("acquire+release latency: p50 %.2f us, p99 %.2f us\n", pct(0.5), pct(0.99));
+    if (!mt_all.empty()) printf("MT acquire wait: p50 %.2f us, p99 %.2f us\n", pct_of(mt_all, 0.5), pct_of(mt_all, 0.99));
+    if (counted)
+      printf("server load: %.0f requests/s (%.0f commands/s counting those its scripts ran)\n", requests_per_s,
+             commands_per_s);
     printf("max in flight seen by the clients: %lld%s\n", static_cast<long long>(max_seen.load()),
            exceeded ? " (CAP EXCEEDED)" : "");
     if (coordinator_max >= 0)

@@ -1,0 +1,292 @@
+// The two-level backend: see NodeCoordinator.h for the design, the invariant and the
+// lock order.
+#include "NodeCoordinator.h"
+
+#include "ppios/CoordinatorAdmin.h"
+
+#include <hiredis/hiredis.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <unistd.h>
+
+namespace ppios {
+namespace {
+
+constexpr int kConnectTimeoutMs = 1000;
+constexpr int kCommandTimeoutMs = 2000;
+constexpr int kTickMs = 1;          // how often the acting agent samples its segment
+constexpr int kListenMs = 100;      // BLPOP timeout of the listener (bounds shutdown)
+constexpr int kReconnectMs = 250;
+constexpr int kRefreshMs = 20;      // at most this often a sync only to report PTs and their lead
+
+int64_t steady_ms() {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+
+std::string node_name(const CoordinatorOptions &options) {
+  char host[256] = {0};
+  gethostname(host, sizeof host - 1);
+  std::string name = options.sim_node.empty() ? std::string(host) : "sim-" + options.sim_node;
+  // Each user (or PPIOS_SHM_GROUP) of a node has a segment of its own, so a share of its own.
+  return name + "/" + (options.shm_group >= 0 ? "g" + std::to_string(options.shm_group)
+                                               : "u" + std::to_string(geteuid()));
+}
+
+}  // namespace
+
+std::string NodeCoordinator::local_target(const CoordinatorOptions &options) {
+  return options.target + "@node" + (options.sim_node.empty() ? "" : "-" + options.sim_node);
+}
+
+std::unique_ptr<Coordinator> NodeCoordinator::create(const CoordinatorOptions &options, std::string *error) {
+  RedisAddress address;
+  std::string problem;
+  if (!RedisAddress::parse(options.address, &address, &problem) || !address.node_shares) {
+    if (error) *error = "PPIOS_COORDINATOR='" + redact_address(options.address) + "': " + problem;
+    return nullptr;
+  }
+  // A configuration error (password, db, not a Redis) stops the program before anything starts.
+  RedisLink::Failure failure;
+  auto probe = RedisLink::connect(address, kConnectTimeoutMs, &failure, &problem);
+  if (failure == RedisLink::Failure::Fatal) {
+    if (error) *error = "coordinator " + address.describe() + ": " + problem;
+    return nullptr;
+  }
+  if (probe) {
+    // The first process of the target stores its PPIOS_THRESHOLD; the stored one wins.
+    auto r = probe->run(options.target, {"adopt", std::to_string(options.threshold), "0"}, &problem);
+    if (r && options.threshold >= 0 && r->integer != options.threshold)
+      fprintf(stderr,
+              "ppios: warning: PPIOS_THRESHOLD=%lld differs from the threshold %lld stored for target '%s'; "
+              "obeying the stored one (change it with `ppios-coord set-threshold`)\n",
+              static_cast<long long>(options.threshold), static_cast<long long>(r->integer), options.target.c_str());
+  }
+  if (probe) probe->run(options.target, {"node-hello", node_name(options), std::to_string(2 * options.lease_ms)}, &problem);
+  probe.reset();
+  // The node's processes start with a cap of 0 (no share yet) unless the segment has one.
+  CoordinatorOptions local = options;
+  local.target = local_target(options);
+  local.threshold = 0;
+  local.auto_threshold = false;
+  auto shm = ShmCoordinator::create(local, error, /*quiet_threshold_conflict=*/true);
+  if (!shm) return nullptr;
+  std::unique_ptr<NodeCoordinator> c(new NodeCoordinator(options, address, std::move(shm)));
+  if (c->table_) {  // without a segment the process schedules only within itself (warned)
+    c->agent_ = std::thread([raw = c.get()] { raw->agent_loop(); });
+    c->listener_ = std::thread([raw = c.get()] { raw->listener_loop(); });
+  }
+  return c;
+}
+
+NodeCoordinator::NodeCoordinator(const CoordinatorOptions &options, const RedisAddress &address,
+                                 std::unique_ptr<ShmCoordinator> local)
+    : options_(options),
+      address_(address),
+      node_(node_name(options)),
+      wake_list_(RedisLink::key_prefix(options.target) + "nw:" + node_),
+      node_lease_ms_(2 * options.lease_ms),
+      local_(std::move(local)),
+      table_(local_->table()) {}
+
+NodeCoordinator::~NodeCoordinator() {
+  {
+    std::lock_guard<std::mutex> g(wake_mutex_);
+    stopping_ = true;
+  }
+  wake_cv_.notify_all();
+  if (agent_.joinable()) agent_.join();
+  if (listener_.joinable()) listener_.join();
+  if (table_ && acting_.load()) {
+    // The last process of the node gives the share back now rather than after the lease.
+    CoordinatorStatus st;
+    std::string err;
+    if (online_ && link_ && table_->snapshot(&st, &err) && st.processes <= 1)
+      link_->run(options_.target, {"node-leave", node_}, &err);
+    table_->resign_controller(local_->process_handle());
+  }
+}
+
+bool NodeCoordinator::sleep_or_stop(int ms, bool *woken) {
+  std::unique_lock<std::mutex> lk(wake_mutex_);
+  wake_cv_.wait_for(lk, std::chrono::milliseconds(ms), [this] { return stopping_ || woken_; });
+  *woken = woken_;
+  woken_ = false;
+  return stopping_;
+}
+
+// Every process runs this; only the holder of the segment's controller lease acts.
+void NodeCoordinator::agent_loop() {
+  const int lead_period_ms = std::max(5, options_.lease_ms / 4);
+  int64_t next_lead_ms = 0;
+  bool woken = false;
+  for (;;) {
+    int64_t now = steady_ms();
+    if (now >= next_lead_ms) {
+      bool lead = table_->lead_controller(local_->process_handle(), options_.lease_ms);
+      if (lead && !acting_.load()) {
+        // Taking over: what the previous agent knew is unknown here. The first sync
+        // reports the floor. Without the server the local cap stands for one lease (a
+        // connection refused once at start must not grant the fair share of a node that
+        // never had one; the previous agent's record outlives it by about that much), then
+        // the offline rule applies.
+        share_ = 0;
+        lease_end_ms_ = now + options_.lease_ms;
+        reported_unmet_ = reported_mt_unmet_ = -1;
+      }
+      acting_.store(lead);
+      next_lead_ms = now + lead_period_ms;
+    }
+    if (acting_.load()) {
+      if (!online_ && now >= next_connect_ms_ && !connect_agent_link()) next_connect_ms_ = now + kReconnectMs;
+      if (online_ && !agent_step(woken)) {
+        online_ = false;
+        link_.reset();
+        next_connect_ms_ = now + kReconnectMs;
+      }
+      if (!online_) apply_offline_rule();
+    } else {
+      online_ = false;
+      link_.reset();
+    }
+    if (sleep_or_stop(acting_.load() ? kTickMs : lead_period_ms, &woken)) break;
+  }
+}
+
+bool NodeCoordinator::connect_agent_link() {
+  RedisLink::Failure failure;
+  std::string err;
+  link_ = RedisLink::connect(address_, kConnectTimeoutMs, &failure, &err);
+  if (link_) {
+    // As at create: a server that came back empty learns the cap again.
+    auto r = link_->run(options_.target, {"adopt", std::to_string(options_.threshold), "0"}, &err);
+    if (r) {
+      online_ = true;
+      next_renew_ms_ = 0;  // sync at once
+      return true;
+    }
+    link_.reset();
+  }
+  static std::atomic<bool> warned{false};
+  if (!warned.exchange(true))
+    fprintf(stderr,
+            "ppios: warning: coordinator %s unreachable (%s); this node keeps its share until its lease ends, "
+            "then its fair share of the cap\n",
+            address_.describe().c_str(), err.c_str());
+  return false;
+}
+
+// Redis lost: the share holds until the lease would have ended, then the fair share.
+void NodeCoordinator::apply_offline_rule() {
+  if (steady_ms() < lease_end_ms_) return;
+  int64_t fair = 1;  // never synced: nothing known about the cap or the nodes
+  if (cap_seen_ < 0 && live_seen_ > 0) fair = -1;  // the target had no cap
+  else if (cap_seen_ >= 0 && live_seen_ > 0) fair = std::max<int64_t>(1, cap_seen_ / live_seen_);
+  uint64_t bytes;
+  int64_t cap;
+  uint32_t inflight, queued;
+  bool auto_on;
+  if (table_->control_sample(&bytes, &cap, &inflight, &queued, &auto_on) && cap != fair) table_->set_threshold(fair);
+  share_ = fair;
+}
+
+bool NodeCoordinator::agent_step(bool woken) {
+  CoordinatorStatus st;
+  std::string err;
+  if (!table_->snapshot(&st, &err)) return true;  // a lock that is not let go: next tick
+  const int64_t now = steady_ms();
+  const int64_t in_use = int64_t{st.mt_inflight} + st.pt_inflight;
+  const int64_t local_cap = st.threshold;
+  const int64_t floor = std::max<int64_t>(local_cap < 0 ? 0 : local_cap, in_use);
+  const int64_t need = in_use + st.queued_mt + st.queued_pt;
+  const int64_t mtneed = int64_t{st.mt_inflight} + st.queued_mt;
+  uint64_t lead = 0;
+  for (const auto &h : st.holders)
+    if (h.cls == IoClass::PT) lead = std::max(lead, h.lead);
+  bool due = woken || now >= next_renew_ms_;
+  if (!due && cap_seen_ >= 0 && now - last_sync_ms_ >= kTickMs) {
+    const int64_t live = std::max<int64_t>(1, live_seen_);
+    const int64_t fair = std::max<int64_t>(1, (cap_seen_ + live - 1) / live);  // as the script's fair_up
+    due = share_ > floor                                                     // a lowered cap drained: hand back
+          || need - local_cap > reported_unmet_ || mtneed - local_cap > reported_mt_unmet_  // more wanted than known
+          || (others_need_ > 0 && local_cap > std::max(std::min(need, fair), mtneed) &&
+              now - last_sync_ms_ >= 5 * kTickMs)                            // others need what we do not use
+          || (mtneed > local_cap && now - last_sync_ms_ >= kRefreshMs)  // our MTs wait: fresher victims
+          // The server picks victims by PT lead: PTs starting or stopping, or leading further,
+          // are reported at once (a few ms apart), other lead changes every kRefreshMs.
+          || (int64_t{st.pt_inflight} > 0) != (reported_pt_ > 0)
+          || (static_cast<int64_t>(lead) > reported_lead_ && now - last_sync_ms_ >= 5 * kTickMs)
+          || (static_cast<int64_t>(lead) != reported_lead_ && now - last_sync_ms_ >= kRefreshMs);
+  }
+  if (!due) return true;
+  auto r = link_->run(options_.target,
+                      {"node-sync", node_, std::to_string(node_lease_ms_), std::to_string(floor), std::to_string(need),
+                       std::to_string(mtneed), std::to_string(st.pt_inflight), std::to_string(lead)},
+                      &err);
+  if (!r || r->type != REDIS_REPLY_ARRAY || r->elements != 7) return false;
+  auto at = [&](size_t i) { return r->element[i]->integer; };
+  share_ = at(0);
+  const int64_t target = at(1);
+  cap_seen_ = at(2);
+  live_seen_ = at(3);
+  free_seen_ = at(4);
+  others_need_ = at(5);
+  // The record lives node_lease_ms_ from when the server ran the script, after we sent it.
+  lease_end_ms_ = now + node_lease_ms_ - std::max(1, options_.lease_ms / 10);
+  last_sync_ms_ = now;
+  // What the server now knows we lack: a queue that shrinks and grows back within it
+  // needs no new sync (no sync per queue move on a saturated node).
+  reported_pt_ = st.pt_inflight;
+  reported_lead_ = static_cast<int64_t>(lead);
+  reported_unmet_ = std::max<int64_t>(0, need - std::max<int64_t>(target, 0));
+  reported_mt_unmet_ = std::max<int64_t>(0, mtneed - std::max<int64_t>(target, 0));
+  next_renew_ms_ = now + std::max(10, options_.lease_ms / 3);  // every sync renews the lease
+  // target <= share_: the invariant of the header.
+  if (target != local_cap) table_->set_threshold(std::min(target, share_));
+  return true;
+}
+
+// Wakes the agent when the server asks this node to act (another node's MTs wait, or
+// slots were given back). Only listens while this process's agent acts.
+void NodeCoordinator::listener_loop() {
+  std::unique_ptr<RedisLink> link;
+  auto wait_stop = [this](int ms) {
+    std::unique_lock<std::mutex> lk(wake_mutex_);
+    return wake_cv_.wait_for(lk, std::chrono::milliseconds(ms), [this] { return stopping_; });
+  };
+  char timeout[16];
+  snprintf(timeout, sizeof timeout, "%.3f", kListenMs / 1000.0);
+  while (!wait_stop(0)) {
+    if (!acting_.load()) {
+      link.reset();
+      if (wait_stop(std::max(5, options_.lease_ms / 4))) break;
+      continue;
+    }
+    std::string err;
+    if (!link) {
+      RedisLink::Failure failure;
+      link = RedisLink::connect(address_, kConnectTimeoutMs, &failure, &err);
+      if (!link) {
+        if (wait_stop(kReconnectMs)) break;
+        continue;
+      }
+      link->set_timeout(kListenMs + kCommandTimeoutMs);
+    }
+    auto r = link->command({"BLPOP", wake_list_, timeout}, &err);
+    if (!r || r->type == REDIS_REPLY_ERROR) {
+      link.reset();
+      continue;
+    }
+    if (r->type == REDIS_REPLY_ARRAY) {
+      {
+        std::lock_guard<std::mutex> g(wake_mutex_);
+        woken_ = true;
+      }
+      wake_cv_.notify_all();
+    }
+  }
+}
+
+}  // namespace ppios

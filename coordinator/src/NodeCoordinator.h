@@ -1,0 +1,119 @@
+// The two-level backend (PPIOS_COORDINATOR=node+redis://... or node+unix://...): each node
+// holds a share of the target's global cap as a lease on the redis-server, and the node's
+// processes arbitrate that share among themselves in the node-local segment (ShmSlotTable,
+// whose cap is the share). An acquire+release is then two node-local critical sections;
+// Redis only sees the node agents, when shares move and to renew leases.
+//
+// Like Doorman (capacity leases handed out by a server), but for slots, not rates: a
+// share is a count of concurrent accesses, so it can only move once the slots are free,
+// and the server records what a node may be using (its "floor"), never less.
+//
+// The node agent: every process of the node runs an agent thread; the one holding the
+// segment's controller lease (ShmSlotTable::lead_controller, the lease of
+// PPIOS_THRESHOLD=auto, which this backend refuses) acts, the others wait to take over.
+// Every millisecond it samples the segment (in flight, queued, MT/PT) and, when something
+// could change (its processes need more, a smaller cap drained, a remote node needs
+// slots, the lease is due), runs the script's node-sync with
+//   floor = max(local cap, in flight), need = in flight + queued, mtneed = MTs, pt = PTs.
+// The script (RedisScript.h) records share = max(target, floor) and returns the target;
+// the agent sets the local cap to it. Hence the invariant, on every path:
+//   local cap <= recorded share, and sum of recorded shares <= cap
+// (the cap grows only from free slots; a share shrinks only after the local cap was
+// lowered and the slots above it drained, i.e. after one sub-read).
+// A node whose MTs wait beyond its share makes the nodes whose PTs lead furthest (from
+// their records, which report PTs as they start) owe it slots (the script's ngive hash)
+// and wakes them (RPUSH nw:<node>); their listener threads (BLPOP) wake the agents, which
+// lower their caps (ShmSlotTable asks the PTs above a lowered cap to yield); the slots come
+// back within one PT sub-read, the next sync pays the debt and wakes the node short of
+// slots. While its MTs wait a node syncs every kRefreshMs, so a victim chosen from an old
+// record is followed by one chosen from a fresher one. MTs keep their node's slots
+// (MT-first), and inside a node the segment's own rules apply (local PT yields first).
+//
+// Leases: a node's record lives 2 x PPIOS_LEASE_MS on the server, renewed every third of
+// a lease. The agent counts it from the moment it sent the sync, so it expires locally
+// first. kill -9 of every process of a node: the record lapses, the share returns
+// (node-sync of any other node reaps it). kill -9 of the agent alone: another process of
+// the node takes the controller lease within about a lease and carries on (the share and
+// local cap stay as they were; the new agent reports its floor).
+//
+// Redis lost: the node keeps its local cap until its lease would have ended (one lease
+// after an agent took over without reaching the server), then sets it to its fair share,
+// max(1, cap / nodes seen at the last sync) (1 if it never synced),
+// so the cap is not exceeded while every node lives (unless the cap is below the number
+// of nodes). On return the agent runs adopt and node-sync again: the script records the
+// floor even above the cap (so the sum stays truthful) and sends every node back to its
+// fair share until the sum is below the cap.
+//
+// Known limits: MTs past the cap still proceed when MTs alone fill it
+// (PPIOS_MT_THROTTLE=0, as in every backend); a node with share 0 whose PTs wait for
+// twice the lease proceeds without a slot (the fail-open of ShmCoordinator); node-sync
+// reads every node's record (O(nodes) per sync, cheap for hundreds of nodes).
+//
+// Threads: the caller's threads only touch the ShmCoordinator. The agent thread owns its
+// link and the agent state below; the listener thread owns its link; they share
+// wake_mutex_ (a leaf lock) for the wake flag.
+#pragma once
+
+#include "RedisAddress.h"
+#include "RedisLink.h"
+#include "ShmCoordinator.h"
+#include "ppios/Coordinator.h"
+
+#include <atomic>
+#include <condition_variable>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+
+namespace ppios {
+
+class NodeCoordinator final : public Coordinator {
+ public:
+  static std::unique_ptr<Coordinator> create(const CoordinatorOptions &options, std::string *error);
+  ~NodeCoordinator() override;
+
+  SlotTicket acquire(IoClass cls, uint64_t lead) override { return local_->acquire(cls, lead); }
+  void release(SlotTicket &ticket) override { local_->release(ticket); }
+  bool yield_requested(const SlotTicket &ticket) override { return local_->yield_requested(ticket); }
+  const char *name() const override { return "node"; }
+
+  // The node-local target of a node: its segment is "<target>@node[-<sim node>]".
+  static std::string local_target(const CoordinatorOptions &options);
+
+ private:
+  NodeCoordinator(const CoordinatorOptions &options, const RedisAddress &address, std::unique_ptr<ShmCoordinator> local);
+  void agent_loop();
+  void listener_loop();
+  // One pass of the acting agent; false when the server failed us.
+  bool agent_step(bool woken);
+  bool connect_agent_link();
+  void apply_offline_rule();
+  bool sleep_or_stop(int ms, bool *woken);
+
+  const CoordinatorOptions options_;
+  const RedisAddress address_;
+  const std::string node_;       // the node's name on the server
+  const std::string wake_list_;  // its wake-up list
+  const int node_lease_ms_;
+  std::unique_ptr<ShmCoordinator> local_;
+  ShmSlotTable *table_ = nullptr;  // local_'s segment; null: no segment (fail-open)
+
+  // Agent state, agent thread only.
+  std::unique_ptr<RedisLink> link_;
+  bool online_ = false;
+  int64_t share_ = 0;           // as last recorded by the server
+  int64_t cap_seen_ = -1, live_seen_ = 0, free_seen_ = 0, others_need_ = 0;
+  int64_t lease_end_ms_ = 0;    // local view of the record's lease (0: never synced)
+  int64_t next_renew_ms_ = 0, next_connect_ms_ = 0, last_sync_ms_ = 0;
+  int64_t reported_unmet_ = -1, reported_mt_unmet_ = -1;  // need (MT need) beyond the cap, as last synced
+  int64_t reported_pt_ = 0, reported_lead_ = 0;            // PTs in flight and their largest lead, as last synced
+  std::atomic<bool> acting_{false};
+
+  std::mutex wake_mutex_;
+  std::condition_variable wake_cv_;
+  bool woken_ = false, stopping_ = false;
+  std::thread agent_, listener_;
+};
+
+}  // namespace ppios

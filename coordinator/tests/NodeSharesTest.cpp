@@ -1,0 +1,298 @@
+// The two-level backend (node+): shares of the cap moving between simulated nodes
+// (PPIOS_SIM_NODE), a node killed, the server lost and back. Each test starts its own
+// redis-server. They assert invariants (the cap is never exceeded, a share comes back),
+// with bounds far above the leases, never tight times.
+#include "RedisServer.h"
+#include "ppios/Coordinator.h"
+#include "ppios/CoordinatorAdmin.h"
+
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <chrono>
+#include <csignal>
+#include <future>
+#include <random>
+#include <sys/mman.h>
+#include <sys/wait.h>
+#include <thread>
+#include <unistd.h>
+
+namespace ppios {
+namespace {
+
+using namespace std::chrono_literals;
+using Clock = std::chrono::steady_clock;
+
+std::string unique_target(const char *what) { return std::string(what) + "-" + std::to_string(getpid()); }
+
+CoordinatorOptions node_options(const test::RedisServer &server, const std::string &target, const std::string &node,
+                                int64_t cap, int lease_ms, bool mt_throttle = false) {
+  CoordinatorOptions o;
+  o.address = "node+" + server.address();
+  o.target = target;
+  o.threshold = cap;
+  o.lease_ms = lease_ms;
+  o.sim_node = node;
+  o.mt_throttle = mt_throttle;
+  return o;
+}
+
+// The node-local cap of a simulated node, read from its segment (works without the server).
+int64_t local_cap(const std::string &target, const std::string &node) {
+  CoordinatorOptions o;
+  o.address = "shm";
+  o.target = target + "@node-" + node;
+  std::string err;
+  auto admin = make_coordinator_admin(o, &err);
+  CoordinatorStatus s;
+  if (!admin || !admin->status(&s, &err)) return -2;
+  return s.threshold;
+}
+
+int64_t sum_of_shares(const CoordinatorOptions &o) {
+  std::string err;
+  auto admin = make_coordinator_admin(o, &err);
+  CoordinatorStatus s;
+  if (!admin || !admin->status(&s, &err)) return -1;
+  int64_t sum = 0;
+  for (const auto &n : s.nodes) sum += n.share;
+  return sum;
+}
+
+// Counted by the clients: incremented after a grant, decremented before the release, so a
+// count above the cap is a real violation. One word (MTs << 32 | PTs) so every check sees
+// one consistent pair.
+struct Shared {
+  std::atomic<uint64_t> inflight;
+  std::atomic<int> violations, grants, mt_grants;
+};
+
+// PT-heavy clients; MTs throttled, so the cap binds everything (strict check).
+void hammer(Coordinator &c, Shared *sh, int64_t cap, Clock::time_point until, int seed, bool bursty) {
+  std::mt19937 rng(seed);
+  while (Clock::now() < until) {
+    // Bursty clients pause now and then, so their node's share moves to the others.
+    if (bursty && rng() % 50 == 0) std::this_thread::sleep_for(std::chrono::milliseconds(20 + rng() % 60));
+    IoClass cls = rng() % 4 == 0 ? IoClass::MT : IoClass::PT;
+    SlotTicket t = c.acquire(cls, 1 + rng() % 16);
+    const uint64_t one = cls == IoClass::MT ? (uint64_t{1} << 32) : 1;
+    uint64_t now = sh->inflight.fetch_add(one) + one;
+    if (static_cast<int64_t>((now >> 32) + (now & 0xffffffffu)) > cap) sh->violations.fetch_add(1);
+    sh->grants.fetch_add(1);
+    if (cls == IoClass::MT) sh->mt_grants.fetch_add(1);
+    for (int i = 0; i < 5 && !(cls == IoClass::PT && c.yield_requested(t)); ++i) std::this_thread::sleep_for(50us);
+    sh->inflight.fetch_sub(one);
+    c.release(t);
+  }
+}
+
+Shared *shared_counters() {
+  auto *sh = static_cast<Shared *>(mmap(nullptr, sizeof(Shared), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0));
+  return new (sh) Shared{};
+}
+
+// Four nodes, each a process of its own with three clients, demand coming and going: the
+// shares move all the time and the cap is never exceeded, by the clients' count or by the
+// sum of the shares the server records.
+TEST(NodeShares, CapNeverExceededWhileSharesMove) {
+  test::RedisServer server(false);
+  ASSERT_TRUE(server.start());
+  const std::string target = unique_target("move");
+  const int64_t cap = 5;
+  Shared *sh = shared_counters();
+  auto until = Clock::now() + 2500ms;
+  std::vector<pid_t> kids;
+  for (int k = 0; k < 4; ++k) {
+    pid_t pid = fork();
+    if (pid == 0) {
+      std::string err;
+      auto c = make_coordinator(node_options(server, target, "m" + std::to_string(k), cap, 1000, true), &err);
+      if (!c) _exit(3);
+      std::vector<std::thread> clients;
+      for (int t = 0; t < 3; ++t) clients.emplace_back([&, t] { hammer(*c, sh, cap, until, 10 * k + t, k % 2 == 0); });
+      for (auto &t : clients) t.join();
+      c.reset();
+      _exit(0);
+    }
+    kids.push_back(pid);
+  }
+  int samples = 0, share_violations = 0;
+  const CoordinatorOptions admin_options = node_options(server, target, "", cap, 1000);
+  while (Clock::now() < until) {
+    int64_t sum = sum_of_shares(admin_options);
+    if (sum >= 0) ++samples;
+    if (sum > cap) ++share_violations;
+    std::this_thread::sleep_for(10ms);
+  }
+  for (pid_t p : kids) {
+    int st = 0;
+    waitpid(p, &st, 0);
+    EXPECT_TRUE(WIFEXITED(st) && WEXITSTATUS(st) == 0) << "child status " << st;
+  }
+  EXPECT_EQ(sh->violations.load(), 0) << "more than " << cap << " slots in flight at once";
+  EXPECT_EQ(share_violations, 0) << "the recorded shares added up to more than the cap";
+  EXPECT_GT(sh->grants.load(), 300) << "too little work to mean anything";
+  EXPECT_GT(sh->mt_grants.load(), 20);
+  EXPECT_GT(samples, 20);
+  munmap(sh, sizeof(Shared));
+}
+
+// A node holding the whole cap is killed (every process of it): another node's waiting PT
+// gets a slot once the node's lease (2 x PPIOS_LEASE_MS) has run out.
+TEST(NodeShares, KilledNodeShareComesBackWithinItsLease) {
+  test::RedisServer server(false);
+  ASSERT_TRUE(server.start());
+  const std::string target = unique_target("kill");
+  const int lease_ms = 500;
+  int ready[2];
+  ASSERT_EQ(pipe(ready), 0);
+  pid_t child = fork();
+  if (child == 0) {
+    std::string err;
+    auto c = make_coordinator(node_options(server, target, "victim", 3, lease_ms), &err);
+    if (!c) _exit(3);
+    SlotTicket a = c->acquire(IoClass::PT, 1), b = c->acquire(IoClass::PT, 2), d = c->acquire(IoClass::PT, 3);
+    (void)a, (void)b, (void)d;
+    char x = 'r';
+    if (write(ready[1], &x, 1) != 1) _exit(4);
+    pause();
+    _exit(0);
+  }
+  char x;
+  ASSERT_EQ(read(ready[0], &x, 1), 1);
+  close(ready[0]);
+  close(ready[1]);
+  std::string err;
+  auto c = make_coordinator(node_options(server, target, "survivor", 3, lease_ms), &err);
+  ASSERT_TRUE(c) << err;
+  auto waiter = std::async(std::launch::async, [&] { return c->acquire(IoClass::PT, 1); });
+  EXPECT_EQ(waiter.wait_for(300ms), std::future_status::timeout) << "a PT got a slot beyond the cap";
+  auto killed = Clock::now();
+  kill(child, SIGKILL);
+  int st;
+  waitpid(child, &st, 0);
+  // The share returns after the node's lease; the bound leaves room for a loaded machine.
+  ASSERT_EQ(waiter.wait_for(std::chrono::milliseconds(2 * lease_ms + 3000)), std::future_status::ready)
+      << "the killed node's share never came back";
+  auto took = std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - killed);
+  EXPECT_GE(took.count(), lease_ms / 2) << "the share came back before the node's lease could have run out";
+  SlotTicket t = waiter.get();
+  EXPECT_TRUE(t.valid());
+  c->release(t);
+  auto admin = make_coordinator_admin(node_options(server, target, "", 3, lease_ms), &err);
+  CoordinatorStatus s;
+  ASSERT_TRUE(admin && admin->status(&s, &err)) << err;
+  for (const auto &n : s.nodes) EXPECT_EQ(n.node.find("sim-victim/"), std::string::npos) << "the dead node is still listed";
+}
+
+// Redis lost: each node keeps its share until its lease ends, then at most its fair share
+// (cap / nodes seen); when the server is back the shares add up to the cap at most again.
+// Clients run throughout and the cap is never exceeded.
+TEST(NodeShares, ServerLostKeepsSharesThenFairSharesAndReconciles) {
+  test::RedisServer server(false);
+  ASSERT_TRUE(server.start());
+  const std::string target = unique_target("lost");
+  const int64_t cap = 4;
+  const int lease_ms = 400;
+  std::string err;
+  // Node "big" has three clients, node "small" one: shares 3 and 1 (fair would be 2 and 2).
+  auto big = make_coordinator(node_options(server, target, "big", cap, lease_ms, true), &err);
+  ASSERT_TRUE(big) << err;
+  auto small = make_coordinator(node_options(server, target, "small", cap, lease_ms, true), &err);
+  ASSERT_TRUE(small) << err;
+  Shared *sh = shared_counters();
+  std::atomic<bool> stop{false};
+  auto client = [&](Coordinator &c, int seed) {
+    std::mt19937 rng(seed);
+    while (!stop.load()) {
+      SlotTicket t = c.acquire(IoClass::PT, 1 + rng() % 8);
+      uint64_t now = sh->inflight.fetch_add(1) + 1;
+      if (static_cast<int64_t>(now) > cap) sh->violations.fetch_add(1);
+      sh->grants.fetch_add(1);
+      std::this_thread::sleep_for(200us);
+      sh->inflight.fetch_sub(1);
+      c.release(t);
+    }
+  };
+  std::vector<std::thread> clients;
+  for (int i = 0; i < 3; ++i) clients.emplace_back(client, std::ref(*big), i);
+  clients.emplace_back(client, std::ref(*small), 99);
+  // Wait for the shares to settle at 3 + 1 (big asks for 3, small for 1).
+  auto deadline = Clock::now() + 10s;
+  while (Clock::now() < deadline && !(local_cap(target, "big") == 3 && local_cap(target, "small") == 1))
+    std::this_thread::sleep_for(20ms);
+  ASSERT_EQ(local_cap(target, "big"), 3);
+  ASSERT_EQ(local_cap(target, "small"), 1);
+
+  testing::internal::CaptureStderr();
+  server.kill_hard();
+  auto lost = Clock::now();
+  // Within the lease the shares stay.
+  std::this_thread::sleep_for(std::chrono::milliseconds(lease_ms / 2));
+  if (Clock::now() - lost < std::chrono::milliseconds(lease_ms)) {
+    EXPECT_EQ(local_cap(target, "big"), 3);
+  }
+  // After it: the fair share, 4 / 2 nodes seen.
+  deadline = Clock::now() + std::chrono::milliseconds(2 * lease_ms + 3000);
+  while (Clock::now() < deadline && !(local_cap(target, "big") == 2 && local_cap(target, "small") == 2))
+    std::this_thread::sleep_for(20ms);
+  EXPECT_EQ(local_cap(target, "big"), 2) << "a node kept more than its fair share after its lease";
+  EXPECT_EQ(local_cap(target, "small"), 2);
+  std::string warned = testing::internal::GetCapturedStderr();
+  EXPECT_NE(warned.find("unreachable"), std::string::npos) << warned;
+
+  ASSERT_TRUE(server.start());
+  // Back: both nodes sync again; the recorded shares never add up to more than the cap.
+  const CoordinatorOptions admin_options = node_options(server, target, "", cap, lease_ms);
+  int listed = 0;
+  deadline = Clock::now() + 10s;
+  while (Clock::now() < deadline && listed < 20) {
+    std::string e;
+    auto admin = make_coordinator_admin(admin_options, &e);
+    CoordinatorStatus s;
+    if (admin && admin->status(&s, &e) && s.nodes.size() == 2) {
+      int64_t sum = 0;
+      for (const auto &n : s.nodes) sum += n.share;
+      EXPECT_LE(sum, cap);
+      ++listed;
+    }
+    std::this_thread::sleep_for(20ms);
+  }
+  EXPECT_GE(listed, 20) << "the nodes did not come back to the server";
+  int grants_before = sh->grants.load();
+  std::this_thread::sleep_for(300ms);
+  EXPECT_GT(sh->grants.load(), grants_before) << "no progress after the server came back";
+  stop = true;
+  for (auto &t : clients) t.join();
+  EXPECT_EQ(sh->violations.load(), 0) << "more than " << cap << " slots in flight at once";
+  big.reset();
+  small.reset();
+  munmap(sh, sizeof(Shared));
+}
+
+TEST(NodeShares, AddressesAndVariablesAreValidated) {
+  EXPECT_EQ(validate_coordinator_address("node+redis://127.0.0.1:6379"), "");
+  EXPECT_EQ(validate_coordinator_address("node+unix:///tmp/r.sock"), "");
+  EXPECT_NE(validate_coordinator_address("node+shm"), "");
+  EXPECT_NE(validate_coordinator_address("node+"), "");
+  CoordinatorOptions o;
+  std::string err;
+  auto env = [](const char *name) -> const char * {
+    if (std::string(name) == "PPIOS_SIM_NODE") return "bad/name";
+    return nullptr;
+  };
+  EXPECT_FALSE(parse_coordinator_env(env, &o, &err));
+  EXPECT_NE(err.find("PPIOS_SIM_NODE"), std::string::npos) << err;
+  // PPIOS_THRESHOLD=auto is refused with a message naming both.
+  o = CoordinatorOptions{};
+  o.address = "node+unix:///nonexistent.sock";
+  o.auto_threshold = true;
+  auto c = make_coordinator(o, &err);
+  EXPECT_FALSE(c);
+  EXPECT_NE(err.find("auto"), std::string::npos) << err;
+  EXPECT_NE(err.find("node+"), std::string::npos) << err;
+}
+
+}  // namespace
+}  // namespace ppios
