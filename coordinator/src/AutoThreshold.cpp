@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 
 namespace ppios {
 namespace {
@@ -91,12 +92,13 @@ void AutoThreshold::run() {
       const double t2 = now_s();
       const uint64_t bytes = s2.bytes >= s1.bytes ? s2.bytes - s1.bytes : 0;
       if (bytes == 0) continue;  // idle target: nothing to learn
-      // MTs past the cap (no PPIOS_MT_THROTTLE) ran more accesses than k: the window is
-      // not B(k), and no cap would have changed it.
-      if (static_cast<double>(inflight_sum) / ticks > k + 0.5) continue;
       const double mibps = bytes / (t2 - t1) / (1024.0 * 1024.0);
       const bool bound = 2 * bound_ticks >= ticks;
-      const int next = climber->next(static_cast<int>(k), mibps, bound, t2);
+      // MTs past the cap (no PPIOS_MT_THROTTLE) ran more accesses than k: the window
+      // measured the device at that real concurrency, whatever the class.
+      const double level = static_cast<double>(inflight_sum) / ticks;
+      const int next = level > k + 0.5 ? climber->overrun(static_cast<int>(k), static_cast<int>(std::lround(level)), mibps, t2)
+                                       : climber->next(static_cast<int>(k), mibps, bound, t2);
       plane_->publish_curve(climber->curve());
       if (next != k) plane_->set_cap(next);
     }

@@ -8,8 +8,10 @@
 // The controller measures, per window, the bytes completed under the cap (every release
 // adds its ticket's bytes to a counter of the target), feeds MiB/s to a
 // ThroughputClimber, stores the cap it picks and publishes the curve it learned (k ->
-// MiB/s) for `ppios-coord status`. A window in which more than k accesses ran on average
-// (MTs pass a full cap unless PPIOS_MT_THROTTLE=1) is not B(k) and is not learned from.
+// MiB/s) for `ppios-coord status`. In-flight counts include MTs: a window in which more
+// than k accesses ran on average (MTs pass a full cap unless PPIOS_MT_THROTTLE=1) measured
+// the device at that concurrency and is learned as such (ThroughputClimber::overrun), so
+// MT-only load drives the learning too and a cold start climbs to the MTs' concurrency.
 // It changes nothing while the target's auto flag is off (`ppios-coord set-threshold N`
 // turns it off, `set-threshold auto` or a process started with PPIOS_THRESHOLD=auto turns
 // it on).

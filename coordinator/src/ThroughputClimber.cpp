@@ -21,13 +21,45 @@ int ThroughputClimber::probe(State s, double now_s) {
   return k;
 }
 
+double ThroughputClimber::margin() const {
+  // Below the knee one more stream adds about 1/base: at a large base that is less than
+  // `gain`, so the margin shrinks with it (half the expected step).
+  return std::min(p_.gain, 0.5 / std::max(base_, 1));
+}
+
+int ThroughputClimber::overrun(int k, int level, double mibps, double now_s) {
+  level = std::clamp(level, p_.min_k, p_.max_k);
+  if (level <= k) return next(k, mibps, /*bound=*/true, now_s);
+  curve_[level] = mibps;
+  if (last_probe_s_ < 0) last_probe_s_ = now_s;
+  const bool expected = k == (state_ == State::ProbeUp ? base_ + 1 : state_ == State::ProbeDown ? base_ - 1 : base_);
+  if (expected && state_ == State::ProbeDown && level >= base_) {
+    // The MTs kept the device at base or above: a lower cap cannot be measured now.
+    state_ = State::Settled;
+    off_windows_ = 0;
+    return base_;
+  }
+  if (!expected || base_mibps_ < 0 || mibps > base_mibps_ * (1 + margin())) {
+    // Cold start, a cap set under us, or the MTs' concurrency beat base: the cap goes
+    // there and probes up (down is what the MTs just measured against).
+    base_ = level;
+    base_mibps_ = mibps;
+    came_from_below_ = true;
+    return probe(State::ProbeUp, now_s);
+  }
+  // No better than base: the cap stays at base (settled, or back from a failed probe up).
+  if (state_ == State::ProbeUp) {
+    if (!came_from_below_ && base_ > p_.min_k) return probe(State::ProbeDown, now_s);
+    state_ = State::Settled;
+    off_windows_ = 0;
+  }
+  return base_;
+}
+
 int ThroughputClimber::next(int k, double mibps, bool bound, double now_s) {
   curve_[k] = mibps;
   if (last_probe_s_ < 0) last_probe_s_ = now_s;
-  // Below the knee one more stream adds about 1/base: at a large base that is less than
-  // `gain`, so the margin shrinks with it (half the expected step).
-  const double margin = std::min(p_.gain, 0.5 / std::max(base_, 1));
-  const bool better = base_mibps_ >= 0 && mibps > base_mibps_ * (1 + margin);
+  const bool better = base_mibps_ >= 0 && mibps > base_mibps_ * (1 + margin());
   switch (state_) {
     case State::ProbeUp:
       if (k != base_ + 1) break;  // the cap was changed under us: start over from it

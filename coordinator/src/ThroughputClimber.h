@@ -19,6 +19,13 @@
 // Hysteresis (gain) keeps it at one cap under noise; every probe is one step, so once
 // settled the cap never leaves base-1..base+1 until the device really changed.
 //
+// MTs pass a full cap (unless PPIOS_MT_THROTTLE=1): a window in which more accesses than
+// the cap ran on average measured B(level) at that real concurrency, not B(k). overrun()
+// learns from it: a level better than base is where the cap goes (a cold start at 1 jumps
+// to the MTs' concurrency in one window, then probes up as PTs fill it); a level no better
+// than base leaves the cap where it is (MTs bursting past the knee do not pull it up), and
+// a probe down that MTs kept above the cap settles (lowering the cap changed nothing).
+//
 // Not thread-safe: one controller thread owns it.
 #pragma once
 
@@ -45,6 +52,9 @@ class ThroughputClimber {
   // One finished window at cap k: returns the cap for the next window. A window in
   // which the cap did not bind says nothing about a larger cap (the demand was lower).
   int next(int k, double mibps, bool bound, double now_s);
+  // One finished window at cap k in which `level` (> k) accesses ran on average, the
+  // MTs past the cap: returns the cap for the next window.
+  int overrun(int k, int level, double mibps, double now_s);
 
   int base() const { return base_; }
   State state() const { return state_; }
@@ -53,6 +63,7 @@ class ThroughputClimber {
 
  private:
   int probe(State s, double now_s);
+  double margin() const;
 
   ClimberParams p_;
   State state_;
