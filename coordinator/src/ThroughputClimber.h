@@ -10,14 +10,21 @@
 // in force, the MiB/s completed in the window and whether the cap bound (requests were
 // queued); next() returns the cap for the following window. Per cap k the climber keeps
 // the last measurement (the curve it learned). States:
-//   probe_up:   the window ran at base+1. Better by more than `gain`: move there, probe
-//               further up. Otherwise probe base-1, unless base was reached from below.
+//   probe_up:   the window ran at base+1 (2*base in slow start). Better by more than
+//               `gain`: move there, probe further up. Otherwise probe base-1, unless base
+//               was reached from below.
 //   probe_down: the window ran at base-1. Better by more than `gain`: move, probe further
 //               down. Otherwise settle at base.
 //   settled:    stays at base. Two windows in a row off the settled throughput by more
 //               than `shift`, or `reprobe_s` since the last probe: probe base+1 again.
-// Hysteresis (gain) keeps it at one cap under noise; every probe is one step, so once
-// settled the cap never leaves base-1..base+1 until the device really changed.
+// Hysteresis (gain) keeps it at one cap under noise; every probe after the first settle
+// is one step, so once settled the cap never leaves base-1..base+1 until the device
+// really changed.
+//
+// Slow start: from a cold start (start_k = min_k, no stored cap) a successful probe up
+// doubles (1, 2, 4, 8, ...) instead of adding one, so a run of a few seconds reaches an
+// optimum of 8-16 in a few windows; the first probe that is not better ends it, and the
+// climb goes on by one from base, both ways (the knee is between base/2 and 2*base).
 //
 // MTs pass a full cap (unless PPIOS_MT_THROTTLE=1): a window in which more accesses than
 // the cap ran on average measured B(level) at that real concurrency, not B(k). overrun()
@@ -63,11 +70,16 @@ class ThroughputClimber {
 
  private:
   int probe(State s, double now_s);
+  int probe_up_failed(int k, double now_s);
+  int settle();
   double margin() const;
+  bool expected(int k) const;  // k is the cap this climber asked for
 
   ClimberParams p_;
   State state_;
   int base_;
+  int probe_k_ = 0;            // the cap being probed (ProbeUp, ProbeDown)
+  bool slow_start_;
   double base_mibps_ = -1;     // throughput at base_ (latest), -1 unknown
   bool came_from_below_ = false;
   int off_windows_ = 0;        // settled windows in a row off base_mibps_ by > shift
