@@ -81,11 +81,19 @@ int ThroughputClimber::next(int k, double mibps, bool bound, double now_s) {
   if (expected(k)) {
     switch (state_) {
       case State::ProbeUp:
-        if (better && bound) {
+        if (better) {
+          const bool jumped = k > base_ + 1;
           base_ = k;
           base_mibps_ = mibps;
           came_from_below_ = true;
-          return probe(State::ProbeUp, now_s);
+          if (bound) return probe(State::ProbeUp, now_s);
+          // The demand ended below k: nothing above to learn. After a slow-start jump
+          // the caps in between were not measured: look down.
+          if (jumped) {
+            came_from_below_ = false;
+            return probe(State::ProbeDown, now_s);
+          }
+          return settle();
         }
         return probe_up_failed(k, now_s);
       case State::ProbeDown:

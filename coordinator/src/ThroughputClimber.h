@@ -11,8 +11,9 @@
 // queued); next() returns the cap for the following window. Per cap k the climber keeps
 // the last measurement (the curve it learned). States:
 //   probe_up:   the window ran at base+1 (2*base in slow start). Better by more than
-//               `gain`: move there, probe further up. Otherwise probe base-1, unless base
-//               was reached from below.
+//               `gain`: move there, and probe further up if the cap still bound (else
+//               the demand ended there: settle, or after a slow-start jump probe down).
+//               Otherwise probe base-1, unless base was reached from below.
 //   probe_down: the window ran at base-1. Better by more than `gain`: move, probe further
 //               down. Otherwise settle at base.
 //   settled:    stays at base. Two windows in a row off the settled throughput by more
@@ -58,6 +59,8 @@ class ThroughputClimber {
 
   // One finished window at cap k: returns the cap for the next window. A window in
   // which the cap did not bind says nothing about a larger cap (the demand was lower).
+  // A probe up is taken when better even if it did not bind (more accesses ran than
+  // at base, so the base did bind them).
   int next(int k, double mibps, bool bound, double now_s);
   // One finished window at cap k in which `level` (> k) accesses ran on average, the
   // MTs past the cap: returns the cap for the next window.

@@ -175,6 +175,23 @@ TEST(ThroughputClimber, MtsOnlyLoadBelowTheKneeIsFollowed) {
   for (size_t i = 2; i < caps.size(); ++i) EXPECT_LE(std::abs(caps[i] - 5), 1) << "window " << i;
 }
 
+TEST(ThroughputClimber, ACapThatFitsTheDemandIsTaken) {
+  // Seven streams of demand below an optimum of 8 (E2 at P = 4: four MTs, four PTs that
+  // are not always reading): requests queue only while the cap is below the demand, so
+  // the probe that fits all of it does not bind. It is better all the same and is taken,
+  // from a cold start (slow start to 8: one probe down) and from a stored cap.
+  for (int start : {1, 3}) {
+    ThroughputClimber c(start, ClimberParams{});
+    int k = start;
+    for (int w = 0; w < 40; ++w) {
+      const int level = std::min(k, 7);
+      k = c.next(k, device(level, 8), /*bound=*/k < 7, 0.25 * w);
+    }
+    EXPECT_GE(c.base(), 7) << "start " << start << ": demand left waiting below the optimum";
+    EXPECT_LE(c.base(), 8) << "start " << start;
+  }
+}
+
 TEST(ThresholdSetting, OneParserForAutoAndNumbers) {
   CoordinatorOptions o;
   std::string err;
