@@ -67,6 +67,7 @@ class ThroughputClimber {
   int overrun(int k, int level, double mibps, double now_s);
 
   int base() const { return base_; }
+  bool slow_start() const { return slow_start_; }
   State state() const { return state_; }
   // Last measured MiB/s per cap.
   const std::map<int, double> &curve() const { return curve_; }
