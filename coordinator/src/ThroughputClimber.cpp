@@ -56,6 +56,7 @@ int ThroughputClimber::overrun(int k, int level, double mibps, double now_s) {
   if (level <= k) return next(k, mibps, /*bound=*/true, now_s);
   curve_[level] = mibps;
   if (last_probe_s_ < 0) last_probe_s_ = now_s;
+  if (overrun_since_ < 0) overrun_since_ = now_s;
   if (expected(k) && state_ == State::ProbeDown && level >= base_) {
     // The MTs kept the device at base or above: a lower cap cannot be measured now.
     return settle();
@@ -71,10 +72,21 @@ int ThroughputClimber::overrun(int k, int level, double mibps, double now_s) {
   }
   // No better than base: the cap stays at base (settled, or back from a failed probe up).
   if (state_ == State::ProbeUp) return probe_up_failed(k, now_s);
+  if (now_s - overrun_since_ >= p_.reprobe_s) {
+    // Base's MiB/s cannot be measured again while the MTs keep the device above it, so it
+    // may be stale (a burst): a cap below them only keeps PTs out. At the reprobe time
+    // the cap goes to the MTs' level and looks further up; when they leave, the settled
+    // checks take it back down if that is better.
+    base_ = level;
+    base_mibps_ = mibps;
+    came_from_below_ = true;
+    return probe(State::ProbeUp, now_s);
+  }
   return base_;
 }
 
 int ThroughputClimber::next(int k, double mibps, bool bound, double now_s) {
+  overrun_since_ = -1;
   curve_[k] = mibps;
   if (last_probe_s_ < 0) last_probe_s_ = now_s;
   const bool better = base_mibps_ >= 0 && mibps > base_mibps_ * (1 + margin());

@@ -31,8 +31,10 @@
 // the cap ran on average measured B(level) at that real concurrency, not B(k). overrun()
 // learns from it: a level better than base is where the cap goes (a cold start at 1 jumps
 // to the MTs' concurrency in one window, then probes up as PTs fill it); a level no better
-// than base leaves the cap where it is (MTs bursting past the knee do not pull it up), and
-// a probe down that MTs kept above the cap settles (lowering the cap changed nothing).
+// than base leaves the cap where it is (MTs bursting past the knee for less than
+// `reprobe_s` do not pull it up; past that the cap goes to their level, since base's
+// MiB/s cannot be measured again while they stay above it), and a probe down that MTs kept
+// above the cap settles (lowering the cap changed nothing).
 //
 // Not thread-safe: one controller thread owns it.
 #pragma once
@@ -88,6 +90,7 @@ class ThroughputClimber {
   bool came_from_below_ = false;
   int off_windows_ = 0;        // settled windows in a row off base_mibps_ by > shift
   double last_probe_s_ = -1;
+  double overrun_since_ = -1;  // first of the overrun windows in a row, -1 none
   std::map<int, double> curve_;
 };
 
