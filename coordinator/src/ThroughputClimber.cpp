@@ -80,6 +80,7 @@ int ThroughputClimber::overrun(int k, int level, double mibps, double now_s) {
     base_ = level;
     base_mibps_ = mibps;
     came_from_below_ = true;
+    overrun_since_ = now_s;  // the next such move waits reprobe_s again
     return probe(State::ProbeUp, now_s);
   }
   return base_;
