@@ -158,10 +158,11 @@ def check(out, expected, options, prefetch_built):
 
 
 def check_auto(base, tmp):
-    """--thresholds 2,auto: PPIOS_THRESHOLD=auto is the coordinator's to accept. A
-    runtime that accepts it gives ppios@auto rows; one that does not must stop bench/run
-    before any run with exit 2 and the runtime's own message."""
-    flags = ["--thresholds", "2,auto", "--modes", "normal,ppios", "--nprocs", "1"]
+    """--thresholds 2,auto,auto-throttled: PPIOS_THRESHOLD=auto is the coordinator's to
+    accept. A runtime that accepts it gives ppios@auto and ppios@auto-throttled rows; one
+    that does not must stop bench/run before any run with exit 2 and the runtime's own
+    message."""
+    flags = ["--thresholds", "2,auto,auto-throttled", "--modes", "normal,ppios", "--nprocs", "1"]
     out = os.path.join(tmp, "auto")
     r = subprocess.run(base + ["--out", out] + flags, stdout=subprocess.PIPE,
                        stderr=subprocess.STDOUT, timeout=240)
@@ -169,15 +170,15 @@ def check_auto(base, tmp):
     if r.returncode == 77:
         return []  # no FUSE: main() has reported the SKIP already
     if r.returncode == 2 and "does not accept PPIOS_THRESHOLD=auto" in text:
-        print("bench.flags: ok --thresholds 2,auto (this runtime rejects auto: exit 2)")
+        print("bench.flags: ok --thresholds 2,auto,auto-throttled (this runtime rejects auto: exit 2)")
         return []
     if r.returncode == 0:
         try:
-            check(out, rows("E1", ["SUM"], ["normal", "ppios", "ppios@auto"], [1]),
-                  {"thresholds": ["2", "auto"]}, True)
+            check(out, rows("E1", ["SUM"], ["normal", "ppios", "ppios@auto", "ppios@auto-throttled"], [1]),
+                  {"thresholds": ["2", "auto", "auto-throttled"]}, True)
         except Failure as e:
             return [f"{' '.join(flags)}: {e}"]
-        print("bench.flags: ok --thresholds 2,auto (ppios@auto ran)")
+        print("bench.flags: ok --thresholds 2,auto,auto-throttled (ppios@auto, ppios@auto-throttled ran)")
         return []
     return [f"{' '.join(flags)}: exit {r.returncode}, expected 0, or 2 with the runtime's "
             f"message:\n{text[-3000:]}"]

@@ -263,12 +263,10 @@ class Harness:
             if mode == "ppios":
                 threshold = self.threshold_for(threshold, experiment)
                 env["PPIOS_THRESHOLD"] = threshold
-                if threshold == "auto":
-                    # The controller learns B(k) only from windows in which the cap
-                    # bound; MTs pass a full cap unless they are throttled too, so on
-                    # these MT-heavy kernels auto would never learn (README, "Learning
-                    # the cap"): auto rows throttle the MTs, as the README tells users.
-                    env["PPIOS_MT_THROTTLE"] = "1"
+                if threshold == "auto-throttled":
+                    # auto as it had to run before the controller learned from MTs
+                    # past the cap: MTs wait at the cap too (README, "Learning the cap")
+                    env.update(PPIOS_THRESHOLD="auto", PPIOS_MT_THROTTLE="1")
         name = kernel if row_kernel == k.label else f"{kernel}-{row_kernel.lower()}"
         return jobs.JobSpec(label=f"{experiment} {row_kernel} {label} P={nprocs}",
                             kernel_label=k.label, argv=argv, env=env,

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 
 namespace ppios {
 namespace {
@@ -36,6 +37,10 @@ bool AutoThreshold::pause(double seconds) {
 
 void AutoThreshold::run() {
   std::unique_ptr<ThroughputClimber> climber;
+  // Largest bytes completed between two ticks lately: about the size of one access
+  // (bytes arrive at release, one access at a time), decayed so one burst does not
+  // lengthen every later window.
+  double access_bytes = 0;
   const double renew_s = std::max(0.01, lease_ms_ / 3000.0);
   const double idle_s = std::min(0.1, renew_s);
   bool leading = false;
@@ -70,7 +75,23 @@ void AutoThreshold::run() {
     uint64_t inflight_sum = 0;
     bool changed = false, stop = false;
     ControlPlane::Sample s2 = s1;
-    while (now_s() - t1 < timing_.window_s) {
+    uint64_t window_max_tick = 0;
+    access_bytes *= 0.8;
+    // A window lasts window_s and until it holds min_accesses accesses' worth of bytes
+    // (at most max_window_s): bytes count at release, so with accesses of 4 MiB at
+    // 10 MiB/s a short window measures which accesses happened to end in it.
+    auto window_done = [&] {
+      const double t = now_s() - t1;
+      if (t < timing_.window_s) return false;
+      if (t >= timing_.max_window_s) return true;
+      const uint64_t bytes = s2.bytes >= s1.bytes ? s2.bytes - s1.bytes : 0;
+      // In slow start a probe doubles the cap (about twice the MiB/s below the knee): a
+      // quarter of the accesses tells that apart.
+      const double accesses = climber->slow_start() ? timing_.min_accesses / 4 : timing_.min_accesses;
+      return bytes >= accesses * std::max<double>(access_bytes, window_max_tick);
+    };
+    while (!window_done()) {
+      const uint64_t before = s2.bytes;
       if (!pause(timing_.tick_s)) {
         stop = true;
         break;
@@ -81,22 +102,25 @@ void AutoThreshold::run() {
         changed = true;  // set by hand, or auto turned off: this window measures nothing
         break;
       }
+      if (s2.bytes > before) window_max_tick = std::max(window_max_tick, s2.bytes - before);
       ++ticks;
       inflight_sum += s2.inflight;
       if (s2.queued > 0 || s2.inflight >= static_cast<uint64_t>(k)) ++bound_ticks;
     }
     if (stop) break;
+    access_bytes = std::max<double>(access_bytes, window_max_tick);
     if (!leading || changed || ticks == 0) continue;
     {
       const double t2 = now_s();
       const uint64_t bytes = s2.bytes >= s1.bytes ? s2.bytes - s1.bytes : 0;
       if (bytes == 0) continue;  // idle target: nothing to learn
-      // MTs past the cap (no PPIOS_MT_THROTTLE) ran more accesses than k: the window is
-      // not B(k), and no cap would have changed it.
-      if (static_cast<double>(inflight_sum) / ticks > k + 0.5) continue;
       const double mibps = bytes / (t2 - t1) / (1024.0 * 1024.0);
       const bool bound = 2 * bound_ticks >= ticks;
-      const int next = climber->next(static_cast<int>(k), mibps, bound, t2);
+      // MTs past the cap (no PPIOS_MT_THROTTLE) ran more accesses than k: the window
+      // measured the device at that real concurrency, whatever the class.
+      const double level = static_cast<double>(inflight_sum) / ticks;
+      const int next = level > k + 0.5 ? climber->overrun(static_cast<int>(k), static_cast<int>(std::lround(level)), mibps, t2)
+                                       : climber->next(static_cast<int>(k), mibps, bound, t2);
       plane_->publish_curve(climber->curve());
       if (next != k) plane_->set_cap(next);
     }

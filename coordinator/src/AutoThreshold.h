@@ -6,10 +6,13 @@
 // process dies or stops renewing, another takes over once the lease has expired.
 //
 // The controller measures, per window, the bytes completed under the cap (every release
-// adds its ticket's bytes to a counter of the target), feeds MiB/s to a
+// adds its ticket's bytes to a counter of the target; a window is long enough to hold
+// many accesses, see ControllerTiming), feeds MiB/s to a
 // ThroughputClimber, stores the cap it picks and publishes the curve it learned (k ->
-// MiB/s) for `ppios-coord status`. A window in which more than k accesses ran on average
-// (MTs pass a full cap unless PPIOS_MT_THROTTLE=1) is not B(k) and is not learned from.
+// MiB/s) for `ppios-coord status`. In-flight counts include MTs: a window in which more
+// than k accesses ran on average (MTs pass a full cap unless PPIOS_MT_THROTTLE=1) measured
+// the device at that concurrency and is learned as such (ThroughputClimber::overrun), so
+// MT-only load drives the learning too and a cold start climbs to the MTs' concurrency.
 // It changes nothing while the target's auto flag is off (`ppios-coord set-threshold N`
 // turns it off, `set-threshold auto` or a process started with PPIOS_THRESHOLD=auto turns
 // it on).
@@ -51,7 +54,11 @@ class ControlPlane {
 };
 
 struct ControllerTiming {
-  double window_s = 0.2;   // measured window
+  double window_s = 0.2;   // measured window, at least
+  double max_window_s = 2.0;  // ... and until it holds min_accesses accesses' bytes, at most this
+  double min_accesses = 16;   // an access in flight at a window's edge counts in one window or
+                              // the next, all its bytes at once: a few of them must be small
+                              // against what the window holds
   double settle_s = 0.06;  // after a cap change, before measuring (holders above a lowered cap finish)
   double tick_s = 0.01;    // sampling of queue and in-flight counts inside a window
 };

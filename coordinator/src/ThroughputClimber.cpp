@@ -6,80 +6,146 @@
 namespace ppios {
 
 ThroughputClimber::ThroughputClimber(int start_k, const ClimberParams &params)
-    : p_(params), state_(State::Settled), base_(std::clamp(start_k, params.min_k, params.max_k)) {}
+    : p_(params),
+      state_(State::Settled),
+      base_(std::clamp(start_k, params.min_k, params.max_k)),
+      slow_start_(base_ == params.min_k) {}
+
+int ThroughputClimber::settle() {
+  state_ = State::Settled;
+  slow_start_ = false;
+  off_windows_ = 0;
+  return base_;
+}
 
 int ThroughputClimber::probe(State s, double now_s) {
-  int k = s == State::ProbeUp ? base_ + 1 : base_ - 1;
-  if (k < p_.min_k || k > p_.max_k) {
+  if (s == State::ProbeDown) slow_start_ = false;
+  const int k = s == State::ProbeDown ? base_ - 1 : slow_start_ ? std::min(2 * base_, p_.max_k) : base_ + 1;
+  if (k < p_.min_k || k > p_.max_k || k == base_) {
     if (s == State::ProbeUp && base_ > p_.min_k && !came_from_below_) return probe(State::ProbeDown, now_s);
-    state_ = State::Settled;
-    off_windows_ = 0;
-    return base_;
+    return settle();
   }
   state_ = s;
+  probe_k_ = k;
   last_probe_s_ = now_s;
   return k;
 }
 
-int ThroughputClimber::next(int k, double mibps, bool bound, double now_s) {
-  curve_[k] = mibps;
-  if (last_probe_s_ < 0) last_probe_s_ = now_s;
+int ThroughputClimber::probe_up_failed(int k, double now_s) {
+  if (slow_start_) {
+    // The doubling overshot (or demand ended): the knee is below k. Climb by one from
+    // base, both ways.
+    slow_start_ = false;
+    came_from_below_ = false;
+    if (k > base_ + 1) return probe(State::ProbeUp, now_s);
+  }
+  if (!came_from_below_ && base_ > p_.min_k) return probe(State::ProbeDown, now_s);
+  return settle();
+}
+
+double ThroughputClimber::margin() const {
   // Below the knee one more stream adds about 1/base: at a large base that is less than
   // `gain`, so the margin shrinks with it (half the expected step).
-  const double margin = std::min(p_.gain, 0.5 / std::max(base_, 1));
-  const bool better = base_mibps_ >= 0 && mibps > base_mibps_ * (1 + margin);
-  switch (state_) {
-    case State::ProbeUp:
-      if (k != base_ + 1) break;  // the cap was changed under us: start over from it
-      if (better && bound) {
-        base_ = k;
-        base_mibps_ = mibps;
-        came_from_below_ = true;
-        return probe(State::ProbeUp, now_s);
-      }
-      if (!came_from_below_ && base_ > p_.min_k) return probe(State::ProbeDown, now_s);
-      state_ = State::Settled;
-      off_windows_ = 0;
-      return base_;
-    case State::ProbeDown:
-      if (k != base_ - 1) break;
-      if (better) {
-        base_ = k;
-        base_mibps_ = mibps;
-        return probe(State::ProbeDown, now_s);
-      }
-      state_ = State::Settled;
-      off_windows_ = 0;
-      return base_;
-    case State::Settled:
-      if (k != base_) break;
-      if (base_mibps_ < 0) {
-        // First window at a new base: measure it, then look at the neighbours.
-        base_mibps_ = mibps;
-        came_from_below_ = false;
-        return probe(bound ? State::ProbeUp : State::ProbeDown, now_s);
-      }
-      if (std::fabs(mibps - base_mibps_) > p_.shift * base_mibps_) {
-        if (++off_windows_ >= 2) {
+  return std::min(p_.gain, 0.5 / std::max(base_, 1));
+}
+
+bool ThroughputClimber::expected(int k) const { return k == (state_ == State::Settled ? base_ : probe_k_); }
+
+int ThroughputClimber::overrun(int k, int level, double mibps, double now_s) {
+  level = std::clamp(level, p_.min_k, p_.max_k);
+  if (level <= k) return next(k, mibps, /*bound=*/true, now_s);
+  curve_[level] = mibps;
+  if (last_probe_s_ < 0) last_probe_s_ = now_s;
+  if (overrun_since_ < 0) overrun_since_ = now_s;
+  if (expected(k) && state_ == State::ProbeDown && level >= base_) {
+    // The MTs kept the device at base or above: a lower cap cannot be measured now.
+    return settle();
+  }
+  if (!expected(k) || base_mibps_ < 0 || mibps > base_mibps_ * (1 + margin())) {
+    // Cold start, a cap set under us, or the MTs' concurrency beat base: the cap goes
+    // there and probes up (down is what the MTs just measured against).
+    if (!expected(k)) slow_start_ = false;
+    base_ = level;
+    base_mibps_ = mibps;
+    came_from_below_ = true;
+    return probe(State::ProbeUp, now_s);
+  }
+  // No better than base: the cap stays at base (settled, or back from a failed probe up).
+  if (state_ == State::ProbeUp) return probe_up_failed(k, now_s);
+  if (now_s - overrun_since_ >= p_.reprobe_s) {
+    // Base's MiB/s cannot be measured again while the MTs keep the device above it, so it
+    // may be stale (a burst): a cap below them only keeps PTs out. At the reprobe time
+    // the cap goes to the MTs' level and looks further up; when they leave, the settled
+    // checks take it back down if that is better.
+    base_ = level;
+    base_mibps_ = mibps;
+    came_from_below_ = true;
+    overrun_since_ = now_s;  // the next such move waits reprobe_s again
+    return probe(State::ProbeUp, now_s);
+  }
+  return base_;
+}
+
+int ThroughputClimber::next(int k, double mibps, bool bound, double now_s) {
+  overrun_since_ = -1;
+  curve_[k] = mibps;
+  if (last_probe_s_ < 0) last_probe_s_ = now_s;
+  const bool better = base_mibps_ >= 0 && mibps > base_mibps_ * (1 + margin());
+  if (expected(k)) {
+    switch (state_) {
+      case State::ProbeUp:
+        if (better) {
+          const bool jumped = k > base_ + 1;
+          base_ = k;
+          base_mibps_ = mibps;
+          came_from_below_ = true;
+          if (bound) return probe(State::ProbeUp, now_s);
+          // The demand ended below k: nothing above to learn. After a slow-start jump
+          // the caps in between were not measured: look down.
+          if (jumped) {
+            came_from_below_ = false;
+            return probe(State::ProbeDown, now_s);
+          }
+          return settle();
+        }
+        return probe_up_failed(k, now_s);
+      case State::ProbeDown:
+        if (better) {
+          base_ = k;
+          base_mibps_ = mibps;
+          return probe(State::ProbeDown, now_s);
+        }
+        return settle();
+      case State::Settled:
+        if (base_mibps_ < 0) {
+          // First window at a new base: measure it, then look at the neighbours.
           base_mibps_ = mibps;
           came_from_below_ = false;
           return probe(bound ? State::ProbeUp : State::ProbeDown, now_s);
         }
+        if (std::fabs(mibps - base_mibps_) > p_.shift * base_mibps_) {
+          if (++off_windows_ >= 2) {
+            base_mibps_ = mibps;
+            came_from_below_ = false;
+            return probe(bound ? State::ProbeUp : State::ProbeDown, now_s);
+          }
+          return base_;
+        }
+        off_windows_ = 0;
+        base_mibps_ = 0.7 * base_mibps_ + 0.3 * mibps;
+        if (now_s - last_probe_s_ >= p_.reprobe_s) {
+          came_from_below_ = false;
+          return probe(bound ? State::ProbeUp : State::ProbeDown, now_s);
+        }
         return base_;
-      }
-      off_windows_ = 0;
-      base_mibps_ = 0.7 * base_mibps_ + 0.3 * mibps;
-      if (now_s - last_probe_s_ >= p_.reprobe_s) {
-        came_from_below_ = false;
-        return probe(bound ? State::ProbeUp : State::ProbeDown, now_s);
-      }
-      return base_;
+    }
   }
   // The cap in force is not the one we asked for (set by hand, or another controller):
   // adopt it as the new base and measure from there.
   base_ = std::clamp(k, p_.min_k, p_.max_k);
   base_mibps_ = mibps;
   came_from_below_ = false;
+  slow_start_ = false;
   return probe(bound ? State::ProbeUp : State::ProbeDown, now_s);
 }
 

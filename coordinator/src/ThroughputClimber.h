@@ -10,14 +10,31 @@
 // in force, the MiB/s completed in the window and whether the cap bound (requests were
 // queued); next() returns the cap for the following window. Per cap k the climber keeps
 // the last measurement (the curve it learned). States:
-//   probe_up:   the window ran at base+1. Better by more than `gain`: move there, probe
-//               further up. Otherwise probe base-1, unless base was reached from below.
+//   probe_up:   the window ran at base+1 (2*base in slow start). Better by more than
+//               `gain`: move there, and probe further up if the cap still bound (else
+//               the demand ended there: settle, or after a slow-start jump probe down).
+//               Otherwise probe base-1, unless base was reached from below.
 //   probe_down: the window ran at base-1. Better by more than `gain`: move, probe further
 //               down. Otherwise settle at base.
 //   settled:    stays at base. Two windows in a row off the settled throughput by more
 //               than `shift`, or `reprobe_s` since the last probe: probe base+1 again.
-// Hysteresis (gain) keeps it at one cap under noise; every probe is one step, so once
-// settled the cap never leaves base-1..base+1 until the device really changed.
+// Hysteresis (gain) keeps it at one cap under noise; every probe after the first settle
+// is one step, so once settled the cap never leaves base-1..base+1 until the device
+// really changed.
+//
+// Slow start: from a cold start (start_k = min_k, no stored cap) a successful probe up
+// doubles (1, 2, 4, 8, ...) instead of adding one, so a run of a few seconds reaches an
+// optimum of 8-16 in a few windows; the first probe that is not better ends it, and the
+// climb goes on by one from base, both ways (the knee is between base/2 and 2*base).
+//
+// MTs pass a full cap (unless PPIOS_MT_THROTTLE=1): a window in which more accesses than
+// the cap ran on average measured B(level) at that real concurrency, not B(k). overrun()
+// learns from it: a level better than base is where the cap goes (a cold start at 1 jumps
+// to the MTs' concurrency in one window, then probes up as PTs fill it); a level no better
+// than base leaves the cap where it is (MTs bursting past the knee for less than
+// `reprobe_s` do not pull it up; past that the cap goes to their level, since base's
+// MiB/s cannot be measured again while they stay above it), and a probe down that MTs kept
+// above the cap settles (lowering the cap changed nothing).
 //
 // Not thread-safe: one controller thread owns it.
 #pragma once
@@ -44,23 +61,36 @@ class ThroughputClimber {
 
   // One finished window at cap k: returns the cap for the next window. A window in
   // which the cap did not bind says nothing about a larger cap (the demand was lower).
+  // A probe up is taken when better even if it did not bind (more accesses ran than
+  // at base, so the base did bind them).
   int next(int k, double mibps, bool bound, double now_s);
+  // One finished window at cap k in which `level` (> k) accesses ran on average, the
+  // MTs past the cap: returns the cap for the next window.
+  int overrun(int k, int level, double mibps, double now_s);
 
   int base() const { return base_; }
+  bool slow_start() const { return slow_start_; }
   State state() const { return state_; }
   // Last measured MiB/s per cap.
   const std::map<int, double> &curve() const { return curve_; }
 
  private:
   int probe(State s, double now_s);
+  int probe_up_failed(int k, double now_s);
+  int settle();
+  double margin() const;
+  bool expected(int k) const;  // k is the cap this climber asked for
 
   ClimberParams p_;
   State state_;
   int base_;
+  int probe_k_ = 0;            // the cap being probed (ProbeUp, ProbeDown)
+  bool slow_start_;
   double base_mibps_ = -1;     // throughput at base_ (latest), -1 unknown
   bool came_from_below_ = false;
   int off_windows_ = 0;        // settled windows in a row off base_mibps_ by > shift
   double last_probe_s_ = -1;
+  double overrun_since_ = -1;  // first of the overrun windows in a row, -1 none
   std::map<int, double> curve_;
 };
 
