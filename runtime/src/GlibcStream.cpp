@@ -2,14 +2,12 @@
 
 #include <unistd.h>
 
-#include <cerrno>
-
 namespace ppios {
 namespace {
 
 #ifdef __GLIBC__
-// glibc's stream flags (libio/libio.h; not in the installed headers except _IO_EOF_SEEN,
-// but part of the ABI: old binaries test them through inlined macros).
+// glibc's stream flags (libio/libio.h, unchanged since glibc 2.1; not installed except
+// _IO_EOF_SEEN and _IO_ERR_SEEN, but gnulib's freading/fpurge/fseterr test the same bits).
 constexpr unsigned kMagicMask = 0xFFFF0000u;
 constexpr unsigned kMagic = 0xFBAD0000u;
 constexpr unsigned kNoReads = 0x0004;
