@@ -37,17 +37,20 @@ struct CapTrace {
   int next = 0;           // the cap the climber asked for after the last one
 };
 
-// Drives the climber for `windows` windows of 0.25 s with +-noise relative error.
+// Drives the climber for `windows` windows of 0.25 s with +-noise relative error. `mts`
+// MT accesses always run, PTs fill the cap above them (the backends' rule: an MT waits at
+// a full cap only for PTs to yield), so a window above the cap is an overrun.
 CapTrace drive(ThroughputClimber &c, int start, int windows, const std::function<int(int)> &opt_at, double noise,
-          unsigned seed, double t0 = 0) {
+               unsigned seed, double t0 = 0, int mts = 0) {
   std::mt19937 rng(seed);
   std::uniform_real_distribution<double> jitter(-noise, noise);
   CapTrace r;
   int k = start;
   for (int w = 0; w < windows; ++w) {
     r.caps.push_back(k);
-    double b = device(k, opt_at(w)) * (1 + jitter(rng));
-    k = c.next(k, b, /*bound=*/true, t0 + 0.25 * w);
+    const int level = std::max(k, mts);
+    const double b = device(level, opt_at(w)) * (1 + jitter(rng));
+    k = level > k ? c.overrun(k, level, b, t0 + 0.25 * w) : c.next(k, b, /*bound=*/true, t0 + 0.25 * w);
   }
   r.next = k;
   return r;
@@ -114,22 +117,10 @@ TEST(ThroughputClimber, ACapSetByHandBecomesTheNewBase) {
   EXPECT_EQ(k, 3);
 }
 
-// MTs past the cap: `mts` MT accesses always run, PTs fill the cap above them (the
-// backends' rule: an MT waits at a full cap only for PTs to yield). Returns the caps.
+// MTs past the cap on a device of a fixed optimum. Returns the caps.
 CapTrace drive_with_mts(ThroughputClimber &c, int start, int windows, int opt, int mts, double noise, unsigned seed,
                         double t0 = 0) {
-  std::mt19937 rng(seed);
-  std::uniform_real_distribution<double> jitter(-noise, noise);
-  CapTrace r;
-  int k = start;
-  for (int w = 0; w < windows; ++w) {
-    r.caps.push_back(k);
-    const int level = std::max(k, mts);
-    const double b = device(level, opt) * (1 + jitter(rng));
-    k = level > k ? c.overrun(k, level, b, t0 + 0.25 * w) : c.next(k, b, /*bound=*/true, t0 + 0.25 * w);
-  }
-  r.next = k;
-  return r;
+  return drive(c, start, windows, [opt](int) { return opt; }, noise, seed, t0, mts);
 }
 
 TEST(ThroughputClimber, AColdStartJumpsToTheMtsConcurrency) {
