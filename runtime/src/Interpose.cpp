@@ -380,6 +380,20 @@ int __wrap_MPI_File_seek(MPI_File fh, MPI_Offset offset, int whence) {
   return ppios_MPI_File_seek(fh, offset, whence);
 }
 
+int __wrap_MPI_Type_commit(MPI_Datatype *datatype) {
+  if (on_pt()) return MPI_ERR_OTHER;
+  if (ppios::pass_through()) return MPI_Type_commit(datatype);
+  RuntimeScope scope(__builtin_return_address(0));
+  return ppios_MPI_Type_commit(datatype);
+}
+
+int __wrap_MPI_Type_free(MPI_Datatype *datatype) {
+  if (on_pt()) return MPI_ERR_OTHER;
+  if (ppios::pass_through()) return MPI_Type_free(datatype);
+  RuntimeScope scope(__builtin_return_address(0));
+  return ppios_MPI_Type_free(datatype);
+}
+
 int __wrap_MPI_Finalize(void) {
   if (on_pt()) ppios_pt_exit();  // the PT reached the program's end: it is done
   if (ppios::pass_through()) return MPI_Finalize();

@@ -59,17 +59,6 @@ struct ViewMap {
   MPI_Offset file_offset(MPI_Offset view_offset) const { return disp + view_offset * etype_size; }
 };
 
-// Whether `t` is contiguous: its bytes lie one after another from 0, with no holes.
-int64_t contiguous_size(MPI_Datatype t) {
-  int size = 0;
-  MPI_Aint lb = 0, extent = 0, true_lb = 0, true_extent = 0;
-  if (MPI_Type_size(t, &size) != MPI_SUCCESS || MPI_Type_get_extent(t, &lb, &extent) != MPI_SUCCESS ||
-      MPI_Type_get_true_extent(t, &true_lb, &true_extent) != MPI_SUCCESS)
-    return -1;
-  bool plain = size > 0 && lb == 0 && true_lb == 0 && extent == size && true_extent == size;
-  return plain ? size : -1;
-}
-
 // The view of `fh` if it maps view bytes one to one onto the file's bytes from its
 // displacement on: native representation and contiguous etype and filetype (the default
 // view, or a displacement that skips a header). Other views (a filetype with holes)
@@ -79,8 +68,8 @@ bool contiguous_view(MPI_File fh, ViewMap *out) {
   MPI_Datatype etype, filetype;
   char rep[MPI_MAX_DATAREP_STRING];
   if (MPI_File_get_view(fh, &disp, &etype, &filetype, rep) != MPI_SUCCESS) return false;
-  int64_t etype_size = contiguous_size(etype);
-  int64_t filetype_size = contiguous_size(filetype);
+  int64_t etype_size = ppios::mpi_contiguous_size(etype);
+  int64_t filetype_size = ppios::mpi_contiguous_size(filetype);
   bool plain = disp >= 0 && etype_size > 0 && filetype_size > 0 &&
                filetype_size % etype_size == 0 && std::strcmp(rep, "native") == 0;
   for (MPI_Datatype *t : {&etype, &filetype}) {  // derived types come back as copies
@@ -278,6 +267,17 @@ int mpi_write(Transfer how, MPI_File fh, MPI_Offset at, const void *buf, int cou
 }  // namespace
 
 extern "C" {
+
+int ppios_MPI_Type_commit(MPI_Datatype *datatype) {
+  int rc = MPI_Type_commit(datatype);
+  if (rc == MPI_SUCCESS) ppios::mpi_type_committed(*datatype);
+  return rc;
+}
+
+int ppios_MPI_Type_free(MPI_Datatype *datatype) {
+  ppios::mpi_type_freed(*datatype);
+  return MPI_Type_free(datatype);
+}
 
 int ppios_MPI_File_open(MPI_Comm comm, const char *filename, int amode, MPI_Info info,
                         MPI_File *fh) {
@@ -580,9 +580,14 @@ int ppios_pt_MPI_Get_count(const MPI_Status *status, MPI_Datatype datatype, int 
   return MPI_SUCCESS;
 }
 
-// For the predefined, contiguous datatypes the PT knows, elements and items are the same.
+// Basic elements: each whole item of a contiguous type holds the same number of them.
 int ppios_pt_MPI_Get_elements(const MPI_Status *status, MPI_Datatype datatype, int *count) {
-  return ppios_pt_MPI_Get_count(status, datatype, count);
+  int items = MPI_UNDEFINED;
+  ppios_pt_MPI_Get_count(status, datatype, &items);
+  int64_t per_item = ppios::mpi_type_elements(datatype);
+  *count = items == MPI_UNDEFINED || per_item <= 0 ? MPI_UNDEFINED
+                                                   : static_cast<int>(items * per_item);
+  return MPI_SUCCESS;
 }
 
 // ------------------------------------------------------------------ lifecycle

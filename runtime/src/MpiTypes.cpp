@@ -2,6 +2,7 @@
 
 #include <atomic>
 #include <mutex>
+#include <unordered_map>
 #include <utility>
 #include <vector>
 
@@ -11,16 +12,41 @@ namespace {
 std::vector<std::pair<MPI_Datatype, int64_t>> g_sizes;  // written once, before g_ready
 std::atomic<bool> g_ready{false};
 
+struct DerivedType {
+  int64_t size;
+  int64_t elements;  // basic elements per item, -1 unknown
+};
+std::mutex g_derived_mu;
+std::unordered_map<MPI_Datatype, DerivedType> g_derived;
+
+bool mpi_usable() {
+  int initialized = 0, finalized = 0;
+  MPI_Initialized(&initialized);
+  MPI_Finalized(&finalized);
+  return initialized && !finalized;
+}
+
+const DerivedType *find_derived(MPI_Datatype datatype) {
+  auto it = g_derived.find(datatype);
+  return it == g_derived.end() ? nullptr : &it->second;
+}
+
 }  // namespace
+
+int64_t mpi_contiguous_size(MPI_Datatype t) {
+  int size = 0;
+  MPI_Aint lb = 0, extent = 0, true_lb = 0, true_extent = 0;
+  if (MPI_Type_size(t, &size) != MPI_SUCCESS || MPI_Type_get_extent(t, &lb, &extent) != MPI_SUCCESS ||
+      MPI_Type_get_true_extent(t, &true_lb, &true_extent) != MPI_SUCCESS)
+    return -1;
+  bool plain = size > 0 && lb == 0 && true_lb == 0 && extent == size && true_extent == size;
+  return plain ? size : -1;
+}
 
 void mpi_type_sizes_init() {
   static std::mutex init_mu;
   std::lock_guard<std::mutex> lock(init_mu);
-  if (g_ready.load(std::memory_order_acquire)) return;
-  int initialized = 0, finalized = 0;
-  MPI_Initialized(&initialized);
-  MPI_Finalized(&finalized);
-  if (!initialized || finalized) return;
+  if (g_ready.load(std::memory_order_acquire) || !mpi_usable()) return;
   const MPI_Datatype types[] = {
       MPI_BYTE,     MPI_CHAR,          MPI_SIGNED_CHAR,    MPI_UNSIGNED_CHAR, MPI_SHORT,
       MPI_UNSIGNED_SHORT, MPI_INT,     MPI_UNSIGNED,       MPI_LONG,          MPI_UNSIGNED_LONG,
@@ -29,20 +55,50 @@ void mpi_type_sizes_init() {
       MPI_UINT16_T, MPI_UINT32_T,      MPI_UINT64_T,       MPI_C_BOOL,        MPI_WCHAR,
       MPI_AINT,     MPI_OFFSET,        MPI_COUNT};
   for (MPI_Datatype t : types) {
-    int size = 0;
-    MPI_Aint lb = 0, extent = 0;
-    if (MPI_Type_size(t, &size) != MPI_SUCCESS || MPI_Type_get_extent(t, &lb, &extent) != MPI_SUCCESS)
-      continue;
-    if (size > 0 && lb == 0 && extent == size) g_sizes.emplace_back(t, size);
+    int64_t size = mpi_contiguous_size(t);
+    if (size > 0) g_sizes.emplace_back(t, size);
   }
   g_ready.store(true, std::memory_order_release);
 }
 
 int64_t mpi_type_size(MPI_Datatype datatype) {
-  if (!g_ready.load(std::memory_order_acquire)) return -1;
-  for (const auto &[t, size] : g_sizes)
-    if (t == datatype) return size;
-  return -1;
+  if (g_ready.load(std::memory_order_acquire))
+    for (const auto &[t, size] : g_sizes)
+      if (t == datatype) return size;
+  std::lock_guard<std::mutex> lock(g_derived_mu);
+  const DerivedType *d = find_derived(datatype);
+  return d ? d->size : -1;
+}
+
+int64_t mpi_type_elements(MPI_Datatype datatype) {
+  if (g_ready.load(std::memory_order_acquire))
+    for (const auto &[t, size] : g_sizes)
+      if (t == datatype) return 1;
+  std::lock_guard<std::mutex> lock(g_derived_mu);
+  const DerivedType *d = find_derived(datatype);
+  return d ? d->elements : -1;
+}
+
+void mpi_type_committed(MPI_Datatype datatype) {
+  if (!mpi_usable()) return;
+  DerivedType d{mpi_contiguous_size(datatype), -1};
+  if (d.size > 0) {
+    // The basic elements of one item: what MPI_Get_elements says of a status that
+    // recorded exactly one item's bytes.
+    MPI_Status status;
+    MPI_Count elements = MPI_UNDEFINED;
+    if (MPI_Status_set_elements_x(&status, MPI_BYTE, d.size) == MPI_SUCCESS &&
+        MPI_Get_elements_x(&status, datatype, &elements) == MPI_SUCCESS && elements > 0)
+      d.elements = elements;
+  }
+  std::lock_guard<std::mutex> lock(g_derived_mu);
+  if (d.size > 0) g_derived[datatype] = d;
+  else g_derived.erase(datatype);
+}
+
+void mpi_type_freed(MPI_Datatype datatype) {
+  std::lock_guard<std::mutex> lock(g_derived_mu);
+  g_derived.erase(datatype);
 }
 
 }  // namespace ppios

@@ -181,6 +181,43 @@ def stream_idiom(d, np, args):
     return out, {}
 
 
+def derived_types(d, np, args):
+    data, block = _read(d, "shapes.bin"), int(args[1])
+    rows = len(data) // block
+    row = lambda at, n: data[at:at + n]
+    out = ""
+    for r in range(np):
+        crc_a, rows_a = 0, 0
+        for i in range(r, rows, np):
+            crc_a = zlib.crc32(row(i * block, block), crc_a)
+            rows_a += 1
+        crc_b = 0
+        for i in range(8):  # the view starts after a 3-byte header; offsets count rows
+            crc_b = zlib.crc32(row(3 + (r + i * np) * block, block), crc_b)
+        tail = data[(rows - 8) * block + 3:]  # 8 rows and a tail of whole 64-byte records
+        per_read, crc_c, items, reads = block // 64, 0, 0, 0
+        for at in range(0, len(tail) + 1, block):
+            got = tail[at:at + block]
+            crc_c = zlib.crc32(got, crc_c)
+            items += len(got) // 64
+            reads += 1
+            if len(got) // 64 != per_read:
+                break
+        crc_d = 0
+        for i in range(4):  # every other int of the buffer; the rest keeps its fill
+            src, buf = row((r * 4 + i) * block, block // 2), bytearray(b"\x5a" * block)
+            for k in range(block // 8):
+                buf[8 * k:8 * k + 4] = src[4 * k:4 * k + 4]
+            crc_d = zlib.crc32(bytes(buf), crc_d)
+        crc_e = 0
+        for i in range(8):
+            crc_e = zlib.crc32(row((r * 8 + i) * (block // 2), block // 2), crc_e)
+        out += (f"rank {r}: rows {rows_a} crc {crc_a:08x}; view crc {crc_b:08x}; "
+                f"records {items} elements {items * 16} in {reads} reads crc {crc_c:08x}; "
+                f"strided crc {crc_d:08x}; half rows crc {crc_e:08x}\n")
+    return out, {}
+
+
 def read_until_short(d, np, args):
     data = _read(d, "shapes.bin")
     reads = len(data) // int(args[1]) + 1  # the last read is short (or empty)

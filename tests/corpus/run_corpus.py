@@ -74,6 +74,7 @@ PROGRAMS = {
     "c89_locals": dict(build="single", args=SHAPE_ARGS, rounds=SHAPE_ROUNDS),
     "created_file": dict(build="single", args=SHAPE_ARGS, rounds=SHAPE_ROUNDS),
     "read_until_short": dict(build="single", args=SHAPE_ARGS, rounds=SHAPE_ROUNDS),
+    "derived_types": dict(build="single", args=SHAPE_ARGS, rounds=SHAPE_ROUNDS),
     "global_handles": dict(build="single", args=SHAPE_ARGS, rounds=SHAPE_ROUNDS),
     "macro_calls": dict(build="single", args=SHAPE_ARGS, rounds=SHAPE_ROUNDS),
     "struct_plan": dict(build="single", args=SHAPE_ARGS, rounds=SHAPE_ROUNDS),

@@ -161,7 +161,11 @@ void ppios_rewind(FILE *stream);
  * Reads through a contiguous file view (a displacement, contiguous etype and filetype)
  * are served from the cache, collective ones too: the MT still takes part in the
  * collective call, with the items the cache did not serve (none if it served them all).
- * Other views pass straight through. */
+ * Other views pass straight through. Datatypes: predefined, or derived, contiguous and
+ * committed through ppios_MPI_Type_commit (the runtime measures them there for the PT,
+ * which never calls MPI); reads with any other type pass straight through. */
+int ppios_MPI_Type_commit(MPI_Datatype *datatype);
+int ppios_MPI_Type_free(MPI_Datatype *datatype);
 int ppios_MPI_File_open(MPI_Comm comm, const char *filename, int amode, MPI_Info info,
                         MPI_File *fh);
 int ppios_MPI_File_close(MPI_File *fh);
@@ -249,8 +253,8 @@ FILE *ppios_pt_take_stream(unsigned slot);
  * view, as for MPI: the default view (bytes), or a contiguous one set with
  * ppios_pt_MPI_File_set_view (a displacement that skips a header; predefined etype and
  * filetype) or inherited from the MT's handle at a reopen. A handle whose view has holes
- * is not prefetched (its prefetch calls return -1). Datatypes must be predefined and
- * contiguous.
+ * is not prefetched (its prefetch calls return -1). Datatypes must be contiguous:
+ * predefined, or derived and committed by the MT through ppios_MPI_Type_commit.
  * A PT handle has the type MPI_File, so that it fits where the program keeps its files
  * (struct fields, parameters), but it is a token of the runtime's: it must never reach an
  * MPI call. An invalid PT handle is the null token (a failed open). */
