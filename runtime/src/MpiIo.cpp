@@ -506,15 +506,28 @@ int predicted(MPI_Status *status, int64_t items, int64_t type_size) {
   }
   return items < 0 ? MPI_ERR_UNKNOWN : MPI_SUCCESS;
 }
+
+// Whether a PT prefetch of `datatype` items through `fd` can be mapped onto file bytes:
+// sets *type_size and *view. A datatype or a view that is not contiguous (or that the
+// runtime does not know) is counted in pt_unmapped, so that a read ppios-cc reported as
+// prefetched, yet never served, has a visible reason.
+bool mappable(int fd, MPI_Datatype datatype, int64_t *type_size, PtView *view) {
+  if (fd < 0) return false;
+  *type_size = ppios::mpi_type_size(datatype);
+  *view = pt_view(fd);
+  if (*type_size > 0 && view->usable) return true;
+  Runtime::get().stats().pt_unmapped++;
+  return false;
+}
 }  // namespace
 
 int ppios_prefetch_MPI_File_read_at(ppios_pt_mpi_file fh, MPI_Offset offset, int count,
                                     MPI_Datatype datatype, MPI_Status *status, ppios_seq_t seq,
                                     unsigned flags) {
-  int64_t type_size = ppios::mpi_type_size(datatype);
-  if (type_size <= 0 || count < 0 || pt_fd(fh) < 0) return predicted(status, -1, 0);
-  PtView view = pt_view(pt_fd(fh));
-  if (!view.usable || offset < 0) return predicted(status, -1, 0);
+  int64_t type_size = 0;
+  PtView view;
+  if (count < 0 || offset < 0 || !mappable(pt_fd(fh), datatype, &type_size, &view))
+    return predicted(status, -1, 0);
   ssize_t bytes = ppios_prefetch_pread(pt_fd(fh),
                                        static_cast<size_t>(count) * static_cast<size_t>(type_size),
                                        static_cast<off_t>(view.map.file_offset(offset)), seq, flags);
@@ -524,12 +537,14 @@ int ppios_prefetch_MPI_File_read_at(ppios_pt_mpi_file fh, MPI_Offset offset, int
 int ppios_prefetch_MPI_File_read(ppios_pt_mpi_file fh, int count, MPI_Datatype datatype,
                                  MPI_Status *status, ppios_seq_t seq, unsigned flags) {
   ppios::pt_checkpoint();
-  int64_t type_size = ppios::mpi_type_size(datatype);
   int fd = pt_fd(fh);
-  if (!ppios::PtResources::get().owns_fd(fd)) return predicted(status, -1, 0);
-  if (!pt_view(fd).usable) return predicted(status, -1, 0);
-  off_t offset = fd < 0 ? -1 : lseek(fd, 0, SEEK_CUR);  // a file byte: the view is applied
-  if (type_size <= 0 || count < 0 || offset < 0) return predicted(status, -1, 0);
+  int64_t type_size = 0;
+  PtView view;
+  if (!ppios::PtResources::get().owns_fd(fd) || count < 0 ||
+      !mappable(fd, datatype, &type_size, &view))
+    return predicted(status, -1, 0);
+  off_t offset = lseek(fd, 0, SEEK_CUR);  // a file byte: the view is applied
+  if (offset < 0) return predicted(status, -1, 0);
   ssize_t bytes = ppios_prefetch_pread(fd, static_cast<size_t>(count) * static_cast<size_t>(type_size),
                                        offset, seq, flags);
   if (bytes < 0) return predicted(status, -1, 0);
@@ -559,10 +574,10 @@ int ppios_prefetch_MPI_File_read_at_all_copy(ppios_pt_mpi_file fh, MPI_Offset of
 int ppios_prefetch_MPI_File_read_at_copy(ppios_pt_mpi_file fh, MPI_Offset offset, void *buf,
                                          int count, MPI_Datatype datatype, MPI_Status *status,
                                          ppios_seq_t seq, unsigned flags) {
-  int64_t type_size = ppios::mpi_type_size(datatype);
-  if (type_size <= 0 || count < 0 || offset < 0 || pt_fd(fh) < 0) return predicted(status, -1, 0);
-  PtView view = pt_view(pt_fd(fh));
-  if (!view.usable) return predicted(status, -1, 0);
+  int64_t type_size = 0;
+  PtView view;
+  if (count < 0 || offset < 0 || !mappable(pt_fd(fh), datatype, &type_size, &view))
+    return predicted(status, -1, 0);
   ssize_t bytes = ppios_prefetch_pread_copy(
       pt_fd(fh), buf, static_cast<size_t>(count) * static_cast<size_t>(type_size),
       static_cast<off_t>(view.map.file_offset(offset)), seq, flags);

@@ -53,6 +53,7 @@ struct CachedFile {
   C(mt_write_calls) C(mt_write_bytes) T(mt_write_wait) T(mt_token_wait)                \
   T(mt_slot_wait) T(pt_slot_wait)                                                      \
   C(pt_prefetch_calls) C(pt_read_bytes) C(pt_subreads) C(pt_yields) C(pt_skipped)      \
+  C(pt_unmapped)                                                                       \
   C(pt_late) T(pt_room_wait) C(pt_faults) T(pt_cpu) T(pt_speculation_wait)                                    \
   C(wt_started) C(wt_dropped)                                                          \
   C(pt_backoffs) C(pt_backoff_late) C(pt_backoff_unused) C(pt_backoff_cpu)             \

@@ -229,6 +229,11 @@ def check_stats(label, path, np, mode, a, failures):
         if a.max_pt_cpu_share is not None and pt_cpu > a.max_pt_cpu_share * other_cpu:
             failures.add(f"{label}: the PT used {pt_cpu:.3f} s of CPU, more than "
                          f"{a.max_pt_cpu_share:.0%} of the program's {other_cpu:.3f} s")
+        for spec in a.pt_stat:
+            name, per_rank = spec.split("=")
+            got = sum(s.get(name, 0) for s in stats)
+            if got != int(per_rank) * np:
+                failures.add(f"{label}: {name} is {got}, not {per_rank} per rank")
         calls = sum(s.get("pt_prefetch_calls", 0) for s in stats)
         mt_reads = sum(s.get("mt_read_calls", 0) for s in stats)
         if a.max_prefetches_per_read is not None and calls > a.max_prefetches_per_read * mt_reads:
@@ -274,6 +279,9 @@ def main():
     ap.add_argument("--env", action="append", default=[], help="K=V for the prefetching runs")
     ap.add_argument("--max-mismatch", type=int, default=None,
                     help="most prefetched entries the program may never read (pt_mismatch)")
+    ap.add_argument("--pt-stat", action="append", default=[], metavar="NAME=N",
+                    help="in every prefetching mode, the counter NAME summed over the ranks is N "
+                         "per rank (e.g. pt_unmapped=4: reads the PT cannot map)")
     ap.add_argument("--max-pt-cpu-share", type=float, default=None,
                     help="most CPU the PT may use, as a fraction of the other threads' CPU")
     ap.add_argument("--max-prefetches-per-read", type=float, default=None,
