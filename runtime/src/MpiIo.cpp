@@ -26,6 +26,7 @@
 #include "PtThread.h"
 #include "ThreadState.h"
 #include "MpiTypes.h"
+#include "PtBlocks.h"
 #include "Runtime.h"
 #include "ppios/ppios.h"
 
@@ -441,6 +442,7 @@ int ppios_pt_MPI_File_close(ppios_pt_mpi_file *fh) {
   if (fd >= 0 && ppios::PtResources::get().owns_fd(fd)) {
     set_pt_view(fd, nullptr);
     ppios::PtResources::get().disown_fd(fd);
+    ppios::pt_forget_fd_block(fd);  // the number may name another file next
     close(fd);
   }
   *fh = nullptr;

@@ -9,6 +9,7 @@
 
 #include "ErrnoGuard.h"
 #include "FileProbe.h"
+#include "PtBlocks.h"
 #include "PtThread.h"
 #include "ThreadState.h"
 #include "Runtime.h"
@@ -23,6 +24,9 @@ using ppios::Runtime;
 using ppios::RuntimeScope;
 
 namespace {
+
+// The block the PT fetched last per descriptor of its own (PtBlocks.h).
+thread_local ppios::HeldBlocks<int> t_pt_fd_blocks;
 
 
 ssize_t write_at(Runtime &rt, int fd, off_t offset, size_t length, bool whole_file,
@@ -43,6 +47,8 @@ ssize_t write_at(Runtime &rt, int fd, off_t offset, size_t length, bool whole_fi
 
 
 }  // namespace
+
+void ppios::pt_forget_fd_block(int fd) { t_pt_fd_blocks.forget(fd); }
 
 extern "C" {
 
@@ -167,6 +173,7 @@ int ppios_pt_close(int fd) {
     return -1;
   }
   PtResources::get().disown_fd(fd);
+  ppios::pt_forget_fd_block(fd);  // the number may name another file next
   return close(fd);
 }
 
@@ -198,14 +205,9 @@ int ppios_pt_reopen_fd(int mt_fd) {
 ssize_t ppios_prefetch_pread(int fd, size_t count, off_t offset, ppios_seq_t seq, unsigned flags) {
   ppios::pt_checkpoint();
   if (!ppios::pt_owns(fd)) return -1;
+  if (offset < 0) return -1;
   RuntimeScope scope;
-  struct stat st;
-  if (offset < 0 || fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) return -1;
-  size_t predicted =
-      offset >= st.st_size ? 0 : std::min<size_t>(count, static_cast<size_t>(st.st_size - offset));
-  if (predicted > 0 || (flags & PPIOS_PF_AFTER_WRITE))
-    Runtime::get().prefetch(fd, st, offset, predicted, count, seq, flags);
-  return static_cast<ssize_t>(predicted);
+  return ppios::prefetch_by_block(t_pt_fd_blocks, fd, fd, offset, count, seq, flags);
 }
 
 ssize_t ppios_prefetch_read(int fd, size_t count, ppios_seq_t seq, unsigned flags) {

@@ -66,8 +66,8 @@ ReserveResult PrefetchCache::reserve(const FileKey &key, const FileStamp &stamp,
       if (w.begin < end && offset < w.end) return ReserveResult::Busy;
     // The same transfer prefetched twice (a programs that reads the same bytes twice
     // needs them twice: its second read is another transfer).
-    for (auto &[off, e] : file.by_offset) {
-      if (off > offset) break;
+    for (auto it = file.first_holding(offset); it != file.by_offset.end() && it->first <= offset; ++it) {
+      const CacheEntry *e = it->second;
       if (e->seq == seq && e->end() >= end && (e->filling || e->stamp == stamp))
         return ReserveResult::Covered;
     }
@@ -86,7 +86,9 @@ ReserveResult PrefetchCache::reserve(const FileKey &key, const FileStamp &stamp,
   e->length = length;
   e->reserved = length;
   e->seq = seq;
-  files_[key].by_offset.emplace(offset, e);
+  FileEntries &file = files_[key];
+  file.by_offset.emplace(offset, e);
+  file.longest = std::max(file.longest, static_cast<off_t>(length));
   counters_.bytes_in_use += length;
   counters_.peak_bytes = std::max(counters_.peak_bytes, counters_.bytes_in_use);
   lock.unlock();
@@ -144,8 +146,8 @@ CacheEntry *PrefetchCache::best_entry(FileEntries &file, off_t pos) {
   const uint64_t next = mt_completed_ + 1;
   auto distance = [next](const CacheEntry *e) { return e->seq > next ? e->seq - next : next - e->seq; };
   CacheEntry *best = nullptr;
-  for (auto &[off, e] : file.by_offset) {
-    if (off > pos) break;
+  for (auto it = file.first_holding(pos); it != file.by_offset.end() && it->first <= pos; ++it) {
+    CacheEntry *e = it->second;
     if (pos >= e->end()) continue;
     if (best == nullptr ||
         std::make_tuple(e->filling, distance(e), -e->end()) <

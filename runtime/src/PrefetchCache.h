@@ -16,6 +16,7 @@
 // entries pinned so that nobody frees them meanwhile.
 #pragma once
 
+#include <algorithm>
 #include <condition_variable>
 #include <cstddef>
 #include <functional>
@@ -125,6 +126,13 @@ class PrefetchCache {
   };
   struct FileEntries {
     std::multimap<off_t, CacheEntry *> by_offset;
+    off_t longest = 0;  // no entry of the file was ever longer: lookups start pos - longest
+    // The first entry that may hold byte `pos` (one starting at or after pos - longest):
+    // the entries before it end before `pos`, so a lookup is not a walk of the whole file
+    // (a program reading small records leaves thousands of entries behind it).
+    std::multimap<off_t, CacheEntry *>::iterator first_holding(off_t pos) {
+      return by_offset.lower_bound(pos - std::min(pos, longest));
+    }
     std::vector<Range> writes_in_progress;
     int holds = 0;
   };

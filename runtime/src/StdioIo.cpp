@@ -19,6 +19,7 @@
 #include "ErrnoGuard.h"
 #include "FileProbe.h"
 #include "GlibcStream.h"
+#include "PtBlocks.h"
 #include "PtThread.h"
 #include "ThreadState.h"
 #include "Runtime.h"
@@ -76,27 +77,9 @@ bool mt_stream_cacheable(FILE *stream, int fd, size_t total, CachedFile *file, o
   return true;
 }
 
-// The PT fetches for a stdio read what the MT's stream itself would read from the file:
-// a read smaller than the stream's buffer fills the buffer from a block boundary (fseek
-// realigns to it), and reads that fall inside the block the stream holds fetch nothing
-// more. A program reading 512-byte records then costs the device as many requests
-// prefetched as it did unprefetched, not eight times as many. Only the PT touches this
-// table (and only for its own streams).
-struct StreamBlock {
-  off_t begin = 0;
-  off_t end = 0;
-};
-thread_local std::map<FILE *, StreamBlock> t_pt_stream_blocks;
-
-StreamBlock stream_block(off_t offset, size_t length, const struct stat &st) {
-  const off_t block = ppios::stream_buffer_bytes(st.st_blksize);
-  off_t end = offset + static_cast<off_t>(length);
-  if (static_cast<off_t>(length) >= block) return {offset, end};  // glibc reads it directly
-  off_t begin = offset - offset % block;
-  off_t block_end = std::min<off_t>(begin + block, st.st_size);
-  if (end > block_end) return {offset, end};  // straddles two blocks: just the bytes
-  return {begin, block_end};
-}
+// The PT's stdio reads are fetched by the block (PtBlocks.h): what the MT's stream itself
+// would read from the file. Only the PT touches this table (and only for its own streams).
+thread_local ppios::HeldBlocks<FILE *> t_pt_stream_blocks;
 
 bool truncating_mode(const char *mode) { return mode != nullptr && mode[0] == 'w'; }
 
@@ -254,7 +237,8 @@ int ppios_pt_fclose(FILE *stream) {
   PtResources &resources = PtResources::get();
   resources.disown_stream(stream);
   resources.disown_fd(fileno(stream));
-  t_pt_stream_blocks.erase(stream);  // the address may name another stream next
+  t_pt_stream_blocks.forget(stream);  // the address may name another stream next
+  ppios::pt_forget_fd_block(fileno(stream));
   return fclose(stream);
 }
 
@@ -305,30 +289,9 @@ size_t ppios_prefetch_fread(size_t size, size_t nmemb, FILE *stream, ppios_seq_t
   int fd = fileno(stream);
   if (offset < 0 || fd < 0) return 0;
   ssize_t predicted;
-  if (flags & PPIOS_PF_AFTER_WRITE) {
-    // A waiting thread fetches it later: exactly the bytes, no block of its own.
-    predicted = ppios_prefetch_pread(fd, size * nmemb, offset, seq, flags);
-  } else {
+  {
     RuntimeScope scope;
-    size_t count = size * nmemb;
-    StreamBlock &held = t_pt_stream_blocks[stream];
-    if (held.begin <= offset && count <= static_cast<size_t>(std::max<off_t>(held.end - offset, 0))) {
-      // Inside the block fetched last (which ends within the file): nothing to fetch, and
-      // no fstat either (on a network file system each one is a round trip).
-      predicted = static_cast<ssize_t>(count);
-    } else {
-      struct stat st;
-      if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) return 0;
-      predicted = offset >= st.st_size ? 0
-                                       : static_cast<ssize_t>(std::min<size_t>(
-                                             count, static_cast<size_t>(st.st_size - offset)));
-      if (predicted > 0) {
-        StreamBlock block = stream_block(offset, static_cast<size_t>(predicted), st);
-        size_t length = static_cast<size_t>(block.end - block.begin);
-        Runtime::get().prefetch(fd, st, block.begin, length, length, seq, flags);
-        held = block;
-      }
-    }
+    predicted = ppios::prefetch_by_block(t_pt_stream_blocks, stream, fd, offset, size * nmemb, seq, flags);
   }
   if (predicted <= 0) return 0;
   ppios::seek_stream(stream, offset + predicted, SEEK_SET);
