@@ -24,13 +24,15 @@ bool PrefetchPlanner::canExecuteInPt(const Unit &U) const {
   return !U.Bad && ancestorsGood(U);
 }
 
-// A local declared before the start without a value (C89: `int *idx;` at the top of
-// main) that no statement before the start sets or takes the address of: its value there
-// is indeterminate, so the PT owns it like a local of its region, never copied from the MT.
+// A local declared before the start without a value (C89: `int *idx;` or `char
+// name[256];` at the top of main) that no statement before the start sets or takes the
+// address of: its value there is indeterminate, so the PT owns it like a local of its
+// region, never copied from the MT (a copy would read uninitialized memory).
 bool PrefetchPlanner::unsetAtStart(const VarDecl *VD) const {
   const Unit *D = Units.declaringUnit(VD);
   if (!D || D->TopIndex >= Start || VD->hasInit() || !VD->hasLocalStorage() ||
-      isa<ParmVarDecl>(VD) || !VD->getType()->isScalarType())
+      isa<ParmVarDecl>(VD) ||
+      !(VD->getType()->isScalarType() || VD->getType()->isConstantArrayType()))
     return false;
   for (int I = D->TopIndex + 1; I < Start; ++I)
     if (mentions(Units.topLevel()[I]->S, VD))

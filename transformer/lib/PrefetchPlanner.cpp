@@ -318,6 +318,66 @@ void PrefetchPlanner::decideReads() {
     if (D.Copy && synchronizesAfterStart())
       D.Flags |= PfAfterSync;
   }
+  // A read from its handle's position is right only if the PT moved that position exactly
+  // as the program did. A read left alone moves it too, so this runs to a fixed point.
+  for (bool Changed = true; Changed;) {
+    Changed = false;
+    for (ReadDecision &D : Decisions) {
+      if (!D.Prefetched || !D.Site.Info->UsesPosition)
+        continue;
+      std::string Why = positionMovedBehind(D);
+      if (Why.empty())
+        continue;
+      D.Prefetched = false;
+      D.Reason = Why;
+      D.Guards.clear();
+      D.Copy = false;
+      D.Flags = 0;
+      Changed = true;
+    }
+  }
+}
+
+std::string PrefetchPlanner::positionMovedBehind(const ReadDecision &R) const {
+  const SourceManager &SM = Units.function()->getASTContext().getSourceManager();
+  auto At = [&](const CallExpr *Call) {
+    return "' at line " + std::to_string(SM.getPresumedLineNumber(Call->getBeginLoc()));
+  };
+  const VarDecl *H = R.Site.Handle;
+  if (!H)
+    return "";
+  for (const auto &Owned : Units.all()) {
+    const Unit &M = *Owned;
+    if (M.TopIndex < Start || !reaches(&M, R.Owner))
+      continue;
+    for (const IoCallSite &Other : M.IoCalls) {
+      if (Other.Call == R.Site.Call || Other.Handle != H || Other.HandleField != R.Site.HandleField)
+        continue;
+      // A seek (or a view) the PT leaves out: the same statement is reported above.
+      if (Other.Info->Kind == IoKind::Seek && !canExecuteInPt(M) && &M != R.Owner) {
+        std::string Why = M.Bad ? M.BadWhy : "runs under a condition the prefetch thread cannot evaluate";
+        return "its file position is moved by '" + std::string(Other.Info->Name) + At(Other.Call) +
+               ", which the prefetch thread does not run (it " + Why + ")";
+      }
+      if (Other.Info->Kind == IoKind::Read && Other.Info->UsesPosition) {
+        const ReadDecision *O = decisionFor(Other.Call);
+        if (O && !O->Prefetched)
+          return "its file position is moved by the read '" + std::string(Other.Info->Name) +
+                 At(Other.Call) + ", which is not prefetched";
+      }
+    }
+    // Reads ppios-cc does not pre-execute at all (fgets, fscanf, ...) move it as well.
+    for (const CallExpr *Call : M.Calls) {
+      const FunctionDecl *Callee = Call->getDirectCallee();
+      if (!Callee || !Callee->getIdentifier() || !IoCallTable::unhandledReadReason(Callee->getName()))
+        continue;
+      for (const Expr *Arg : Call->arguments())
+        if (mentions(Arg, H))
+          return "its file position is moved by '" + Callee->getNameAsString() + At(Call) +
+                 ", which the prefetch thread does not pre-execute";
+    }
+  }
+  return "";
 }
 
 bool isMpiSynchronization(const CallExpr *Call) {

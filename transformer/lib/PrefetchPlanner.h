@@ -185,6 +185,9 @@ private:
   bool unsetAtStart(const clang::VarDecl *VD) const;
   void markBad();
   void decideReads();
+  // Why a read from its handle's position cannot be pre-executed because a statement the
+  // PT does not follow moves that position before it (empty: nothing does).
+  std::string positionMovedBehind(const ReadDecision &R) const;
   void closeSlice(bool UseBad, int RegionStart);
   void collectCaptures();
   bool synchronizesAfterStart() const;

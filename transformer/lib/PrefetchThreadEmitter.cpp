@@ -204,6 +204,13 @@ std::string PrefetchThreadEmitter::pathArgument(const IoCallSite &Site) {
   const Expr *Path = Site.Call->getArg(Site.Info->PathArg);
   if (!capturedOnly(Path))
     return "";
+  // A local array is the PT's own memory (its copy, or its own when it had no value at
+  // the start): it opens the name it holds then, which its own statements may have built
+  // (`snprintf(name, ...)` in its loop), never a copy taken at the start.
+  if (const auto *DRE = dyn_cast<DeclRefExpr>(Path->IgnoreParenImpCasts()))
+    if (const auto *VD = dyn_cast<VarDecl>(DRE->getDecl()))
+      if (VD->hasLocalStorage() && VD->getType()->isConstantArrayType())
+        return "";
   std::string Field = "ppios_path" + std::to_string(Paths.size());
   Paths.push_back({Field, Text.text(Path->getSourceRange())});
   return "ppios_ctx->" + Field;
@@ -457,8 +464,12 @@ void PrefetchThreadEmitter::emitUnit(const Unit &U) {
         SourceRange R = VD->getTypeSourceInfo()->getTypeLoc().getSourceRange();
         Edits.replace(Text.offset(R.getBegin()), Text.tokenEnd(R.getEnd()), "ppios_pt_mpi_file");
       }
-      // A result the PT keeps only because the statement holds a read: say it is unused.
-      if (!usedElsewhere(VD, U) || Plan.hasPrefetchedRead(U))
+      // A result the PT keeps only because the statement holds a read, or a handle none of
+      // whose reads is prefetched (their calls vanish from the PT): say it is unused.
+      bool ReadThrough = llvm::any_of(Plan.decisions(), [&](const ReadDecision &D) {
+        return D.Prefetched && D.Site.Handle == VD;
+      });
+      if (!usedElsewhere(VD, U) || Plan.hasPrefetchedRead(U) || (Plan.isHandle(VD) && !ReadThrough))
         Unused += " (void)" + VD->getNameAsString() + ";";
     }
   if (!Unused.empty())

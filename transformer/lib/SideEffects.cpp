@@ -110,7 +110,7 @@ const VarDecl *addressedVariable(const Expr *Arg) {
 CalleeEffect SideEffectOracle::classify(const FunctionDecl *Callee) {
   CalleeEffect Result;
   if (!Callee) {
-    Result.Why = "a call through a function pointer";
+    Result.Why = "calls through a function pointer";
     Result.StoresKnown = false;
     return Result;
   }
@@ -119,14 +119,14 @@ CalleeEffect SideEffectOracle::classify(const FunctionDecl *Callee) {
   if (It != Cache.end())
     return It->second;
   // Recursion is treated as unsafe: the entry is in place while the body is analyzed.
-  Result.Why = "recursive call to '" + Callee->getNameAsString() + "'";
+  Result.Why = "calls '" + Callee->getNameAsString() + "' recursively";
   Result.StoresKnown = false;
   Cache[Callee] = Result;
 
   const FunctionDecl *Definition = nullptr;
   if (IoCallTable::lookup(Callee->getName().empty() ? "" : Callee->getName()) &&
       !(Callee->hasBody(Definition) && !Callee->isInlined())) {
-    Result.Why = "I/O call '" + Callee->getNameAsString() + "'";
+    Result.Why = "makes the I/O call '" + Callee->getNameAsString() + "'";
     const IoCallInfo &Info = *IoCallTable::lookup(Callee->getName());
     Result.StoresKnown = true;
     for (int Arg : {Info.BufferArg, Info.StatusArg, Info.OutArg,
@@ -146,7 +146,7 @@ CalleeEffect SideEffectOracle::classify(const FunctionDecl *Callee) {
     }
     Result.Why.clear();
   } else {
-    Result.Why = "call to '" + Callee->getNameAsString() + "', whose side effects are unknown";
+    Result.Why = "calls '" + Callee->getNameAsString() + "', whose side effects are unknown";
     Result.StoresKnown = false;
   }
   Cache[Callee] = Result;
@@ -180,7 +180,7 @@ public:
   bool VisitVarDecl(VarDecl *VD) {
     // A constant one (a table, a marker string) is as pure as a literal.
     if (VD->isStaticLocal() && !VD->getType().isConstant(VD->getASTContext()))
-      fail("'" + FD->getNameAsString() + "' has a static local variable");
+      fail(calls() + "has a static local variable");
     return true;
   }
   bool VisitDeclRefExpr(DeclRefExpr *DRE) {
@@ -197,7 +197,7 @@ public:
     if (Result.ReadsGlobalPointer.empty())
       Result.ReadsGlobalPointer = E.ReadsGlobalPointer;
     if (E.Effect == CalleeEffect::Unsafe) {
-      fail(E.Why);
+      fail(calls() + E.Why);
       // A callee that may store anywhere reaches the caller's memory only through the
       // pointers it gets: &local (MPI_Get_count(&st, MPI_BYTE, &n)) is harmless.
       if (!E.StoresKnown)
@@ -249,6 +249,9 @@ private:
             Result.GlobalsStored.end())
       Result.GlobalsStored.push_back(VD);
   }
+  // Reasons are verb phrases about the statement that calls FD ("calls 'f', which stores
+  // to global 'g'"), so that they read right after "a condition that" or "which".
+  std::string calls() const { return "calls '" + FD->getNameAsString() + "', which "; }
   void fail(const std::string &Why) {
     if (Result.Effect != CalleeEffect::Unsafe) {
       Result.Effect = CalleeEffect::Unsafe;
@@ -268,7 +271,7 @@ private:
           return;
         }
       }
-    fail("'" + FD->getNameAsString() + "' stores through a pointer of unknown origin");
+    fail(calls() + "stores through a pointer of unknown origin");
     Result.StoresKnown = false;
   }
   void noteStore(const Expr *LValue) {
@@ -276,12 +279,11 @@ private:
     if (T.Target == StoreTarget::Variable) {
       noteGlobalStored(T.Var);
       if (!T.Var->hasLocalStorage())
-        fail("'" + FD->getNameAsString() + "' stores to global '" + T.Var->getNameAsString() +
-             "'");
+        fail(calls() + "stores to global '" + T.Var->getNameAsString() + "'");
     } else if (T.Target == StoreTarget::ThroughPointer) {
       notePointerStore(T.Pointer);
     } else {
-      fail("'" + FD->getNameAsString() + "' stores to an unknown location");
+      fail(calls() + "stores to an unknown location");
       Result.StoresKnown = false;
     }
   }
@@ -289,7 +291,7 @@ private:
     if (const VarDecl *VD = addressedVariable(Arg)) {
       noteGlobalStored(VD);
       if (!VD->hasLocalStorage())
-        fail("'" + FD->getNameAsString() + "' stores to global '" + VD->getNameAsString() + "'");
+        fail(calls() + "stores to global '" + VD->getNameAsString() + "'");
       return;
     }
     notePointerStore(Arg);

@@ -151,7 +151,7 @@ public:
     if (VD->getInit() && isAllocation(VD->getInit()))
       U.Allocations.insert(VD);
     if (VD->isStaticLocal())
-      unsafe("static local variable '" + VD->getNameAsString() + "'");
+      unsafe("uses static local variable '" + VD->getNameAsString() + "'");
     return true;
   }
   bool VisitBinaryOperator(BinaryOperator *BO) {
