@@ -510,19 +510,20 @@ int predicted(MPI_Status *status, int64_t items, int64_t type_size) {
 
 int ppios_prefetch_MPI_File_read_at(ppios_pt_mpi_file fh, MPI_Offset offset, int count,
                                     MPI_Datatype datatype, MPI_Status *status, ppios_seq_t seq,
-                                    unsigned flags) {
+                                    unsigned flags, const char *site) {
   int64_t type_size = ppios::mpi_type_size(datatype);
   if (type_size <= 0 || count < 0 || pt_fd(fh) < 0) return predicted(status, -1, 0);
   PtView view = pt_view(pt_fd(fh));
   if (!view.usable || offset < 0) return predicted(status, -1, 0);
   ssize_t bytes = ppios_prefetch_pread(pt_fd(fh),
                                        static_cast<size_t>(count) * static_cast<size_t>(type_size),
-                                       static_cast<off_t>(view.map.file_offset(offset)), seq, flags);
+                                       static_cast<off_t>(view.map.file_offset(offset)), seq, flags, site);
   return predicted(status, bytes < 0 ? -1 : bytes / type_size, type_size);
 }
 
 int ppios_prefetch_MPI_File_read(ppios_pt_mpi_file fh, int count, MPI_Datatype datatype,
-                                 MPI_Status *status, ppios_seq_t seq, unsigned flags) {
+                                 MPI_Status *status, ppios_seq_t seq, unsigned flags,
+                                 const char *site) {
   ppios::pt_checkpoint();
   int64_t type_size = ppios::mpi_type_size(datatype);
   int fd = pt_fd(fh);
@@ -531,7 +532,7 @@ int ppios_prefetch_MPI_File_read(ppios_pt_mpi_file fh, int count, MPI_Datatype d
   off_t offset = fd < 0 ? -1 : lseek(fd, 0, SEEK_CUR);  // a file byte: the view is applied
   if (type_size <= 0 || count < 0 || offset < 0) return predicted(status, -1, 0);
   ssize_t bytes = ppios_prefetch_pread(fd, static_cast<size_t>(count) * static_cast<size_t>(type_size),
-                                       offset, seq, flags);
+                                       offset, seq, flags, site);
   if (bytes < 0) return predicted(status, -1, 0);
   lseek(fd, offset + bytes, SEEK_SET);
   return predicted(status, bytes / type_size, type_size);
@@ -540,32 +541,35 @@ int ppios_prefetch_MPI_File_read(ppios_pt_mpi_file fh, int count, MPI_Datatype d
 // The PT prefetches the bytes of this process's part of a collective read with reads
 // of its own (it never takes part in a collective call: only the MT does).
 int ppios_prefetch_MPI_File_read_all(ppios_pt_mpi_file fh, int count, MPI_Datatype datatype,
-                                     MPI_Status *status, ppios_seq_t seq, unsigned flags) {
-  return ppios_prefetch_MPI_File_read(fh, count, datatype, status, seq, flags);
+                                     MPI_Status *status, ppios_seq_t seq, unsigned flags,
+                                     const char *site) {
+  return ppios_prefetch_MPI_File_read(fh, count, datatype, status, seq, flags, site);
 }
 
 int ppios_prefetch_MPI_File_read_at_all(ppios_pt_mpi_file fh, MPI_Offset offset, int count,
                                         MPI_Datatype datatype, MPI_Status *status,
-                                        ppios_seq_t seq, unsigned flags) {
-  return ppios_prefetch_MPI_File_read_at(fh, offset, count, datatype, status, seq, flags);
+                                        ppios_seq_t seq, unsigned flags, const char *site) {
+  return ppios_prefetch_MPI_File_read_at(fh, offset, count, datatype, status, seq, flags, site);
 }
 
 int ppios_prefetch_MPI_File_read_at_all_copy(ppios_pt_mpi_file fh, MPI_Offset offset, void *buf,
                                              int count, MPI_Datatype datatype,
-                                             MPI_Status *status, ppios_seq_t seq, unsigned flags) {
-  return ppios_prefetch_MPI_File_read_at_copy(fh, offset, buf, count, datatype, status, seq, flags);
+                                             MPI_Status *status, ppios_seq_t seq, unsigned flags,
+                                             const char *site) {
+  return ppios_prefetch_MPI_File_read_at_copy(fh, offset, buf, count, datatype, status, seq, flags,
+                                              site);
 }
 
 int ppios_prefetch_MPI_File_read_at_copy(ppios_pt_mpi_file fh, MPI_Offset offset, void *buf,
                                          int count, MPI_Datatype datatype, MPI_Status *status,
-                                         ppios_seq_t seq, unsigned flags) {
+                                         ppios_seq_t seq, unsigned flags, const char *site) {
   int64_t type_size = ppios::mpi_type_size(datatype);
   if (type_size <= 0 || count < 0 || offset < 0 || pt_fd(fh) < 0) return predicted(status, -1, 0);
   PtView view = pt_view(pt_fd(fh));
   if (!view.usable) return predicted(status, -1, 0);
   ssize_t bytes = ppios_prefetch_pread_copy(
       pt_fd(fh), buf, static_cast<size_t>(count) * static_cast<size_t>(type_size),
-      static_cast<off_t>(view.map.file_offset(offset)), seq, flags);
+      static_cast<off_t>(view.map.file_offset(offset)), seq, flags, site);
   return predicted(status, bytes < 0 ? -1 : bytes / type_size, type_size);
 }
 

@@ -36,7 +36,7 @@ Trace::~Trace() {
 
 void Trace::event(const char *name, int tid, uint64_t begin_ns, uint64_t end_ns,
                   const FileKey *key, int64_t offset, int64_t bytes, int64_t seq,
-                  const char *aux_name, int64_t aux, const void *site) {
+                  const char *aux_name, int64_t aux, const void *site, const char *src) {
   if (!enabled_) return;
   std::unique_lock<std::mutex> lock(mu_);
   if (kept_ >= kMaxEvents) {
@@ -44,7 +44,7 @@ void Trace::event(const char *name, int tid, uint64_t begin_ns, uint64_t end_ns,
     return;
   }
   events_.push_back(Event{name, tid, begin_ns, end_ns, key ? *key : FileKey{}, key != nullptr,
-                          offset, bytes, seq, aux_name, aux, site});
+                          offset, bytes, seq, aux_name, aux, site, src});
   ++kept_;
   if (events_.size() >= kChunkEvents) spill(lock);
 }
@@ -137,8 +137,14 @@ void Trace::write_event(FILE *f, const Event &e, int rank, uint64_t origin_ns, b
   if (e.seq >= 0) { std::fprintf(f, "%s\"seq\":%lld", sep, static_cast<long long>(e.seq)); sep = ","; }
   if (e.aux_name != nullptr && e.aux >= 0)
     { std::fprintf(f, "%s\"%s\":%lld", sep, e.aux_name, static_cast<long long>(e.aux)); sep = ","; }
-  if (e.site != nullptr)
+  if (e.site != nullptr) {
     std::fprintf(f, "%s\"site\":%llu", sep, static_cast<unsigned long long>(reinterpret_cast<uintptr_t>(e.site)));
+    sep = ",";
+  }
+  if (e.src != nullptr) {
+    std::fprintf(f, "%s\"src\":", sep);
+    json_string(f, e.src);
+  }
   std::fputs("}}", f);
 }
 

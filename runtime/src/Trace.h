@@ -48,9 +48,11 @@ class Trace {
   // omitted; `aux_name` (a string literal) names one more number, written if aux >= 0.
   // `site`: the program's return address of the call (ThreadState::call_site), written
   // as "site" when not null; ppios-report resolves it with the executable's load base.
+  // `src`: for the PT and WTs, the source location of the read they prefetch
+  // (ThreadState::pt_site, a string literal of the program), written as "src".
   void event(const char *name, int tid, uint64_t begin_ns, uint64_t end_ns, const FileKey *key,
              int64_t offset, int64_t bytes, int64_t seq = -1, const char *aux_name = nullptr,
-             int64_t aux = -1, const void *site = nullptr);
+             int64_t aux = -1, const void *site = nullptr, const char *src = nullptr);
 
   // Writes `<prefix>.<rank>.json`. `other_data` is JSON members (`"k":v,...`) describing
   // the process, added to otherData with the clocks that let ppios-report align ranks:
@@ -72,6 +74,7 @@ class Trace {
     const char *aux_name;
     int64_t aux;
     const void *site;
+    const char *src;  // a string literal of the program's (ThreadState::pt_site)
   };
   static constexpr size_t kChunkEvents = 65536;      // in memory: about 5.5 MB
   static constexpr uint64_t kMaxEvents = 20000000;   // in all: about 1.7 GB on disk
