@@ -517,7 +517,8 @@ int ppios_prefetch_MPI_File_read_at(ppios_pt_mpi_file fh, MPI_Offset offset, int
   if (!view.usable || offset < 0) return predicted(status, -1, 0);
   ssize_t bytes = ppios_prefetch_pread(pt_fd(fh),
                                        static_cast<size_t>(count) * static_cast<size_t>(type_size),
-                                       static_cast<off_t>(view.map.file_offset(offset)), seq, flags, site);
+                                       static_cast<off_t>(view.map.file_offset(offset)), seq, flags,
+                                       site);
   return predicted(status, bytes < 0 ? -1 : bytes / type_size, type_size);
 }
 

@@ -505,8 +505,8 @@ size_t Runtime::fetch(int fd, const FileKey &key, const FileStamp &stamp, off_t 
   uint64_t wait_end = now_ns();
   stats_.pt_room_wait_ns += wait_end - wait_begin;
   if (wait_end - wait_begin > 100000)
-    trace_.event("room_wait", trace_tid, wait_begin, wait_end, &key, offset, static_cast<int64_t>(length),
-                 static_cast<int64_t>(seq), nullptr, -1, nullptr, src);
+    trace_.event("room_wait", trace_tid, wait_begin, wait_end, &key, offset,
+                 static_cast<int64_t>(length), static_cast<int64_t>(seq), nullptr, -1, nullptr, src);
   if (reserved != ReserveResult::Reserved) {
     if (reserved != ReserveResult::Stopped) stats_.pt_skipped++;
     return 0;
@@ -557,8 +557,8 @@ size_t Runtime::fetch(int fd, const FileKey &key, const FileStamp &stamp, off_t 
     coordinator_->release(slot);
     if (trace_.enabled())
       trace_.event("slot", trace_tid, slot_asked, now_ns(), &key, -1, static_cast<int64_t>(bytes),
-                   static_cast<int64_t>(seq), "slot_wait_ns", static_cast<int64_t>(slot_granted - slot_asked),
-                   nullptr, src);
+                   static_cast<int64_t>(seq), "slot_wait_ns",
+                   static_cast<int64_t>(slot_granted - slot_asked), nullptr, src);
   };
   uint64_t fetched = 0;
   for (;;) {
