@@ -72,6 +72,8 @@ def golden(report, fixture, golden_path):
             page = f.read()
         if "read at sum_ppios sum.c:" not in text:
             failures.append("the summary does not name SUM's read line (call sites and -g)")
+        if "MiB read by the PT" not in text:
+            failures.append("the summary does not name the PT's lines by ppios-cc's call-site id (src)")
         if "ppios-cc: read prefetched by the prefetch thread" not in text:
             failures.append("the summary does not join ppios-cc's remark to its read line")
         for heading in ("Findings", "Timelines", "Device concurrency", "Throughput",
