@@ -525,19 +525,21 @@ bool mappable(int fd, MPI_Datatype datatype, int64_t *type_size, PtView *view) {
 
 int ppios_prefetch_MPI_File_read_at(ppios_pt_mpi_file fh, MPI_Offset offset, int count,
                                     MPI_Datatype datatype, MPI_Status *status, ppios_seq_t seq,
-                                    unsigned flags) {
+                                    unsigned flags, const char *site) {
   int64_t type_size = 0;
   PtView view;
   if (count < 0 || offset < 0 || !mappable(pt_fd(fh), datatype, &type_size, &view))
     return predicted(status, -1, 0);
   ssize_t bytes = ppios_prefetch_pread(pt_fd(fh),
                                        static_cast<size_t>(count) * static_cast<size_t>(type_size),
-                                       static_cast<off_t>(view.map.file_offset(offset)), seq, flags);
+                                       static_cast<off_t>(view.map.file_offset(offset)), seq, flags,
+                                       site);
   return predicted(status, bytes < 0 ? -1 : bytes / type_size, type_size);
 }
 
 int ppios_prefetch_MPI_File_read(ppios_pt_mpi_file fh, int count, MPI_Datatype datatype,
-                                 MPI_Status *status, ppios_seq_t seq, unsigned flags) {
+                                 MPI_Status *status, ppios_seq_t seq, unsigned flags,
+                                 const char *site) {
   ppios::pt_checkpoint();
   int fd = pt_fd(fh);
   int64_t type_size = 0;
@@ -548,7 +550,7 @@ int ppios_prefetch_MPI_File_read(ppios_pt_mpi_file fh, int count, MPI_Datatype d
   off_t offset = lseek(fd, 0, SEEK_CUR);  // a file byte: the view is applied
   if (offset < 0) return predicted(status, -1, 0);
   ssize_t bytes = ppios_prefetch_pread(fd, static_cast<size_t>(count) * static_cast<size_t>(type_size),
-                                       offset, seq, flags);
+                                       offset, seq, flags, site);
   if (bytes < 0) return predicted(status, -1, 0);
   lseek(fd, offset + bytes, SEEK_SET);
   return predicted(status, bytes / type_size, type_size);
@@ -557,32 +559,35 @@ int ppios_prefetch_MPI_File_read(ppios_pt_mpi_file fh, int count, MPI_Datatype d
 // The PT prefetches the bytes of this process's part of a collective read with reads
 // of its own (it never takes part in a collective call: only the MT does).
 int ppios_prefetch_MPI_File_read_all(ppios_pt_mpi_file fh, int count, MPI_Datatype datatype,
-                                     MPI_Status *status, ppios_seq_t seq, unsigned flags) {
-  return ppios_prefetch_MPI_File_read(fh, count, datatype, status, seq, flags);
+                                     MPI_Status *status, ppios_seq_t seq, unsigned flags,
+                                     const char *site) {
+  return ppios_prefetch_MPI_File_read(fh, count, datatype, status, seq, flags, site);
 }
 
 int ppios_prefetch_MPI_File_read_at_all(ppios_pt_mpi_file fh, MPI_Offset offset, int count,
                                         MPI_Datatype datatype, MPI_Status *status,
-                                        ppios_seq_t seq, unsigned flags) {
-  return ppios_prefetch_MPI_File_read_at(fh, offset, count, datatype, status, seq, flags);
+                                        ppios_seq_t seq, unsigned flags, const char *site) {
+  return ppios_prefetch_MPI_File_read_at(fh, offset, count, datatype, status, seq, flags, site);
 }
 
 int ppios_prefetch_MPI_File_read_at_all_copy(ppios_pt_mpi_file fh, MPI_Offset offset, void *buf,
                                              int count, MPI_Datatype datatype,
-                                             MPI_Status *status, ppios_seq_t seq, unsigned flags) {
-  return ppios_prefetch_MPI_File_read_at_copy(fh, offset, buf, count, datatype, status, seq, flags);
+                                             MPI_Status *status, ppios_seq_t seq, unsigned flags,
+                                             const char *site) {
+  return ppios_prefetch_MPI_File_read_at_copy(fh, offset, buf, count, datatype, status, seq, flags,
+                                              site);
 }
 
 int ppios_prefetch_MPI_File_read_at_copy(ppios_pt_mpi_file fh, MPI_Offset offset, void *buf,
                                          int count, MPI_Datatype datatype, MPI_Status *status,
-                                         ppios_seq_t seq, unsigned flags) {
+                                         ppios_seq_t seq, unsigned flags, const char *site) {
   int64_t type_size = 0;
   PtView view;
   if (count < 0 || offset < 0 || !mappable(pt_fd(fh), datatype, &type_size, &view))
     return predicted(status, -1, 0);
   ssize_t bytes = ppios_prefetch_pread_copy(
       pt_fd(fh), buf, static_cast<size_t>(count) * static_cast<size_t>(type_size),
-      static_cast<off_t>(view.map.file_offset(offset)), seq, flags);
+      static_cast<off_t>(view.map.file_offset(offset)), seq, flags, site);
   return predicted(status, bytes < 0 ? -1 : bytes / type_size, type_size);
 }
 

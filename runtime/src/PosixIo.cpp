@@ -202,26 +202,29 @@ int ppios_pt_reopen_fd(int mt_fd) {
   return fd;
 }
 
-ssize_t ppios_prefetch_pread(int fd, size_t count, off_t offset, ppios_seq_t seq, unsigned flags) {
+ssize_t ppios_prefetch_pread(int fd, size_t count, off_t offset, ppios_seq_t seq, unsigned flags,
+                             const char *site) {
   ppios::pt_checkpoint();
   if (!ppios::pt_owns(fd)) return -1;
   if (offset < 0) return -1;
   RuntimeScope scope;
+  ppios::t_thread.pt_site = site;
   return ppios::prefetch_by_block(t_pt_fd_blocks, fd, fd, offset, count, seq, flags);
 }
 
-ssize_t ppios_prefetch_read(int fd, size_t count, ppios_seq_t seq, unsigned flags) {
+ssize_t ppios_prefetch_read(int fd, size_t count, ppios_seq_t seq, unsigned flags,
+                            const char *site) {
   ppios::pt_checkpoint();
   if (!ppios::pt_owns(fd)) return -1;
   off_t offset = lseek(fd, 0, SEEK_CUR);
   if (offset < 0) return -1;
-  ssize_t predicted = ppios_prefetch_pread(fd, count, offset, seq, flags);
+  ssize_t predicted = ppios_prefetch_pread(fd, count, offset, seq, flags, site);
   if (predicted > 0) lseek(fd, offset + predicted, SEEK_SET);
   return predicted;
 }
 
 ssize_t ppios_prefetch_pread_copy(int fd, void *buf, size_t count, off_t offset,
-                                  ppios_seq_t seq, unsigned flags) {
+                                  ppios_seq_t seq, unsigned flags, const char *site) {
   ppios::pt_checkpoint();
   if (!ppios::pt_owns(fd)) return -1;
   if (offset < 0) {
@@ -239,6 +242,7 @@ ssize_t ppios_prefetch_pread_copy(int fd, void *buf, size_t count, off_t offset,
   ssize_t n;
   {
     RuntimeScope scope;
+    ppios::t_thread.pt_site = site;
     n = Runtime::get().prefetch_copy(fd, offset, count, seq, flags, static_cast<char *>(buf), &stopped);
   }
   if (stopped) ppios::pt_checkpoint();
@@ -246,12 +250,12 @@ ssize_t ppios_prefetch_pread_copy(int fd, void *buf, size_t count, off_t offset,
 }
 
 ssize_t ppios_prefetch_read_copy(int fd, void *buf, size_t count, ppios_seq_t seq,
-                                 unsigned flags) {
+                                 unsigned flags, const char *site) {
   ppios::pt_checkpoint();
   if (!ppios::pt_owns(fd)) return -1;
   off_t offset = lseek(fd, 0, SEEK_CUR);
   if (offset < 0) return read(fd, buf, count);  // no offset (a pipe?): what read does
-  ssize_t n = ppios_prefetch_pread_copy(fd, buf, count, offset, seq, flags);
+  ssize_t n = ppios_prefetch_pread_copy(fd, buf, count, offset, seq, flags, site);
   if (n > 0) lseek(fd, offset + n, SEEK_SET);
   return n;
 }

@@ -117,6 +117,7 @@ void MtStorageAccess::acquire() {
   slot_ = rt_.coordinator_->acquire(IoClass::MT, 0);
   slot_granted_ns_ = now_ns();
   rt_.stats_.mt_slot_wait_ns += slot_granted_ns_ - slot_asked_ns_;
+  storage_begin_ns_ = rt_.trace_.enabled() ? now_ns() : 0;
 }
 
 void MtStorageAccess::claim_in_flight() {
@@ -135,6 +136,11 @@ void MtStorageAccess::release() {
   if (slot_held_) {
     slot_held_ = false;
     const uint64_t bytes = slot_.bytes;
+    // Storage: from the grant to the end of the program's call (the caller releases
+    // right after it), told apart from the slot's own release, which may be a round trip.
+    if (rt_.trace_.enabled())
+      rt_.trace_.event("storage", kTraceMT, storage_begin_ns_, now_ns(), nullptr, -1,
+                       static_cast<int64_t>(bytes));
     rt_.coordinator_->release(slot_);
     if (rt_.trace_.enabled())
       rt_.trace_.event("slot", kTraceMT, slot_asked_ns_, now_ns(), nullptr, -1,
@@ -351,7 +357,7 @@ void Runtime::prefetch(int fd, const struct stat &st, off_t offset, size_t lengt
       stats_.wt_dropped++;
       return;
     }
-    WaitingJob job{copy, offset, requested, seq};
+    WaitingJob job{copy, offset, requested, seq, t_thread.pt_site};
     auto pos = std::find_if(wt_jobs_.begin(), wt_jobs_.end(),
                             [&](const WaitingJob &j) { return j.seq > seq; });
     wt_jobs_.insert(pos, job);
@@ -410,6 +416,12 @@ void Runtime::hold_speculation(uint64_t seq) {
   uint64_t started = now_ns();
   wait_for_mt_start(seq - kSpeculationWindow / 2);
   stats_.pt_speculation_wait_ns += now_ns() - started;
+}
+
+// PPIOS_STATS "pt_sites": one prefetch of the calling PT's or WT's current source line.
+void Runtime::count_site(uint64_t bytes, bool late) {
+  if (t_thread.pt_site != nullptr && !config_.stats_path.empty())
+    sites_.add_prefetch(t_thread.pt_site, bytes, late);
 }
 
 void Runtime::count_backoff(BackoffReason why) {
@@ -474,6 +486,7 @@ void Runtime::check_pt_cpu() {
 size_t Runtime::fetch(int fd, const FileKey &key, const FileStamp &stamp, off_t offset,
                       size_t length, uint64_t seq, int trace_tid, char *copy_to) {
   if (t_thread.role == ThreadRole::PT) check_pt_cpu();
+  const char *src = t_thread.pt_site;  // the trace's "src" of this prefetch's events
   // The file is backed off: prefetching it has not paid off lately.
   if (backoff_.skip(key, seq, mt_started_.load(std::memory_order_acquire))) {
     stats_.pt_backoff_skips++;
@@ -482,6 +495,7 @@ size_t Runtime::fetch(int fd, const FileKey &key, const FileStamp &stamp, off_t 
   // Too late: the MT has started this transfer itself (it reads what it does not find).
   if (mt_has_started(seq)) {
     stats_.pt_late++;
+    count_site(0, true);
     count_backoff(backoff_.record_prefetch(key, true));
     return 0;
   }
@@ -491,7 +505,8 @@ size_t Runtime::fetch(int fd, const FileKey &key, const FileStamp &stamp, off_t 
   uint64_t wait_end = now_ns();
   stats_.pt_room_wait_ns += wait_end - wait_begin;
   if (wait_end - wait_begin > 100000)
-    trace_.event("room_wait", trace_tid, wait_begin, wait_end, &key, offset, static_cast<int64_t>(length));
+    trace_.event("room_wait", trace_tid, wait_begin, wait_end, &key, offset,
+                 static_cast<int64_t>(length), static_cast<int64_t>(seq), nullptr, -1, nullptr, src);
   if (reserved != ReserveResult::Reserved) {
     if (reserved != ReserveResult::Stopped) stats_.pt_skipped++;
     return 0;
@@ -504,22 +519,29 @@ size_t Runtime::fetch(int fd, const FileKey &key, const FileStamp &stamp, off_t 
     uint64_t begin = now_ns();
     size_t remaining = 0;
     char *dest;
+    uint64_t fetched = 0;
     while ((dest = cache_.fill_pointer(entry, &remaining)) != nullptr && remaining > 0) {
       off_t at = offset + static_cast<off_t>(length - remaining);
+      const uint64_t io_begin = trace_.enabled() ? now_ns() : 0;
       ssize_t n = pread(fd, dest, remaining, at);
+      if (trace_.enabled())
+        trace_.event("storage", trace_tid, io_begin, now_ns(), &key, at, n, static_cast<int64_t>(seq),
+                     nullptr, -1, nullptr, src);
       if (n < 0 && errno == EINTR) continue;
       if (n <= 0) {
         ok = n == 0;
         break;
       }
+      fetched += static_cast<uint64_t>(n);
       stats_.pt_read_bytes += static_cast<uint64_t>(n);
       if (!cache_.filled(entry, static_cast<size_t>(n))) break;
     }
     trace_.event("prefetch", trace_tid, begin, now_ns(), &key, offset, static_cast<int64_t>(length),
-                 static_cast<int64_t>(seq));
+                 static_cast<int64_t>(seq), nullptr, -1, nullptr, src);
     if (copy_to) copied = cache_.copy_fetched(entry, copy_to);
     cache_.finish(entry, ok);
     count_backoff(backoff_.record_prefetch(key, false));
+    count_site(fetched, false);
     return copied;
   }
 
@@ -535,9 +557,10 @@ size_t Runtime::fetch(int fd, const FileKey &key, const FileStamp &stamp, off_t 
     coordinator_->release(slot);
     if (trace_.enabled())
       trace_.event("slot", trace_tid, slot_asked, now_ns(), &key, -1, static_cast<int64_t>(bytes),
-                   static_cast<int64_t>(seq), "slot_wait_ns", static_cast<int64_t>(slot_granted - slot_asked));
+                   static_cast<int64_t>(seq), "slot_wait_ns",
+                   static_cast<int64_t>(slot_granted - slot_asked), nullptr, src);
   };
-  bool fetched_any = false;
+  uint64_t fetched = 0;
   for (;;) {
     IoScheduler::Turn turn(scheduler_, seq);
     if (!slot.valid()) {
@@ -564,14 +587,18 @@ size_t Runtime::fetch(int fd, const FileKey &key, const FileStamp &stamp, off_t 
     size_t chunk = std::min(remaining, config_.subread_bytes);
     off_t at = offset + static_cast<off_t>(length - remaining);
     ssize_t n;
+    const uint64_t io_begin = trace_.enabled() ? now_ns() : 0;
     do n = pread(fd, dest, chunk, at);
     while (n < 0 && errno == EINTR);
+    if (trace_.enabled())
+      trace_.event("storage", trace_tid, io_begin, now_ns(), &key, at, n, static_cast<int64_t>(seq),
+                   nullptr, -1, nullptr, src);
     bool wanted = n > 0 && cache_.filled(entry, static_cast<size_t>(n));
     if (n > 0) {
       stats_.pt_read_bytes += static_cast<uint64_t>(n);
       stats_.pt_subreads++;
       slot.bytes += static_cast<uint64_t>(n);
-      fetched_any = true;
+      fetched += static_cast<uint64_t>(n);
     }
     ok = n >= 0;
     bool more = wanted && static_cast<size_t>(n) == chunk && remaining > chunk;
@@ -583,14 +610,16 @@ size_t Runtime::fetch(int fd, const FileKey &key, const FileStamp &stamp, off_t 
     }
     scheduler_.release(&token);
     trace_.event("subread", trace_tid, token.granted_ns, token.released_ns, &key, at,
-                 n, static_cast<int64_t>(seq));
+                 n, static_cast<int64_t>(seq), nullptr, -1, nullptr, src);
     if (!more) break;
   }
   release_slot();
   if (copy_to) copied = cache_.copy_fetched(entry, copy_to);
   cache_.finish(entry, ok);
   // Late: the MT started the transfer before a single byte of it was fetched.
-  count_backoff(backoff_.record_prefetch(key, !fetched_any && mt_has_started(seq)));
+  const bool late = fetched == 0 && mt_has_started(seq);
+  count_backoff(backoff_.record_prefetch(key, late));
+  count_site(fetched, late);
   return copied;
 }
 
@@ -618,10 +647,12 @@ void Runtime::waiting_thread_main(int index) {
 }
 
 void Runtime::run_waiting_job(const WaitingJob &job, int trace_tid) {
+  t_thread.pt_site = job.site;
   uint64_t begin = now_ns();
   wait_for_mt(job.seq);
   trace_.event("wt_wait", trace_tid, begin, now_ns(), nullptr, job.offset,
-               static_cast<int64_t>(job.requested), static_cast<int64_t>(job.seq));
+               static_cast<int64_t>(job.requested), static_cast<int64_t>(job.seq), nullptr, -1,
+               nullptr, job.site);
   if (stopping()) return;
   stats_.wt_started++;
   struct stat st;
@@ -751,17 +782,30 @@ void Runtime::write_outputs() {
     std::string exe;
     uintptr_t exe_base = 0;
     describe_executable(&exe, &exe_base);
-    std::string escaped;
-    for (char c : exe) {
-      if (c == '"' || c == '\\') escaped += '\\';
-      if (static_cast<unsigned char>(c) >= 0x20) escaped += c;
-    }
-    json += ",\"exe\":\"" + escaped + "\",\"exe_base\":" + std::to_string(exe_base) + ",\"sites\":[";
+    // A JSON string's text: quotes and backslashes escaped, control characters dropped.
+    auto json_escaped = [](const std::string &text) {
+      std::string out;
+      for (char c : text) {
+        if (c == '"' || c == '\\') out += '\\';
+        if (static_cast<unsigned char>(c) >= 0x20) out += c;
+      }
+      return out;
+    };
+    json += ",\"exe\":\"" + json_escaped(exe) + "\",\"exe_base\":" + std::to_string(exe_base) + ",\"sites\":[";
     const char *sep = "";
     for (const auto &[site, c] : sites_.snapshot()) {
       json += std::string(sep) + "{\"site\":" + std::to_string(site) + ",\"calls\":" + std::to_string(c.calls) +
           ",\"bytes\":" + std::to_string(c.bytes) + ",\"hit_bytes\":" + std::to_string(c.hit_bytes) +
           ",\"read_wait_s\":" + format_double(c.wait_ns * s) + "}";
+      sep = ",";
+    }
+    // The PT's prefetches per source line (ppios-cc's "file:line:col").
+    json += "],\"pt_sites\":[";
+    sep = "";
+    for (const auto &[src, c] : sites_.prefetch_snapshot()) {
+      json += std::string(sep) + "{\"src\":\"" + json_escaped(src ? src : "") +
+          "\",\"prefetches\":" + std::to_string(c.prefetches) + ",\"bytes\":" +
+          std::to_string(c.bytes) + ",\"late\":" + std::to_string(c.late) + "}";
       sep = ",";
     }
     json += "]}\n";

@@ -99,6 +99,7 @@ class MtStorageAccess {
   bool exempt_ = false;
   SlotTicket slot_;
   uint64_t slot_asked_ns_ = 0, slot_granted_ns_ = 0;  // for the trace's `slot` event
+  uint64_t storage_begin_ns_ = 0;  // the trace's `storage` event: from here to release()
   TokenTimes token_;
 };
 
@@ -188,6 +189,7 @@ class Runtime {
     off_t offset;
     size_t requested;
     uint64_t seq;
+    const char *site;  // ThreadState::pt_site of the PT's call
   };
 
   explicit Runtime(const Config &config);
@@ -204,6 +206,7 @@ class Runtime {
   void pt_ended(PtStop why);
   // Back-off: counts a decision.
   void count_backoff(BackoffReason why);
+  void count_site(uint64_t bytes, bool late);
   void mt_done(uint64_t seq);
   void notify_progress();
   void waiting_thread_main(int index);

@@ -281,7 +281,7 @@ FILE *ppios_pt_take_stream(unsigned slot) {
 }
 
 size_t ppios_prefetch_fread(size_t size, size_t nmemb, FILE *stream, ppios_seq_t seq,
-                            unsigned flags) {
+                            unsigned flags, const char *site) {
   ppios::pt_checkpoint();
   if (stream == nullptr || !ppios::pt_owns(stream)) return 0;
   if (size == 0 || nmemb == 0 || nmemb > SIZE_MAX / size) return 0;
@@ -291,6 +291,7 @@ size_t ppios_prefetch_fread(size_t size, size_t nmemb, FILE *stream, ppios_seq_t
   ssize_t predicted;
   {
     RuntimeScope scope;
+    ppios::t_thread.pt_site = site;
     predicted = ppios::prefetch_by_block(t_pt_stream_blocks, stream, fd, offset, size * nmemb, seq, flags);
   }
   if (predicted <= 0) return 0;
@@ -299,14 +300,14 @@ size_t ppios_prefetch_fread(size_t size, size_t nmemb, FILE *stream, ppios_seq_t
 }
 
 size_t ppios_prefetch_fread_copy(void *buf, size_t size, size_t nmemb, FILE *stream,
-                                 ppios_seq_t seq, unsigned flags) {
+                                 ppios_seq_t seq, unsigned flags, const char *site) {
   ppios::pt_checkpoint();
   if (stream == nullptr || !ppios::pt_owns(stream)) return 0;
   off_t offset = ftello(stream);
   int fd = fileno(stream);
   if (size == 0 || nmemb == 0 || nmemb > SIZE_MAX / size || offset < 0 || fd < 0)
     return fread(buf, size, nmemb, stream);  // whatever fread itself does
-  ssize_t n = ppios_prefetch_pread_copy(fd, buf, size * nmemb, offset, seq, flags);
+  ssize_t n = ppios_prefetch_pread_copy(fd, buf, size * nmemb, offset, seq, flags, site);
   if (n < 0) return 0;
   ppios::seek_stream(stream, offset + n, SEEK_SET);
   return static_cast<size_t>(n) / size;

@@ -27,6 +27,10 @@ struct ThreadState {
   // The program's return address of the interposed call being run (null outside one): the
   // trace records it so that ppios-report can name the call's source line.
   const void *call_site = nullptr;
+  // The PT's or a WT's: where the read being prefetched is in the program's source
+  // ("file:line:col", a string literal ppios-cc emitted; see ppios.h), or null. Set by
+  // each ppios_prefetch_* call (and by a WT for its job) and kept until the next one.
+  const char *pt_site = nullptr;
 };
 
 extern thread_local ThreadState t_thread __attribute__((tls_model("initial-exec")));

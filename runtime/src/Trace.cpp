@@ -2,6 +2,8 @@
 
 #include <fcntl.h>
 #include <link.h>
+#include <pthread.h>
+#include <signal.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -31,12 +33,16 @@ void Trace::name_file(const FileKey &key, int fd) {
 }
 
 Trace::~Trace() {
+  {
+    std::unique_lock<std::mutex> lock(mu_);
+    stop_writer(lock);
+  }
   if (spill_fd_ >= 0) close(spill_fd_);
 }
 
 void Trace::event(const char *name, int tid, uint64_t begin_ns, uint64_t end_ns,
                   const FileKey *key, int64_t offset, int64_t bytes, int64_t seq,
-                  const char *aux_name, int64_t aux, const void *site) {
+                  const char *aux_name, int64_t aux, const void *site, const char *src) {
   if (!enabled_) return;
   std::unique_lock<std::mutex> lock(mu_);
   if (kept_ >= kMaxEvents) {
@@ -44,51 +50,114 @@ void Trace::event(const char *name, int tid, uint64_t begin_ns, uint64_t end_ns,
     return;
   }
   events_.push_back(Event{name, tid, begin_ns, end_ns, key ? *key : FileKey{}, key != nullptr,
-                          offset, bytes, seq, aux_name, aux, site});
+                          offset, bytes, seq, aux_name, aux, site, src});
   ++kept_;
-  if (events_.size() >= kChunkEvents) spill(lock);
+  if (events_.size() >= kChunkEvents) queue_full_chunk(lock);
 }
 
-// Writes the full chunk to the spill file as raw Event records (the names they point to
-// are string literals of this process: read back only by this process). The thread that
-// filled the chunk pays for the write, once per kChunkEvents events, outside mu_.
-void Trace::spill(std::unique_lock<std::mutex> &lock) {
-  std::vector<Event> chunk;
-  chunk.swap(events_);
+void Trace::queue_full_chunk(std::unique_lock<std::mutex> &lock) {
+  if (writer_pid_ != 0 && writer_pid_ != getpid()) {
+    // A forked child: the writer did not survive the fork, and the child never writes its
+    // parent's trace. Its events are only counted.
+    dropped_ += events_.size();
+    kept_ -= events_.size();
+    events_.clear();
+    return;
+  }
+  if (!writer_stop_ && !writer_.joinable()) {
+    // The writer takes no asynchronous signal (the program's handlers run on the
+    // program's threads); the mask is inherited at creation, so there is no window.
+    writer_pid_ = getpid();
+    sigset_t blocked, saved_mask;
+    sigfillset(&blocked);
+    for (int sig : {SIGSEGV, SIGBUS, SIGFPE, SIGILL}) sigdelset(&blocked, sig);
+    pthread_sigmask(SIG_BLOCK, &blocked, &saved_mask);
+    writer_ = std::thread([this] { writer_main(); });
+    pthread_sigmask(SIG_SETMASK, &saved_mask, nullptr);
+  }
+  room_cv_.wait(lock, [&] { return queued_.size() < kMaxQueued || writer_stop_; });
+  // Another thread may have queued the chunk while this one waited.
+  if (events_.size() < kChunkEvents) return;
+  if (writer_stop_) {
+    // The writer is gone (write() ran: a late event at exit): the chunk is spilled by
+    // this thread, as before the writer existed.
+    std::vector<Event> chunk;
+    chunk.swap(events_);
+    lock.unlock();
+    bool written = spill(chunk);
+    lock.lock();
+    if (!written) dropped_ += chunk.size(), kept_ -= chunk.size();
+    return;
+  }
+  queued_.push_back(std::move(events_));
+  events_ = std::vector<Event>();
   events_.reserve(kChunkEvents);
+  work_cv_.notify_one();
+}
+
+void Trace::writer_main() {
+  pthread_setname_np(pthread_self(), "ppios-trace");  // what ps -L and the tests see
+  std::unique_lock<std::mutex> lock(mu_);
+  for (;;) {
+    work_cv_.wait(lock, [&] { return !queued_.empty() || writer_stop_; });
+    if (queued_.empty()) break;  // stopped, and everything queued is written
+    std::vector<Event> chunk = std::move(queued_.front());
+    queued_.pop_front();
+    lock.unlock();
+    const bool written = spill(chunk);
+    const size_t n = chunk.size();
+    std::vector<Event>().swap(chunk);  // freed before the next one is taken
+    lock.lock();
+    if (!written) dropped_ += n, kept_ -= n;
+    room_cv_.notify_all();
+  }
+}
+
+void Trace::stop_writer(std::unique_lock<std::mutex> &lock) {
+  writer_stop_ = true;
+  work_cv_.notify_all();
+  room_cv_.notify_all();
+  if (!writer_.joinable()) return;
+  if (writer_pid_ != getpid()) {
+    writer_.detach();  // a forked child's copy of a thread that is not there
+    return;
+  }
+  std::thread writer = std::move(writer_);
   lock.unlock();
-  bool written = false;
-  {
-    std::lock_guard<std::mutex> spill_lock(spill_mu_);
-    if (spill_fd_ < 0 && spill_pid_ == 0) {
-      // A file without a name in the trace's directory (O_TMPFILE); where the file system
-      // has none, a new one (O_EXCL: nothing planted there is used) unlinked at once.
-      spill_pid_ = getpid();
-      size_t slash = prefix_.rfind('/');
-      std::string dir = slash == std::string::npos ? "." : slash == 0 ? "/" : prefix_.substr(0, slash);
-      spill_fd_ = open(dir.c_str(), O_TMPFILE | O_RDWR | O_CLOEXEC, 0600);
-      if (spill_fd_ < 0) {
-        std::string path = prefix_ + ".spill." + std::to_string(spill_pid_);
-        spill_fd_ = open(path.c_str(), O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
-        if (spill_fd_ >= 0) unlink(path.c_str());
-      }
-    }
-    if (spill_fd_ >= 0 && spill_pid_ == getpid()) {
-      const char *p = reinterpret_cast<const char *>(chunk.data());
-      size_t left = chunk.size() * sizeof(Event);
-      off_t at = static_cast<off_t>(spilled_ * sizeof(Event));
-      while (left > 0) {
-        ssize_t n = pwrite(spill_fd_, p, left, at);
-        if (n < 0 && errno == EINTR) continue;
-        if (n <= 0) break;
-        p += n, at += n, left -= static_cast<size_t>(n);
-      }
-      written = left == 0;
-      if (written) spilled_ += chunk.size();
+  writer.join();  // it writes what is queued first
+  lock.lock();
+}
+
+// Appends the chunk to the spill file as raw Event records (the names they point to are
+// string literals of this process: read back only by this process).
+bool Trace::spill(const std::vector<Event> &chunk) {
+  std::lock_guard<std::mutex> spill_lock(spill_mu_);
+  if (spill_fd_ < 0 && spill_pid_ == 0) {
+    // A file without a name in the trace's directory (O_TMPFILE); where the file system
+    // has none, a new one (O_EXCL: nothing planted there is used) unlinked at once.
+    spill_pid_ = getpid();
+    size_t slash = prefix_.rfind('/');
+    std::string dir = slash == std::string::npos ? "." : slash == 0 ? "/" : prefix_.substr(0, slash);
+    spill_fd_ = open(dir.c_str(), O_TMPFILE | O_RDWR | O_CLOEXEC, 0600);
+    if (spill_fd_ < 0) {
+      std::string path = prefix_ + ".spill." + std::to_string(spill_pid_);
+      spill_fd_ = open(path.c_str(), O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+      if (spill_fd_ >= 0) unlink(path.c_str());
     }
   }
-  lock.lock();
-  if (!written) dropped_ += chunk.size(), kept_ -= chunk.size();
+  if (spill_fd_ < 0 || spill_pid_ != getpid()) return false;
+  const char *p = reinterpret_cast<const char *>(chunk.data());
+  size_t left = chunk.size() * sizeof(Event);
+  off_t at = static_cast<off_t>(spilled_ * sizeof(Event));
+  while (left > 0) {
+    ssize_t n = pwrite(spill_fd_, p, left, at);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) break;
+    p += n, at += n, left -= static_cast<size_t>(n);
+  }
+  if (left != 0) return false;
+  spilled_ += chunk.size();
+  return true;
 }
 
 namespace {
@@ -137,8 +206,14 @@ void Trace::write_event(FILE *f, const Event &e, int rank, uint64_t origin_ns, b
   if (e.seq >= 0) { std::fprintf(f, "%s\"seq\":%lld", sep, static_cast<long long>(e.seq)); sep = ","; }
   if (e.aux_name != nullptr && e.aux >= 0)
     { std::fprintf(f, "%s\"%s\":%lld", sep, e.aux_name, static_cast<long long>(e.aux)); sep = ","; }
-  if (e.site != nullptr)
+  if (e.site != nullptr) {
     std::fprintf(f, "%s\"site\":%llu", sep, static_cast<unsigned long long>(reinterpret_cast<uintptr_t>(e.site)));
+    sep = ",";
+  }
+  if (e.src != nullptr) {
+    std::fprintf(f, "%s\"src\":", sep);
+    json_string(f, e.src);
+  }
   std::fputs("}}", f);
 }
 
@@ -155,7 +230,8 @@ bool Trace::write(const std::string &prefix, int rank, uint64_t origin_ns, const
   std::string exe;
   uintptr_t exe_base = 0;
   describe_executable(&exe, &exe_base);
-  std::lock_guard<std::mutex> lock(mu_);
+  std::unique_lock<std::mutex> lock(mu_);
+  stop_writer(lock);  // every full chunk is in the spill file from here on
   std::string path = prefix + "." + std::to_string(rank) + ".json";
   std::string problem;
   int fd = open_output_file(path, /*truncate=*/true, &problem);

@@ -9,18 +9,31 @@
 // Memory is bounded: events are kept in memory in chunks of kChunkEvents (about 5.5 MB);
 // a full chunk is spilled to a file of the process's own in the trace's directory (one
 // without a name, O_TMPFILE, or else unlinked at once: nothing is left behind, whatever
-// happens to the process) and read back when the trace is written. At most kMaxEvents are kept in all (about 1.7 GB on
-// disk); later ones are only counted (`dropped_events`), as are chunks that could not be
-// spilled.
+// happens to the process) and read back when the trace is written. At most kMaxEvents
+// are kept in all (about 1.7 GB on disk); later ones are only counted (`dropped_events`),
+// as are chunks that could not be spilled.
+//
+// Spilling is the writer thread's, not the recording thread's (the MT must not pay for a
+// 5.5 MB write): a full chunk is queued and the writer, started at the first full chunk,
+// writes it. At most kMaxQueued full chunks wait: a thread that fills one more waits for
+// the writer (memory stays bounded, no event is lost). write() lets the writer finish
+// the queue and ends it before reading the file back; so does the destructor.
+//
+// Locking: mu_ guards the events, the queue and the writer's state; spill_mu_ guards the
+// spill file and is taken after mu_, never before (the writer holds only spill_mu_ while
+// it writes). The writer blocks every asynchronous signal, like the PT.
 #pragma once
 
 #include <sys/types.h>
 
+#include <condition_variable>
 #include <cstdint>
 #include <cstdio>
+#include <deque>
 #include <map>
 #include <mutex>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "FileKey.h"
@@ -48,9 +61,11 @@ class Trace {
   // omitted; `aux_name` (a string literal) names one more number, written if aux >= 0.
   // `site`: the program's return address of the call (ThreadState::call_site), written
   // as "site" when not null; ppios-report resolves it with the executable's load base.
+  // `src`: for the PT and WTs, the source location of the read they prefetch
+  // (ThreadState::pt_site, a string literal of the program), written as "src".
   void event(const char *name, int tid, uint64_t begin_ns, uint64_t end_ns, const FileKey *key,
              int64_t offset, int64_t bytes, int64_t seq = -1, const char *aux_name = nullptr,
-             int64_t aux = -1, const void *site = nullptr);
+             int64_t aux = -1, const void *site = nullptr, const char *src = nullptr);
 
   // Writes `<prefix>.<rank>.json`. `other_data` is JSON members (`"k":v,...`) describing
   // the process, added to otherData with the clocks that let ppios-report align ranks:
@@ -72,17 +87,32 @@ class Trace {
     const char *aux_name;
     int64_t aux;
     const void *site;
+    const char *src;  // a string literal of the program's (ThreadState::pt_site)
   };
   static constexpr size_t kChunkEvents = 65536;      // in memory: about 5.5 MB
   static constexpr uint64_t kMaxEvents = 20000000;   // in all: about 1.7 GB on disk
+  static constexpr size_t kMaxQueued = 2;            // full chunks waiting for the writer
 
-  void spill(std::unique_lock<std::mutex> &lock);
+  // Queues the full chunk for the writer (starting it the first time); waits while
+  // kMaxQueued chunks are queued already. Called with mu_ held.
+  void queue_full_chunk(std::unique_lock<std::mutex> &lock);
+  void writer_main();
+  // Lets the writer write what is queued, and ends it. Called with mu_ held.
+  void stop_writer(std::unique_lock<std::mutex> &lock);
+  // Appends a chunk to the spill file; false if it could not.
+  bool spill(const std::vector<Event> &chunk);
   void write_event(FILE *f, const Event &e, int rank, uint64_t origin_ns, bool *first) const;
 
   const bool enabled_;
   const std::string prefix_;
-  std::mutex mu_;                 // guards events_, kept_, dropped_, names_
+  std::mutex mu_;                 // guards events_, kept_, dropped_, names_, the queue, the writer
   std::vector<Event> events_;
+  std::deque<std::vector<Event>> queued_;  // full chunks, oldest first
+  bool writer_stop_ = false;
+  std::thread writer_;
+  pid_t writer_pid_ = 0;          // the process that started the writer (not a forked child)
+  std::condition_variable work_cv_;  // a chunk queued, or stop
+  std::condition_variable room_cv_;  // a chunk written: room in the queue, or all written
   uint64_t kept_ = 0;             // events in events_ and in the spill file
   uint64_t dropped_ = 0;
   std::map<FileKey, std::string> names_;

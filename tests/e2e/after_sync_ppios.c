@@ -19,10 +19,10 @@ static void prefetch_thread(void *arg) {
   int fi = ppios_pt_open("index.bin", O_RDONLY), fd = ppios_pt_open(c->data_path, O_RDONLY);
   size_t bytes = (size_t)c->records * sizeof(uint32_t);
   uint32_t *index = ppios_pt_malloc(bytes);
-  ssize_t got = ppios_prefetch_pread_copy(fi, index, bytes, 0, ++seq, PPIOS_PF_AFTER_SYNC);
+  ssize_t got = ppios_prefetch_pread_copy(fi, index, bytes, 0, ++seq, PPIOS_PF_AFTER_SYNC, NULL);
   for (int i = 0; (size_t)i < (got > 0 ? (size_t)got : 0) / sizeof(uint32_t); ++i) {
     ppios_pt_poll();
-    ppios_prefetch_pread(fd, c->record, (off_t)(index[i] % c->span), ++seq, 0);
+    ppios_prefetch_pread(fd, c->record, (off_t)(index[i] % c->span), ++seq, 0, NULL);
   }
   ppios_pt_free(index);
   ppios_pt_close(fi);

@@ -54,32 +54,32 @@ static void prefetch_thread(void *arg) {
   ppios_seq_t seq = 0;
   int fd = ppios_pt_open(c->path, O_RDONLY);
   for (size_t off = c->begin; off < c->end; off += c->chunk)
-    ppios_prefetch_pread(fd, min_size(c->chunk, c->end - off), (off_t)GUESS_OFFSET(off), GUESS_SEQ(++seq), 0);
+    ppios_prefetch_pread(fd, min_size(c->chunk, c->end - off), (off_t)GUESS_OFFSET(off), GUESS_SEQ(++seq), 0, NULL);
 
   lseek(fd, (off_t)c->begin, SEEK_SET);
   size_t pos = c->begin;
   ssize_t n;
-  while (pos < c->end && (n = ppios_prefetch_read(fd, min_size(c->chunk, c->end - pos), GUESS_SEQ(++seq), 0)) > 0)
+  while (pos < c->end && (n = ppios_prefetch_read(fd, min_size(c->chunk, c->end - pos), GUESS_SEQ(++seq), 0, NULL)) > 0)
     pos += (size_t)n;
 
   FILE *fp = ppios_pt_fopen(c->path, "rb");
   fseek(fp, (long)c->begin, SEEK_SET);
   for (size_t off = c->begin; off < c->end; off += c->chunk)
-    ppios_prefetch_fread(1, min_size(c->chunk, c->end - off), fp, GUESS_SEQ(++seq), 0);
+    ppios_prefetch_fread(1, min_size(c->chunk, c->end - off), fp, GUESS_SEQ(++seq), 0, NULL);
 
   ppios_pt_mpi_file fh;
   ppios_pt_MPI_File_open(c->path, MPI_MODE_RDONLY, &fh);
   for (size_t off = c->begin; off < c->end; off += c->chunk)
-    ppios_prefetch_MPI_File_read_at(fh, (MPI_Offset)GUESS_OFFSET(off), (int)min_size(c->chunk, c->end - off), MPI_BYTE, MPI_STATUS_IGNORE, GUESS_SEQ(++seq), 0);
+    ppios_prefetch_MPI_File_read_at(fh, (MPI_Offset)GUESS_OFFSET(off), (int)min_size(c->chunk, c->end - off), MPI_BYTE, MPI_STATUS_IGNORE, GUESS_SEQ(++seq), 0, NULL);
   ppios_pt_MPI_File_seek(fh, (MPI_Offset)c->begin, MPI_SEEK_SET);
   for (size_t off = c->begin; off < c->end; off += c->chunk)
-    ppios_prefetch_MPI_File_read(fh, (int)min_size(c->chunk, c->end - off), MPI_BYTE, MPI_STATUS_IGNORE, GUESS_SEQ(++seq), 0);
+    ppios_prefetch_MPI_File_read(fh, (int)min_size(c->chunk, c->end - off), MPI_BYTE, MPI_STATUS_IGNORE, GUESS_SEQ(++seq), 0, NULL);
   ppios_pt_MPI_File_close(&fh);
 
-  ppios_prefetch_pread(fd, c->chunk, (off_t)(c->size > 5 ? c->size - 5 : 0), GUESS_SEQ(++seq), 0);
-  ppios_prefetch_pread(fd, c->chunk, (off_t)c->size + 10, GUESS_SEQ(++seq), 0);
+  ppios_prefetch_pread(fd, c->chunk, (off_t)(c->size > 5 ? c->size - 5 : 0), GUESS_SEQ(++seq), 0, NULL);
+  ppios_prefetch_pread(fd, c->chunk, (off_t)c->size + 10, GUESS_SEQ(++seq), 0, NULL);
   fseek(fp, (long)(c->size > 3 ? c->size - 3 : 0), SEEK_SET);
-  ppios_prefetch_fread(2, 4, fp, GUESS_SEQ(++seq), 0);
+  ppios_prefetch_fread(2, 4, fp, GUESS_SEQ(++seq), 0, NULL);
   ppios_pt_fclose(fp);
   ppios_pt_close(fd);
 }

@@ -25,38 +25,38 @@ static void prefetch_thread(void *arg) {
   ppios_seq_t seq = 0;
   char unused[1];
   (void)unused;
-  ppios_prefetch_read(999, 10, ++seq, 0);
-  ppios_prefetch_pread(999, 10, 0, ++seq, 0);
-  ppios_prefetch_read(999, 0, ++seq, 0);
-  ppios_prefetch_pread(999, 0, 0, ++seq, 0);
+  ppios_prefetch_read(999, 10, ++seq, 0, NULL);
+  ppios_prefetch_pread(999, 10, 0, ++seq, 0, NULL);
+  ppios_prefetch_read(999, 0, ++seq, 0, NULL);
+  ppios_prefetch_pread(999, 0, 0, ++seq, 0, NULL);
   int dir = ppios_pt_open(".", O_RDONLY);
-  ppios_prefetch_read(dir, 10, ++seq, 0);
-  ppios_prefetch_pread(dir, 10, 0, ++seq, 0);
+  ppios_prefetch_read(dir, 10, ++seq, 0, NULL);
+  ppios_prefetch_pread(dir, 10, 0, ++seq, 0, NULL);
   ppios_pt_close(dir);
   int fd = ppios_pt_open(c->path, O_RDONLY);
-  ppios_prefetch_pread(fd, 10, -5, ++seq, 0);
-  ppios_prefetch_pread(fd, 0, 10, ++seq, 0);
-  ppios_prefetch_pread(fd, 10, 0, ++seq, 0);
+  ppios_prefetch_pread(fd, 10, -5, ++seq, 0, NULL);
+  ppios_prefetch_pread(fd, 0, 10, ++seq, 0, NULL);
+  ppios_prefetch_pread(fd, 10, 0, ++seq, 0, NULL);
   lseek(fd, -4, SEEK_END);
-  ppios_prefetch_read(fd, 100, ++seq, 0);
-  ppios_prefetch_read(fd, 100, ++seq, 0);
+  ppios_prefetch_read(fd, 100, ++seq, 0, NULL);
+  ppios_prefetch_read(fd, 100, ++seq, 0, NULL);
   ppios_pt_close(fd);
   seq += 2;  /* read of the write-only fd (not prefetchable), write */
   ++seq;     /* fread of the write-only stream */
   FILE *r = ppios_pt_fopen(c->path, "r");
   fseek(r, -3, SEEK_END);
-  ppios_prefetch_fread(2, 4, r, ++seq, 0);
-  ppios_prefetch_fread(1, 4, r, ++seq, 0);
+  ppios_prefetch_fread(2, 4, r, ++seq, 0, NULL);
+  ppios_prefetch_fread(1, 4, r, ++seq, 0, NULL);
   fseek(r, 0, SEEK_SET);
-  ppios_prefetch_fread(1, 50, r, ++seq, 0);
-  ppios_prefetch_fread(0, 5, r, ++seq, 0);
+  ppios_prefetch_fread(1, 50, r, ++seq, 0, NULL);
+  ppios_prefetch_fread(0, 5, r, ++seq, 0, NULL);
   ppios_pt_fclose(r);
   ppios_pt_mpi_file fh;
   ppios_pt_MPI_File_open(c->path, MPI_MODE_RDONLY, &fh);
   MPI_Offset size;
   ppios_pt_MPI_File_get_size(fh, &size);
-  ppios_prefetch_MPI_File_read_at(fh, size - 6, 3, MPI_INT, MPI_STATUS_IGNORE, ++seq, 0);
-  ppios_prefetch_MPI_File_read_at(fh, size + 100, 3, MPI_INT, MPI_STATUS_IGNORE, ++seq, 0);
+  ppios_prefetch_MPI_File_read_at(fh, size - 6, 3, MPI_INT, MPI_STATUS_IGNORE, ++seq, 0, NULL);
+  ppios_prefetch_MPI_File_read_at(fh, size + 100, 3, MPI_INT, MPI_STATUS_IGNORE, ++seq, 0, NULL);
   ppios_pt_MPI_File_close(&fh);
 }
 

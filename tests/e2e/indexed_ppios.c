@@ -24,9 +24,9 @@ static void prefetch_thread(void *arg) {
   int fi = ppios_pt_open(c->index_path, O_RDONLY), fd = ppios_pt_open(c->data_path, O_RDONLY);
   uint32_t idx[BATCH];
   for (int b = c->rank; b < c->batches; b += 2) {
-    ppios_prefetch_pread_copy(fi, idx, sizeof idx, (off_t)(b * sizeof idx), ++seq, 0);
+    ppios_prefetch_pread_copy(fi, idx, sizeof idx, (off_t)(b * sizeof idx), ++seq, 0, NULL);
     for (int j = 0; j < BATCH; ++j)
-      ppios_prefetch_pread(fd, c->record, (off_t)(idx[j] % c->span), ++seq, 0);
+      ppios_prefetch_pread(fd, c->record, (off_t)(idx[j] % c->span), ++seq, 0, NULL);
   }
   ppios_pt_close(fi);
   ppios_pt_close(fd);

@@ -31,7 +31,7 @@ static void prefetch_thread(void *arg) {
       nanosleep(&pause, NULL);
       ppios_pt_poll();
     }
-    ppios_prefetch_pread(fd, min_size(c->chunk, c->end - off), (off_t)off, seq, 0);
+    ppios_prefetch_pread(fd, min_size(c->chunk, c->end - off), (off_t)off, seq, 0, NULL);
   }
   ppios_pt_close(fd);
 }

@@ -27,10 +27,10 @@ static void prefetch_thread(void *arg) {
     ppios_pt_MPI_File_set_view(fh, c->header, MPI_INT, MPI_INT, "native", MPI_INFO_NULL);
   }
   ppios_pt_MPI_File_seek(fh, c->per_rank * c->rank, MPI_SEEK_SET);
-  for (int i = 0; i < c->chunks; ++i) ppios_prefetch_MPI_File_read(fh, c->chunk, MPI_INT, MPI_STATUS_IGNORE, ++seq, 0);
+  for (int i = 0; i < c->chunks; ++i) ppios_prefetch_MPI_File_read(fh, c->chunk, MPI_INT, MPI_STATUS_IGNORE, ++seq, 0, NULL);
   for (int i = c->chunks - 1; i >= 0; --i)
     ppios_prefetch_MPI_File_read_at(fh, c->per_rank * c->rank + (MPI_Offset)i * c->chunk, c->chunk,
-                                    MPI_INT, MPI_STATUS_IGNORE, ++seq, 0);
+                                    MPI_INT, MPI_STATUS_IGNORE, ++seq, 0, NULL);
   ppios_pt_MPI_File_close(&fh);
 }
 

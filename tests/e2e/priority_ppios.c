@@ -29,7 +29,7 @@ static void prefetch_thread(void *arg) {
   fd = ppios_pt_open(c->large, O_RDONLY);
   fstat(fd, &st);
   for (off_t off = 0; off < st.st_size; off += LARGE_CHUNK)
-    ppios_prefetch_pread(fd, LARGE_CHUNK, off, ++seq, 0);
+    ppios_prefetch_pread(fd, LARGE_CHUNK, off, ++seq, 0, NULL);
   ppios_pt_close(fd);
 }
 

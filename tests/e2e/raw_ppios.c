@@ -26,15 +26,15 @@ static void prefetch_thread(void *arg) {
   int fd = ppios_pt_open(c->name, O_RDWR | O_CREAT | O_TRUNC);
   seq += c->blocks;  /* the writes of the first loop */
   for (size_t i = 0; i < c->blocks; ++i) {
-    ppios_prefetch_pread(fd, c->bs, (off_t)(i * c->bs), ++seq, PPIOS_PF_AFTER_WRITE);
+    ppios_prefetch_pread(fd, c->bs, (off_t)(i * c->bs), ++seq, PPIOS_PF_AFTER_WRITE, NULL);
     ++seq;  /* the rewrite */
-    ppios_prefetch_pread(fd, c->bs, (off_t)(i * c->bs), ++seq, 0);
+    ppios_prefetch_pread(fd, c->bs, (off_t)(i * c->bs), ++seq, 0, NULL);
   }
   ppios_pt_close(fd);
   seq += c->blocks;  /* fwrite */
   FILE *fp = ppios_pt_fopen(c->name2, "w+");
   if (fp != NULL) {
-    for (size_t i = 0; i < c->blocks; ++i) ppios_prefetch_fread(1, c->bs, fp, ++seq, PPIOS_PF_AFTER_WRITE);
+    for (size_t i = 0; i < c->blocks; ++i) ppios_prefetch_fread(1, c->bs, fp, ++seq, PPIOS_PF_AFTER_WRITE, NULL);
     ppios_pt_fclose(fp);
   }
 }

@@ -21,7 +21,7 @@ static void prefetch_chunks(struct safety *s, int count) {
   ppios_seq_t seq = ppios_mt_seq();
   for (int i = 0; i < count && (size_t)i * s->chunk < s->size; ++i) {
     ppios_pt_poll();
-    ppios_prefetch_pread(fd, s->chunk, (off_t)((size_t)i * s->chunk), ++seq, 0);
+    ppios_prefetch_pread(fd, s->chunk, (off_t)((size_t)i * s->chunk), ++seq, 0, NULL);
   }
   ppios_pt_close(fd);
 }
@@ -68,8 +68,8 @@ static void prefetch_thread(void *arg) {
       fseek(s->mt_stream, 777, SEEK_SET);
       fread(buf, 1, sizeof buf, s->mt_stream);
       read(STDIN_FILENO, buf, sizeof buf);
-      ppios_prefetch_read_copy(s->mt_fd, buf, sizeof buf, 1, 0);
-      ppios_prefetch_read_copy(STDIN_FILENO, buf, sizeof buf, 1, 0);
+      ppios_prefetch_read_copy(s->mt_fd, buf, sizeof buf, 1, 0, NULL);
+      ppios_prefetch_read_copy(STDIN_FILENO, buf, sizeof buf, 1, 0, NULL);
       usleep(500);
     }
     close(s->mt_fd);
@@ -80,11 +80,11 @@ static void prefetch_thread(void *arg) {
     char buf[4096];
     for (int i = 0; i < 50; ++i) {
       int fd = ppios_pt_open(s->path, O_RDONLY);
-      if (fd >= 0) ppios_prefetch_read_copy(fd, buf, sizeof buf, 1, 0);
+      if (fd >= 0) ppios_prefetch_read_copy(fd, buf, sizeof buf, 1, 0, NULL);
       int in = ppios_pt_open("/dev/stdin", O_RDONLY);
-      if (in >= 0) ppios_prefetch_read_copy(in, buf, sizeof buf, 1, 0);
+      if (in >= 0) ppios_prefetch_read_copy(in, buf, sizeof buf, 1, 0, NULL);
       FILE *fp = ppios_pt_fopen("/dev/stdin", "r");
-      if (fp != NULL) ppios_prefetch_fread_copy(buf, 1, sizeof buf, fp, 1, 0);
+      if (fp != NULL) ppios_prefetch_fread_copy(buf, 1, sizeof buf, fp, 1, 0, NULL);
       FILE *plain = fopen(s->path, "r");  /* the wrapper makes it the PT's own open */
       if (plain != NULL) fread(buf, 1, sizeof buf, plain);
       usleep(20000);
@@ -96,7 +96,7 @@ static void prefetch_thread(void *arg) {
     for (int pass = 0; pass < 25; ++pass) {
       for (size_t off = 0; off < s->size; off += s->chunk) {
         ppios_pt_poll();
-        ppios_prefetch_pread(fd, s->chunk, (off_t)off, ++seq, 0);
+        ppios_prefetch_pread(fd, s->chunk, (off_t)off, ++seq, 0, NULL);
       }
     }
   }

@@ -92,11 +92,11 @@ TEST(PtSafetyTest, PtCallsRefuseDescriptorsAndStreamsItDoesNotOwn) {
   ASSERT_EQ(lseek(mt_fd, 100, SEEK_SET), 100);
   char buf[64];
   errno = 0;
-  EXPECT_EQ(ppios_prefetch_pread(mt_fd, 10, 0, 1, 0), -1);
+  EXPECT_EQ(ppios_prefetch_pread(mt_fd, 10, 0, 1, 0, NULL), -1);
   EXPECT_EQ(errno, EBADF);
-  EXPECT_EQ(ppios_prefetch_read(mt_fd, 10, 1, 0), -1);
-  EXPECT_EQ(ppios_prefetch_read_copy(mt_fd, buf, sizeof buf, 1, 0), -1);
-  EXPECT_EQ(ppios_prefetch_pread_copy(mt_fd, buf, sizeof buf, 0, 1, 0), -1);
+  EXPECT_EQ(ppios_prefetch_read(mt_fd, 10, 1, 0, NULL), -1);
+  EXPECT_EQ(ppios_prefetch_read_copy(mt_fd, buf, sizeof buf, 1, 0, NULL), -1);
+  EXPECT_EQ(ppios_prefetch_pread_copy(mt_fd, buf, sizeof buf, 0, 1, 0, NULL), -1);
   errno = 0;
   EXPECT_EQ(ppios_pt_close(mt_fd), -1);
   EXPECT_EQ(errno, EBADF);
@@ -104,8 +104,8 @@ TEST(PtSafetyTest, PtCallsRefuseDescriptorsAndStreamsItDoesNotOwn) {
 
   FILE *mt_stream = fopen(file.c_str(), "rb");
   ASSERT_NE(mt_stream, nullptr);
-  EXPECT_EQ(ppios_prefetch_fread(1, 10, mt_stream, 1, 0), 0u);
-  EXPECT_EQ(ppios_prefetch_fread_copy(buf, 1, 10, mt_stream, 1, 0), 0u);
+  EXPECT_EQ(ppios_prefetch_fread(1, 10, mt_stream, 1, 0, NULL), 0u);
+  EXPECT_EQ(ppios_prefetch_fread_copy(buf, 1, 10, mt_stream, 1, 0, NULL), 0u);
   EXPECT_EQ(ppios_pt_fclose(mt_stream), EOF);
   EXPECT_EQ(ftell(mt_stream), 0);
   EXPECT_EQ(ppios_pt_fclose(stdin), EOF);
@@ -114,7 +114,7 @@ TEST(PtSafetyTest, PtCallsRefuseDescriptorsAndStreamsItDoesNotOwn) {
   int pt_fd = ppios_pt_reopen_fd(mt_fd);
   ASSERT_GE(pt_fd, 0);
   EXPECT_EQ(lseek(pt_fd, 0, SEEK_CUR), 100);
-  EXPECT_EQ(ppios_prefetch_read_copy(pt_fd, buf, 10, 1, 0), 10);
+  EXPECT_EQ(ppios_prefetch_read_copy(pt_fd, buf, 10, 1, 0, NULL), 10);
   EXPECT_EQ(buf[0], static_cast<char>(100 * 7 + 3));
   EXPECT_EQ(lseek(mt_fd, 0, SEEK_CUR), 100);
   EXPECT_EQ(ppios_pt_close(pt_fd), 0);
@@ -131,7 +131,7 @@ TEST(PtSafetyTest, StreamDescriptorIsClosedOnlyWithItsStream) {
   errno = 0;
   EXPECT_EQ(ppios_pt_close(fileno(fp)), -1);
   EXPECT_EQ(errno, EBADF);
-  EXPECT_EQ(ppios_prefetch_fread(1, 10, fp, 1, 0), 10u);
+  EXPECT_EQ(ppios_prefetch_fread(1, 10, fp, 1, 0, NULL), 10u);
   EXPECT_EQ(ftell(fp), 10);
   EXPECT_EQ(ppios_pt_fclose(fp), 0);
   EXPECT_FALSE(PtResources::get().owns_stream(fp));

@@ -17,7 +17,7 @@ enum class IoInterface { Posix, Stdio, MpiIo, Mpi };
 
 // What the prefetch thread does with a call of this function.
 enum class PtAction {
-  Prefetch,   // ppios_prefetch_<name>(args without buffer/status, seq, flags)
+  Prefetch,   // ppios_prefetch_<name>(args without buffer/status, seq, flags, site)
   RenamePt,   // ppios_pt_<name>(same args minus dropped ones)
   Keep,       // the PT's own handle: the plain call is fine (lseek, fseek, ftell, rewind)
   CountOnly,  // a transfer the PT must count but not perform (writes)

@@ -75,12 +75,13 @@ const char *const StdioHelpers =
     "PPIOS_CC_HELPER void ppios_cc_rewind(FILE *f) { if (f) rewind(f); }\n"
     "PPIOS_CC_HELPER int ppios_cc_pt_fclose(FILE *f) { return f ? ppios_pt_fclose(f) : -1; }\n"
     "PPIOS_CC_HELPER size_t ppios_cc_prefetch_fread(size_t s, size_t n, FILE *f, ppios_seq_t q,\n"
-    "                                               unsigned fl) {\n"
-    "  return f ? ppios_prefetch_fread(s, n, f, q, fl) : 0;\n"
+    "                                               unsigned fl, const char *at) {\n"
+    "  return f ? ppios_prefetch_fread(s, n, f, q, fl, at) : 0;\n"
     "}\n"
     "PPIOS_CC_HELPER size_t ppios_cc_prefetch_fread_copy(void *b, size_t s, size_t n, FILE *f,\n"
-    "                                                    ppios_seq_t q, unsigned fl) {\n"
-    "  return f ? ppios_prefetch_fread_copy(b, s, n, f, q, fl) : 0;\n"
+    "                                                    ppios_seq_t q, unsigned fl,\n"
+    "                                                    const char *at) {\n"
+    "  return f ? ppios_prefetch_fread_copy(b, s, n, f, q, fl, at) : 0;\n"
     "}\n\n";
 
 PrefetchThreadEmitter::PrefetchThreadEmitter(const SourceText &Text, FunctionUnits &Units,
@@ -259,8 +260,18 @@ void PrefetchThreadEmitter::editCall(const IoCallSite &Site) {
                              {0x2u, "PPIOS_PF_AFTER_SYNC"}})
       if (D->Flags & Bit)
         Flags += (Flags.empty() ? "" : " | ") + std::string(Name);
+    // The call-site id: where the user wrote this read (a string literal, which lives as
+    // long as the process, as the runtime needs).
+    std::string Site = "\"";
+    for (char C : Text.location(Call->getBeginLoc())) {
+      if (static_cast<unsigned char>(C) < 0x20)
+        continue;
+      if (C == '"' || C == '\\')
+        Site += '\\';
+      Site += C;
+    }
     Edits.insert(Text.offset(Call->getRParenLoc()),
-                 ", ++" + Seq + ", " + (Flags.empty() ? "0" : Flags));
+                 ", ++" + Seq + ", " + (Flags.empty() ? "0" : Flags) + ", " + Site + "\"");
     return;
   }
   if (Info.Kind == IoKind::Write) {

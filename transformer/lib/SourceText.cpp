@@ -41,6 +41,14 @@ unsigned SourceText::offset(SourceLocation Loc) const {
   return SM.getFileOffset(written(Loc, /*End=*/false));
 }
 
+std::string SourceText::location(SourceLocation Loc) const {
+  PresumedLoc P = SM.getPresumedLoc(written(Loc, /*End=*/false));
+  if (P.isInvalid())
+    return "";
+  return std::string(P.getFilename()) + ":" + std::to_string(P.getLine()) + ":" +
+         std::to_string(P.getColumn());
+}
+
 unsigned SourceText::tokenEnd(SourceLocation Loc) const {
   return SM.getFileOffset(Lexer::getLocForEndOfToken(written(Loc, /*End=*/true), 0, SM, LO));
 }

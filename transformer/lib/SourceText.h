@@ -39,6 +39,9 @@ public:
   std::string indentation(unsigned Offset) const;
   unsigned lineStart(unsigned Offset) const;
   unsigned line(clang::SourceLocation Loc) const { return SM.getPresumedLineNumber(Loc); }
+  // "file:line:col" of the text at Loc where the user wrote it (see offset()), the file
+  // as the compiler was given it: what a call-site id names (ppios.h, `site`).
+  std::string location(clang::SourceLocation Loc) const;
   llvm::StringRef buffer() const { return Buffer; }
 
 private:

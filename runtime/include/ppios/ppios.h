@@ -23,6 +23,13 @@
  * program performs before it, plus one. The MT counts its transfers the same way, which
  * pairs the PT's k-th access with the MT's.
  *
+ * Every prefetch also carries `site`: where the read it pre-executes is in the program's
+ * source, "file:line:col" (the file as the compiler was given it, the user's line and
+ * column, not the generated copy's). It must be a string literal (or any string that
+ * lives as long as the process: the runtime keeps the pointer), or NULL when unknown.
+ * PPIOS_TRACE and PPIOS_STATS ("pt_sites") record it, so that ppios-report names the line
+ * of the PT's bytes without debug information.
+ *
  * The MT's calls reach the runtime in one of two ways: the program calls ppios_<name>
  * itself (hand-written builds, tests), or it keeps its own calls and is linked with
  * -Wl,--wrap=<name> for every name in ppios/interpose.def, so that they reach __wrap_<name>
@@ -206,11 +213,12 @@ int ppios_pt_fclose(FILE *stream);  /* a NULL stream is allowed (the open failed
  * position by the predicted amount, as the original call would. A read that cannot be
  * predicted (not a regular file, bad descriptor) returns -1 (0 for fread) and fetches
  * nothing. */
-ssize_t ppios_prefetch_read(int fd, size_t count, ppios_seq_t seq, unsigned flags);
+ssize_t ppios_prefetch_read(int fd, size_t count, ppios_seq_t seq, unsigned flags,
+                            const char *site);
 ssize_t ppios_prefetch_pread(int fd, size_t count, off_t offset, ppios_seq_t seq,
-                             unsigned flags);
+                             unsigned flags, const char *site);
 size_t ppios_prefetch_fread(size_t size, size_t nmemb, FILE *stream, ppios_seq_t seq,
-                            unsigned flags);
+                            unsigned flags, const char *site);
 
 /* Variants for a PT that needs the bytes themselves (e.g. an index file whose values are
  * the offsets of later reads): they read into `buf`, which must be the PT's own memory,
@@ -221,11 +229,11 @@ size_t ppios_prefetch_fread(size_t size, size_t nmemb, FILE *stream, ppios_seq_t
  * transfer `seq`. The bytes of `buf` the read will fill are touched first, so a bad
  * buffer is a fault of the slice (an escape), not of the runtime. */
 ssize_t ppios_prefetch_pread_copy(int fd, void *buf, size_t count, off_t offset,
-                                  ppios_seq_t seq, unsigned flags);
+                                  ppios_seq_t seq, unsigned flags, const char *site);
 ssize_t ppios_prefetch_read_copy(int fd, void *buf, size_t count, ppios_seq_t seq,
-                                 unsigned flags);
+                                 unsigned flags, const char *site);
 size_t ppios_prefetch_fread_copy(void *buf, size_t size, size_t nmemb, FILE *stream,
-                                 ppios_seq_t seq, unsigned flags);
+                                 ppios_seq_t seq, unsigned flags, const char *site);
 
 /* ---------------------------------------------------------------- PT: reopening
  * Called by the MT where the PT starts, for a descriptor, stream or MPI file the MT opened
@@ -279,24 +287,27 @@ int ppios_pt_MPI_File_set_view(ppios_pt_mpi_file fh, MPI_Offset disp, MPI_Dataty
  * PT's own: its fields are set to zero and its count, for ppios_pt_MPI_Get_count, to the
  * whole items predicted. */
 int ppios_prefetch_MPI_File_read(ppios_pt_mpi_file fh, int count, MPI_Datatype datatype,
-                                 MPI_Status *status, ppios_seq_t seq, unsigned flags);
+                                 MPI_Status *status, ppios_seq_t seq, unsigned flags,
+                                 const char *site);
 int ppios_prefetch_MPI_File_read_at(ppios_pt_mpi_file fh, MPI_Offset offset, int count,
                                     MPI_Datatype datatype, MPI_Status *status, ppios_seq_t seq,
-                                    unsigned flags);
+                                    unsigned flags, const char *site);
 /* This process's part of a collective read, prefetched with independent reads. */
 int ppios_prefetch_MPI_File_read_all(ppios_pt_mpi_file fh, int count, MPI_Datatype datatype,
-                                     MPI_Status *status, ppios_seq_t seq, unsigned flags);
+                                     MPI_Status *status, ppios_seq_t seq, unsigned flags,
+                                     const char *site);
 int ppios_prefetch_MPI_File_read_at_all(ppios_pt_mpi_file fh, MPI_Offset offset, int count,
                                         MPI_Datatype datatype, MPI_Status *status,
-                                        ppios_seq_t seq, unsigned flags);
+                                        ppios_seq_t seq, unsigned flags, const char *site);
 
 /* The PT needs the items themselves: see ppios_prefetch_pread_copy. Returns as above. */
 int ppios_prefetch_MPI_File_read_at_copy(ppios_pt_mpi_file fh, MPI_Offset offset, void *buf,
                                          int count, MPI_Datatype datatype, MPI_Status *status,
-                                         ppios_seq_t seq, unsigned flags);
+                                         ppios_seq_t seq, unsigned flags, const char *site);
 int ppios_prefetch_MPI_File_read_at_all_copy(ppios_pt_mpi_file fh, MPI_Offset offset, void *buf,
                                              int count, MPI_Datatype datatype,
-                                             MPI_Status *status, ppios_seq_t seq, unsigned flags);
+                                             MPI_Status *status, ppios_seq_t seq, unsigned flags,
+                                             const char *site);
 
 /* MPI_Get_count / MPI_Get_elements on a status a PT prefetch set: the predicted number of
  * whole items (MPI_UNDEFINED if the bytes are not known or not whole items). A program
