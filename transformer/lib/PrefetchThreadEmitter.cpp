@@ -204,6 +204,14 @@ std::string PrefetchThreadEmitter::pathArgument(const IoCallSite &Site) {
   const Expr *Path = Site.Call->getArg(Site.Info->PathArg);
   if (!capturedOnly(Path))
     return "";
+  // A local array (`char name[256]`) is in the PT's own memory: the PT declares its copy
+  // and runs the statements that fill it (`snprintf(name, ...)` after the start, in a
+  // loop). A copy of the MT's array taken at the start would be of one not set yet (a
+  // read of uninitialized memory in the MT, a wrong path for the PT).
+  if (const auto *DRE = dyn_cast<DeclRefExpr>(Path->IgnoreParenImpCasts()))
+    if (const auto *VD = dyn_cast<VarDecl>(DRE->getDecl()))
+      if (VD->hasLocalStorage() && VD->getType()->isArrayType())
+        return "";
   std::string Field = "ppios_path" + std::to_string(Paths.size());
   Paths.push_back({Field, Text.text(Path->getSourceRange())});
   return "ppios_ctx->" + Field;
