@@ -137,8 +137,9 @@ void ppios_pt_free(void *ptr);
 void ppios_pt_out_of_bounds(void) PPIOS_NORETURN;
 
 /* Bounds check the transformer emits around PT array subscripts and copy-read sizes:
- * returns i if 0 <= i < n, else the PT escapes quietly. */
-static inline long long ppios_pt_index(long long i, long long n) {
+ * returns i if 0 <= i < n, else the PT escapes quietly. __inline__, not inline: this header
+ * is compiled with the program's flags, and under -std=c89/-ansi `inline` is no keyword. */
+static __inline__ long long ppios_pt_index(long long i, long long n) {
   if (__builtin_expect(i >= 0 && i < n, 1)) return i;
   ppios_pt_out_of_bounds();
 }
