@@ -377,7 +377,7 @@ void PrefetchThreadEmitter::emitUnit(const Unit &U) {
       Takes += (Takes.empty() ? "" : " ") +
                (Global ? shadowName(H->Var) : Declares ? declare(H->Var) : Name) +
                " = ppios_pt_take_" + Iface + "(" + Slot + ");";
-      MtHandoffs.push_back({End, "\n" + Text.indentation(Begin) + "ppios_mt_handoff_" + Iface +
+      MtHandoffs.push_back({End, "\n" + Text.indentation(Begin) + "if (ppios_linked()) ppios_mt_handoff_" + Iface +
                                      "(" + Slot + ", " + Name +
                                      "); /* ppios-cc: for the prefetch thread */"});
     }
@@ -776,7 +776,8 @@ bool PrefetchThreadEmitter::emit() {
     StartAt = Text.offset(Body->getLBracLoc()) + 1;
     In = "  ";
   }
-  Start = "\n" + In + "{ /* ppios-cc: start the prefetch thread of " + Fn + "() */\n";
+  // Only with libppios linked (a plain mpicc link of this object runs the original).
+  Start = "\n" + In + "if (ppios_linked()) { /* ppios-cc: start the prefetch thread of " + Fn + "() */\n";
   Start += In + "  struct ppios_pt_ctx_" + Fn + " ppios_ctx;\n";
   Start += In + "  __builtin_memset(&ppios_ctx, 0, sizeof ppios_ctx);\n";
   for (const VarDecl *VD : Plan.captured()) {

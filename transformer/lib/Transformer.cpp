@@ -836,7 +836,10 @@ private:
   // What goes after the file's last #include: the runtime's header, the stdio helpers the
   // clones share, the PT's shadows of global handles, prototypes of other units' clones.
   std::string headerText(const UnitState &U) const {
-    std::string Include = "#include <ppios/ppios.h> /* added by ppios-cc */\n";
+    // PPIOS_CC_WEAK: the object also links without libppios, and then runs as the original
+    // (see ppios.h).
+    std::string Include =
+        "#define PPIOS_CC_WEAK 1\n#include <ppios/ppios.h> /* added by ppios-cc */\n";
     if (U.CloneStdio)
       Include += StdioHelpers;
     // The PT's shadows of the file's global handles (see TranslationUnitFacts), in

@@ -79,6 +79,20 @@ typedef uint64_t ppios_seq_t;
  * it) and escapes if the runtime stops meanwhile. For the _copy calls only. */
 #define PPIOS_PF_AFTER_SYNC 0x2u
 
+/* In a file ppios-cc transformed (it defines PPIOS_CC_WEAK before including this header)
+ * every function below is a weak reference. An object made by `ppios-cc -c` then also
+ * links without libppios, as when a Makefile compiles with CC=ppios-cc but links with
+ * plain mpicc: the program runs as the original, since the MT starts the prefetch thread
+ * (and hands it anything) only if ppios_linked(). With libppios, as ppios-cc links, the
+ * references are resolved as usual. */
+#if defined(PPIOS_CC_WEAK) && (defined(__GNUC__) || defined(__clang__))
+#define PPIOS_API __attribute__((weak))
+#define ppios_linked() (ppios_pt_start != 0)
+#else
+#define PPIOS_API
+#define ppios_linked() 1
+#endif
+
 #if defined(__GNUC__) || defined(__clang__)
 #define PPIOS_NORETURN __attribute__((noreturn))
 #else
@@ -94,15 +108,15 @@ typedef uint64_t ppios_seq_t;
  * entry runs under the PT's escape (see above); the PT blocks every asynchronous signal
  * (the program's handlers run on the program's threads) and has a fault net for
  * SIGSEGV, SIGBUS, SIGFPE and SIGILL. */
-int ppios_pt_start(void (*entry)(void *ctx), const void *ctx, size_t ctx_size);
+PPIOS_API int ppios_pt_start(void (*entry)(void *ctx), const void *ctx, size_t ctx_size);
 
 /* The number of data transfers (reads and writes through ppios_* calls) the MT has
  * started so far: the sequence number a PT started now counts on from. */
-ppios_seq_t ppios_mt_seq(void);
+PPIOS_API ppios_seq_t ppios_mt_seq(void);
 
 /* Replaces MPI_Finalize: stops the PT, writes PPIOS_STATS and PPIOS_TRACE output, then
  * calls MPI_Finalize. (Programs that exit without MPI_Finalize get their output at exit.) */
-int ppios_MPI_Finalize(void);
+PPIOS_API int ppios_MPI_Finalize(void);
 
 /* ---------------------------------------------------------------- PT: safety
  * For generated PT code only (on any other thread ppios_pt_exit aborts the process). */
@@ -110,17 +124,17 @@ int ppios_MPI_Finalize(void);
 /* The PT stops quietly, here and now: where the program would exit, abort or MPI_Abort
  * on the PT's path (the PT keeps the program's guards but never ends the process).
  * PPIOS_STATS pt_stop "exit". */
-void ppios_pt_exit(void) PPIOS_NORETURN;
+PPIOS_API void ppios_pt_exit(void) PPIOS_NORETURN;
 
 /* Called at every loop iteration of the slice: escapes if the runtime is stopping (an
  * acquire load otherwise). PPIOS_STATS pt_stop "stopped". */
-void ppios_pt_poll(void);
+PPIOS_API void ppios_pt_poll(void);
 
 /* ppios_pt_poll for a loop the PT runs past an exit it cannot evaluate (a condition on
  * the data read, which it speculates is false): `seq` is the PT's sequence number. The PT
  * waits while the MT has not started transfer seq - 16, so at most 16 prefetches are
  * wasted when the program leaves the loop. PPIOS_STATS pt_speculation_wait_s. */
-void ppios_pt_speculate(ppios_seq_t seq);
+PPIOS_API void ppios_pt_speculate(ppios_seq_t seq);
 
 /* The PT's own heap memory (copies of the program's tables), counted against the same
  * PPIOS_CACHE_MB budget as the prefetch cache. They never return NULL: over budget or out
@@ -128,13 +142,13 @@ void ppios_pt_speculate(ppios_seq_t seq);
  * ppios_pt_free(NULL) does nothing. Every block still allocated when the PT ends (or
  * escapes) is freed then. A pointer that is not such a block (the program's memory) is
  * never freed: ppios_pt_free ignores it, ppios_pt_realloc escapes. */
-void *ppios_pt_malloc(size_t size);
-void *ppios_pt_calloc(size_t nmemb, size_t size);
-void *ppios_pt_realloc(void *ptr, size_t size);
-void ppios_pt_free(void *ptr);
+PPIOS_API void *ppios_pt_malloc(size_t size);
+PPIOS_API void *ppios_pt_calloc(size_t nmemb, size_t size);
+PPIOS_API void *ppios_pt_realloc(void *ptr, size_t size);
+PPIOS_API void ppios_pt_free(void *ptr);
 
 /* The escape of ppios_pt_index (pt_stop "bounds"); not called directly. */
-void ppios_pt_out_of_bounds(void) PPIOS_NORETURN;
+PPIOS_API void ppios_pt_out_of_bounds(void) PPIOS_NORETURN;
 
 /* Bounds check the transformer emits around PT array subscripts and copy-read sizes:
  * returns i if 0 <= i < n, else the PT escapes quietly. __inline__, not inline: this header
@@ -145,25 +159,25 @@ static __inline__ long long ppios_pt_index(long long i, long long n) {
 }
 
 /* ---------------------------------------------------------------- MT: POSIX */
-int ppios_open(const char *path, int flags, ...);
-int ppios_close(int fd);
-ssize_t ppios_read(int fd, void *buf, size_t count);
-ssize_t ppios_pread(int fd, void *buf, size_t count, off_t offset);
-ssize_t ppios_write(int fd, const void *buf, size_t count);
-ssize_t ppios_pwrite(int fd, const void *buf, size_t count, off_t offset);
-off_t ppios_lseek(int fd, off_t offset, int whence);
+PPIOS_API int ppios_open(const char *path, int flags, ...);
+PPIOS_API int ppios_close(int fd);
+PPIOS_API ssize_t ppios_read(int fd, void *buf, size_t count);
+PPIOS_API ssize_t ppios_pread(int fd, void *buf, size_t count, off_t offset);
+PPIOS_API ssize_t ppios_write(int fd, const void *buf, size_t count);
+PPIOS_API ssize_t ppios_pwrite(int fd, const void *buf, size_t count, off_t offset);
+PPIOS_API off_t ppios_lseek(int fd, off_t offset, int whence);
 
 /* ---------------------------------------------------------------- MT: stdio */
-FILE *ppios_fopen(const char *path, const char *mode);
-FILE *ppios_freopen(const char *path, const char *mode, FILE *stream);
-int ppios_fclose(FILE *stream);
-size_t ppios_fread(void *ptr, size_t size, size_t nmemb, FILE *stream);
-size_t ppios_fwrite(const void *ptr, size_t size, size_t nmemb, FILE *stream);
-int ppios_fseek(FILE *stream, long offset, int whence);
-int ppios_fseeko(FILE *stream, off_t offset, int whence);
-long ppios_ftell(FILE *stream);
-off_t ppios_ftello(FILE *stream);
-void ppios_rewind(FILE *stream);
+PPIOS_API FILE *ppios_fopen(const char *path, const char *mode);
+PPIOS_API FILE *ppios_freopen(const char *path, const char *mode, FILE *stream);
+PPIOS_API int ppios_fclose(FILE *stream);
+PPIOS_API size_t ppios_fread(void *ptr, size_t size, size_t nmemb, FILE *stream);
+PPIOS_API size_t ppios_fwrite(const void *ptr, size_t size, size_t nmemb, FILE *stream);
+PPIOS_API int ppios_fseek(FILE *stream, long offset, int whence);
+PPIOS_API int ppios_fseeko(FILE *stream, off_t offset, int whence);
+PPIOS_API long ppios_ftell(FILE *stream);
+PPIOS_API off_t ppios_ftello(FILE *stream);
+PPIOS_API void ppios_rewind(FILE *stream);
 
 /* ---------------------------------------------------------------- MT: MPI-IO
  * Reads through a contiguous file view (a displacement, contiguous etype and filetype)
@@ -172,28 +186,28 @@ void ppios_rewind(FILE *stream);
  * Other views pass straight through. Datatypes: predefined, or derived, contiguous and
  * committed through ppios_MPI_Type_commit (the runtime measures them there for the PT,
  * which never calls MPI); reads with any other type pass straight through. */
-int ppios_MPI_Type_commit(MPI_Datatype *datatype);
-int ppios_MPI_Type_free(MPI_Datatype *datatype);
-int ppios_MPI_File_open(MPI_Comm comm, const char *filename, int amode, MPI_Info info,
+PPIOS_API int ppios_MPI_Type_commit(MPI_Datatype *datatype);
+PPIOS_API int ppios_MPI_Type_free(MPI_Datatype *datatype);
+PPIOS_API int ppios_MPI_File_open(MPI_Comm comm, const char *filename, int amode, MPI_Info info,
                         MPI_File *fh);
-int ppios_MPI_File_close(MPI_File *fh);
-int ppios_MPI_File_read(MPI_File fh, void *buf, int count, MPI_Datatype datatype,
+PPIOS_API int ppios_MPI_File_close(MPI_File *fh);
+PPIOS_API int ppios_MPI_File_read(MPI_File fh, void *buf, int count, MPI_Datatype datatype,
                         MPI_Status *status);
-int ppios_MPI_File_read_at(MPI_File fh, MPI_Offset offset, void *buf, int count,
+PPIOS_API int ppios_MPI_File_read_at(MPI_File fh, MPI_Offset offset, void *buf, int count,
                            MPI_Datatype datatype, MPI_Status *status);
-int ppios_MPI_File_read_all(MPI_File fh, void *buf, int count, MPI_Datatype datatype,
+PPIOS_API int ppios_MPI_File_read_all(MPI_File fh, void *buf, int count, MPI_Datatype datatype,
                             MPI_Status *status);
-int ppios_MPI_File_read_at_all(MPI_File fh, MPI_Offset offset, void *buf, int count,
+PPIOS_API int ppios_MPI_File_read_at_all(MPI_File fh, MPI_Offset offset, void *buf, int count,
                                MPI_Datatype datatype, MPI_Status *status);
-int ppios_MPI_File_write(MPI_File fh, const void *buf, int count, MPI_Datatype datatype,
+PPIOS_API int ppios_MPI_File_write(MPI_File fh, const void *buf, int count, MPI_Datatype datatype,
                          MPI_Status *status);
-int ppios_MPI_File_write_at(MPI_File fh, MPI_Offset offset, const void *buf, int count,
+PPIOS_API int ppios_MPI_File_write_at(MPI_File fh, MPI_Offset offset, const void *buf, int count,
                             MPI_Datatype datatype, MPI_Status *status);
-int ppios_MPI_File_write_all(MPI_File fh, const void *buf, int count, MPI_Datatype datatype,
+PPIOS_API int ppios_MPI_File_write_all(MPI_File fh, const void *buf, int count, MPI_Datatype datatype,
                              MPI_Status *status);
-int ppios_MPI_File_write_at_all(MPI_File fh, MPI_Offset offset, const void *buf, int count,
+PPIOS_API int ppios_MPI_File_write_at_all(MPI_File fh, MPI_Offset offset, const void *buf, int count,
                                 MPI_Datatype datatype, MPI_Status *status);
-int ppios_MPI_File_seek(MPI_File fh, MPI_Offset offset, int whence);
+PPIOS_API int ppios_MPI_File_seek(MPI_File fh, MPI_Offset offset, int whence);
 
 /* ---------------------------------------------------------------- PT: POSIX and stdio */
 
@@ -203,10 +217,10 @@ int ppios_MPI_File_seek(MPI_File fh, MPI_Offset offset, int whence);
  * without being read (opened with O_NONBLOCK so that a FIFO never blocks) and the result
  * is -1/NULL with errno ENXIO. ppios_pt_close/ppios_pt_fclose refuse (-1/EOF, EBADF) a
  * descriptor or stream the PT does not own. */
-int ppios_pt_open(const char *path, int flags, ...);
-int ppios_pt_close(int fd);
-FILE *ppios_pt_fopen(const char *path, const char *mode);
-int ppios_pt_fclose(FILE *stream);  /* a NULL stream is allowed (the open failed) */
+PPIOS_API int ppios_pt_open(const char *path, int flags, ...);
+PPIOS_API int ppios_pt_close(int fd);
+PPIOS_API FILE *ppios_pt_fopen(const char *path, const char *mode);
+PPIOS_API int ppios_pt_fclose(FILE *stream);  /* a NULL stream is allowed (the open failed) */
 
 /* Pre-execute read/pread/fread (a NULL stream fetches nothing and returns 0): fetch what the original call would read into the cache
  * and return what it is predicted to return (bytes for read/pread, items for fread).
@@ -214,11 +228,11 @@ int ppios_pt_fclose(FILE *stream);  /* a NULL stream is allowed (the open failed
  * position by the predicted amount, as the original call would. A read that cannot be
  * predicted (not a regular file, bad descriptor) returns -1 (0 for fread) and fetches
  * nothing. */
-ssize_t ppios_prefetch_read(int fd, size_t count, ppios_seq_t seq, unsigned flags,
+PPIOS_API ssize_t ppios_prefetch_read(int fd, size_t count, ppios_seq_t seq, unsigned flags,
                             const char *site);
-ssize_t ppios_prefetch_pread(int fd, size_t count, off_t offset, ppios_seq_t seq,
+PPIOS_API ssize_t ppios_prefetch_pread(int fd, size_t count, off_t offset, ppios_seq_t seq,
                              unsigned flags, const char *site);
-size_t ppios_prefetch_fread(size_t size, size_t nmemb, FILE *stream, ppios_seq_t seq,
+PPIOS_API size_t ppios_prefetch_fread(size_t size, size_t nmemb, FILE *stream, ppios_seq_t seq,
                             unsigned flags, const char *site);
 
 /* Variants for a PT that needs the bytes themselves (e.g. an index file whose values are
@@ -229,11 +243,11 @@ size_t ppios_prefetch_fread(size_t size, size_t nmemb, FILE *stream, ppios_seq_t
  * completed every transfer before `seq`; with PPIOS_PF_AFTER_SYNC until it has started
  * transfer `seq`. The bytes of `buf` the read will fill are touched first, so a bad
  * buffer is a fault of the slice (an escape), not of the runtime. */
-ssize_t ppios_prefetch_pread_copy(int fd, void *buf, size_t count, off_t offset,
+PPIOS_API ssize_t ppios_prefetch_pread_copy(int fd, void *buf, size_t count, off_t offset,
                                   ppios_seq_t seq, unsigned flags, const char *site);
-ssize_t ppios_prefetch_read_copy(int fd, void *buf, size_t count, ppios_seq_t seq,
+PPIOS_API ssize_t ppios_prefetch_read_copy(int fd, void *buf, size_t count, ppios_seq_t seq,
                                  unsigned flags, const char *site);
-size_t ppios_prefetch_fread_copy(void *buf, size_t size, size_t nmemb, FILE *stream,
+PPIOS_API size_t ppios_prefetch_fread_copy(void *buf, size_t size, size_t nmemb, FILE *stream,
                                  ppios_seq_t seq, unsigned flags, const char *site);
 
 /* ---------------------------------------------------------------- PT: reopening
@@ -244,17 +258,17 @@ size_t ppios_prefetch_fread_copy(void *buf, size_t size, size_t nmemb, FILE *str
  * never touched by the PT. Only regular files are reopened; otherwise (or if the MT's
  * handle is invalid) the result is -1 / NULL / the null token, on which the PT's calls do
  * nothing. */
-int ppios_pt_reopen_fd(int mt_fd);
-FILE *ppios_pt_reopen_stream(FILE *mt_stream);
+PPIOS_API int ppios_pt_reopen_fd(int mt_fd);
+PPIOS_API FILE *ppios_pt_reopen_stream(FILE *mt_stream);
 
 /* A handle the MT sets after the PT started (a helper opens a file later): right after
  * that statement the MT hands the PT a reopened copy in `slot`; the PT, arriving at the
  * same statement, takes it, waiting until the MT got there or the runtime stops (then
  * -1 / NULL / the null token). Without a running PT the MT's call does nothing. */
-void ppios_mt_handoff_fd(unsigned slot, int mt_fd);
-void ppios_mt_handoff_stream(unsigned slot, FILE *mt_stream);
-int ppios_pt_take_fd(unsigned slot);
-FILE *ppios_pt_take_stream(unsigned slot);
+PPIOS_API void ppios_mt_handoff_fd(unsigned slot, int mt_fd);
+PPIOS_API void ppios_mt_handoff_stream(unsigned slot, FILE *mt_stream);
+PPIOS_API int ppios_pt_take_fd(unsigned slot);
+PPIOS_API FILE *ppios_pt_take_stream(unsigned slot);
 
 /* ---------------------------------------------------------------- PT: MPI-IO
  * The PT may not call MPI, so it sees an MPI file as a read-only POSIX descriptor of its
@@ -270,42 +284,42 @@ FILE *ppios_pt_take_stream(unsigned slot);
 typedef MPI_File ppios_pt_mpi_file;
 
 /* Returns MPI_SUCCESS and sets *fh, or an MPI error class. */
-int ppios_pt_MPI_File_open(const char *filename, int amode, ppios_pt_mpi_file *fh);
+PPIOS_API int ppios_pt_MPI_File_open(const char *filename, int amode, ppios_pt_mpi_file *fh);
 /* See "PT: reopening": an MPI file the MT opened through ppios_MPI_File_open. */
-ppios_pt_mpi_file ppios_pt_reopen_MPI_File(MPI_File mt_fh);
-void ppios_mt_handoff_MPI_File(unsigned slot, MPI_File mt_fh);
-ppios_pt_mpi_file ppios_pt_take_MPI_File(unsigned slot);
-int ppios_pt_MPI_File_close(ppios_pt_mpi_file *fh);
-int ppios_pt_MPI_File_seek(ppios_pt_mpi_file fh, MPI_Offset offset, int whence);
-int ppios_pt_MPI_File_get_size(ppios_pt_mpi_file fh, MPI_Offset *size);
+PPIOS_API ppios_pt_mpi_file ppios_pt_reopen_MPI_File(MPI_File mt_fh);
+PPIOS_API void ppios_mt_handoff_MPI_File(unsigned slot, MPI_File mt_fh);
+PPIOS_API ppios_pt_mpi_file ppios_pt_take_MPI_File(unsigned slot);
+PPIOS_API int ppios_pt_MPI_File_close(ppios_pt_mpi_file *fh);
+PPIOS_API int ppios_pt_MPI_File_seek(ppios_pt_mpi_file fh, MPI_Offset offset, int whence);
+PPIOS_API int ppios_pt_MPI_File_get_size(ppios_pt_mpi_file fh, MPI_Offset *size);
 /* Like MPI_File_set_view, for the PT's handle (moves its file pointer to the view's
  * start). Returns MPI_SUCCESS, or MPI_ERR_FILE for a handle the PT does not own. */
-int ppios_pt_MPI_File_set_view(ppios_pt_mpi_file fh, MPI_Offset disp, MPI_Datatype etype,
+PPIOS_API int ppios_pt_MPI_File_set_view(ppios_pt_mpi_file fh, MPI_Offset disp, MPI_Datatype etype,
                                MPI_Datatype filetype, const char *datarep, MPI_Info info);
 /* Return what the MT's read is predicted to return: MPI_SUCCESS (at the end of the file
  * too, with fewer items), or MPI_ERR_UNKNOWN when the PT cannot tell (a handle it does not
  * own, a view with holes, a derived datatype). `status` (or MPI_STATUS_IGNORE) is the
  * PT's own: its fields are set to zero and its count, for ppios_pt_MPI_Get_count, to the
  * whole items predicted. */
-int ppios_prefetch_MPI_File_read(ppios_pt_mpi_file fh, int count, MPI_Datatype datatype,
+PPIOS_API int ppios_prefetch_MPI_File_read(ppios_pt_mpi_file fh, int count, MPI_Datatype datatype,
                                  MPI_Status *status, ppios_seq_t seq, unsigned flags,
                                  const char *site);
-int ppios_prefetch_MPI_File_read_at(ppios_pt_mpi_file fh, MPI_Offset offset, int count,
+PPIOS_API int ppios_prefetch_MPI_File_read_at(ppios_pt_mpi_file fh, MPI_Offset offset, int count,
                                     MPI_Datatype datatype, MPI_Status *status, ppios_seq_t seq,
                                     unsigned flags, const char *site);
 /* This process's part of a collective read, prefetched with independent reads. */
-int ppios_prefetch_MPI_File_read_all(ppios_pt_mpi_file fh, int count, MPI_Datatype datatype,
+PPIOS_API int ppios_prefetch_MPI_File_read_all(ppios_pt_mpi_file fh, int count, MPI_Datatype datatype,
                                      MPI_Status *status, ppios_seq_t seq, unsigned flags,
                                      const char *site);
-int ppios_prefetch_MPI_File_read_at_all(ppios_pt_mpi_file fh, MPI_Offset offset, int count,
+PPIOS_API int ppios_prefetch_MPI_File_read_at_all(ppios_pt_mpi_file fh, MPI_Offset offset, int count,
                                         MPI_Datatype datatype, MPI_Status *status,
                                         ppios_seq_t seq, unsigned flags, const char *site);
 
 /* The PT needs the items themselves: see ppios_prefetch_pread_copy. Returns as above. */
-int ppios_prefetch_MPI_File_read_at_copy(ppios_pt_mpi_file fh, MPI_Offset offset, void *buf,
+PPIOS_API int ppios_prefetch_MPI_File_read_at_copy(ppios_pt_mpi_file fh, MPI_Offset offset, void *buf,
                                          int count, MPI_Datatype datatype, MPI_Status *status,
                                          ppios_seq_t seq, unsigned flags, const char *site);
-int ppios_prefetch_MPI_File_read_at_all_copy(ppios_pt_mpi_file fh, MPI_Offset offset, void *buf,
+PPIOS_API int ppios_prefetch_MPI_File_read_at_all_copy(ppios_pt_mpi_file fh, MPI_Offset offset, void *buf,
                                              int count, MPI_Datatype datatype,
                                              MPI_Status *status, ppios_seq_t seq, unsigned flags,
                                              const char *site);
@@ -314,8 +328,8 @@ int ppios_prefetch_MPI_File_read_at_all_copy(ppios_pt_mpi_file fh, MPI_Offset of
  * whole items (MPI_UNDEFINED if the bytes are not known or not whole items). A program
  * that reads until a short count (do { MPI_File_read(..., &status); MPI_Get_count(&status,
  * ..., &n); ... } while (n == N)) is pre-executed with the counts its reads will return. */
-int ppios_pt_MPI_Get_count(const MPI_Status *status, MPI_Datatype datatype, int *count);
-int ppios_pt_MPI_Get_elements(const MPI_Status *status, MPI_Datatype datatype, int *count);
+PPIOS_API int ppios_pt_MPI_Get_count(const MPI_Status *status, MPI_Datatype datatype, int *count);
+PPIOS_API int ppios_pt_MPI_Get_elements(const MPI_Status *status, MPI_Datatype datatype, int *count);
 
 #ifdef __cplusplus
 }
