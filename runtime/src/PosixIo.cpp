@@ -1,11 +1,15 @@
 // MT-side POSIX calls (ppios_read, ...) and the PT-side POSIX prefetch calls.
 #include <cstdio>
+#include <dirent.h>
 #include <fcntl.h>
+#include <linux/kcmp.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
 #include <cstdarg>
+#include <cstdlib>
 
 #include "ErrnoGuard.h"
 #include "FileProbe.h"
@@ -27,6 +31,29 @@ namespace {
 
 // The block the PT fetched last per descriptor of its own (PtBlocks.h).
 thread_local ppios::HeldBlocks<int> t_pt_fd_blocks;
+
+// Whether another open descriptor of this process shares `fd`'s open file description
+// (dup, dup2, fcntl F_DUPFD, or a pair inherited so). Linux's kcmp says so exactly; where
+// it is not available (seccomp, an old kernel) the answer is no, as if each were opened
+// on its own. Called at a PT's start and at handoffs only: it looks at every descriptor.
+bool shares_description(int fd) {
+  DIR *dir = opendir("/proc/self/fd");
+  if (dir == nullptr) return false;
+  const pid_t pid = getpid();
+  const int listing = dirfd(dir);
+  bool shared = false;
+  while (struct dirent *entry = readdir(dir)) {
+    char *end = nullptr;
+    long other = std::strtol(entry->d_name, &end, 10);
+    if (end == entry->d_name || *end != '\0' || other == fd || other == listing) continue;
+    if (syscall(SYS_kcmp, pid, pid, KCMP_FILE, fd, static_cast<int>(other)) == 0) {
+      shared = true;
+      break;
+    }
+  }
+  closedir(dir);
+  return shared;
+}
 
 
 ssize_t write_at(Runtime &rt, int fd, off_t offset, size_t length, bool whole_file,
@@ -179,10 +206,14 @@ int ppios_pt_close(int fd) {
 
 // A new open file description of the same file (its own offset), through /proc, so that
 // it works whatever path or helper opened the MT's descriptor. Only regular files: a
-// second reader of a pipe or socket would take the MT's data.
+// second reader of a pipe or socket would take the MT's data. Nor a descriptor that
+// shares its description with another (dup): reads through either move both offsets,
+// which the PT's independent copies would not.
 int ppios_pt_reopen_fd(int mt_fd) {
+  ppios::ErrnoGuard errno_guard;  // the MT's start block and handoffs leave errno alone
   struct stat st;
   if (mt_fd < 0 || fstat(mt_fd, &st) != 0 || !S_ISREG(st.st_mode)) return -1;
+  if (shares_description(mt_fd)) return -1;
   off_t position = lseek(mt_fd, 0, SEEK_CUR);
   char path[64];
   std::snprintf(path, sizeof path, "/proc/self/fd/%d", mt_fd);

@@ -123,6 +123,38 @@ TEST(PtSafetyTest, PtCallsRefuseDescriptorsAndStreamsItDoesNotOwn) {
   unlink(file.c_str());
 }
 
+// Descriptors that share one open file description (dup) move one offset: the PT gets no
+// copy of either (two independent copies would read the wrong ranges), while a second
+// descriptor opened on its own is reopened as usual.
+TEST(PtSafetyTest, DescriptorsSharingAnOffsetAreNotReopened) {
+  std::string file = make_file("dup", 100);
+  int mt_fd = open(file.c_str(), O_RDONLY);
+  ASSERT_GE(mt_fd, 0);
+  int own = open(file.c_str(), O_RDONLY);
+  ASSERT_GE(own, 0);
+  int pt_fd = ppios_pt_reopen_fd(own);
+  EXPECT_GE(pt_fd, 0);
+  if (pt_fd >= 0) {
+    EXPECT_EQ(ppios_pt_close(pt_fd), 0);
+  }
+  int twin = dup(mt_fd);
+  ASSERT_GE(twin, 0);
+  errno = 1234;
+  EXPECT_EQ(ppios_pt_reopen_fd(mt_fd), -1);
+  EXPECT_EQ(ppios_pt_reopen_fd(twin), -1);
+  EXPECT_EQ(errno, 1234);  // the MT's start block leaves errno as it was
+  close(twin);
+  // Alone again: reopened.
+  pt_fd = ppios_pt_reopen_fd(mt_fd);
+  EXPECT_GE(pt_fd, 0);
+  if (pt_fd >= 0) {
+    EXPECT_EQ(ppios_pt_close(pt_fd), 0);
+  }
+  close(own);
+  close(mt_fd);
+  unlink(file.c_str());
+}
+
 TEST(PtSafetyTest, StreamDescriptorIsClosedOnlyWithItsStream) {
   std::string file = make_file("stream", 100);
   FILE *fp = ppios_pt_fopen(file.c_str(), "r");
