@@ -602,6 +602,20 @@ int ppios_pt_MPI_Get_count(const MPI_Status *status, MPI_Datatype datatype, int 
   return MPI_SUCCESS;
 }
 
+int ppios_pt_MPI_Comm_rank(MPI_Comm comm, int *rank) {
+  ppios::pt_checkpoint();
+  int size = 0;
+  if (!ppios::mpi_comm_known(comm, rank, &size)) ppios_pt_exit();
+  return MPI_SUCCESS;
+}
+
+int ppios_pt_MPI_Comm_size(MPI_Comm comm, int *size) {
+  ppios::pt_checkpoint();
+  int rank = 0;
+  if (!ppios::mpi_comm_known(comm, &rank, size)) ppios_pt_exit();
+  return MPI_SUCCESS;
+}
+
 // Basic elements: each whole item of a contiguous type holds the same number of them.
 int ppios_pt_MPI_Get_elements(const MPI_Status *status, MPI_Datatype datatype, int *count) {
   int items = MPI_UNDEFINED;

@@ -10,6 +10,7 @@ namespace ppios {
 namespace {
 
 std::vector<std::pair<MPI_Datatype, int64_t>> g_sizes;  // written once, before g_ready
+int g_world_rank = -1, g_world_size = -1;               // likewise
 std::atomic<bool> g_ready{false};
 
 struct DerivedType {
@@ -58,6 +59,9 @@ void mpi_type_sizes_init() {
     int64_t size = mpi_contiguous_size(t);
     if (size > 0) g_sizes.emplace_back(t, size);
   }
+  if (MPI_Comm_rank(MPI_COMM_WORLD, &g_world_rank) != MPI_SUCCESS ||
+      MPI_Comm_size(MPI_COMM_WORLD, &g_world_size) != MPI_SUCCESS)
+    g_world_rank = g_world_size = -1;
   g_ready.store(true, std::memory_order_release);
 }
 
@@ -77,6 +81,19 @@ int64_t mpi_type_elements(MPI_Datatype datatype) {
   std::lock_guard<std::mutex> lock(g_derived_mu);
   const DerivedType *d = find_derived(datatype);
   return d ? d->elements : -1;
+}
+
+bool mpi_comm_known(MPI_Comm comm, int *rank, int *size) {
+  if (comm == MPI_COMM_SELF) {
+    *rank = 0;
+    *size = 1;
+    return true;
+  }
+  if (comm != MPI_COMM_WORLD || !g_ready.load(std::memory_order_acquire) || g_world_rank < 0)
+    return false;
+  *rank = g_world_rank;
+  *size = g_world_size;
+  return true;
 }
 
 void mpi_type_committed(MPI_Datatype datatype) {

@@ -28,6 +28,7 @@
 
 namespace ppios {
 
+// Also measures MPI_COMM_WORLD's rank and size (mpi_comm_known answers from them).
 void mpi_type_sizes_init();
 // Size in bytes of a contiguous datatype the runtime knows (predefined, or derived and
 // committed through the runtime), or -1.
@@ -40,6 +41,11 @@ int64_t mpi_type_elements(MPI_Datatype datatype);
 void mpi_type_committed(MPI_Datatype datatype);
 // The MT is about to free `datatype`: forget it.
 void mpi_type_freed(MPI_Datatype datatype);
+
+// This process's rank in and the size of `comm`, for the communicators the PT can know
+// without calling MPI: MPI_COMM_WORLD (measured by mpi_type_sizes_init) and MPI_COMM_SELF.
+// False for any other (or before the measure).
+bool mpi_comm_known(MPI_Comm comm, int *rank, int *size);
 
 // Size in bytes of `t` if it is contiguous (bytes one after another from 0, no holes),
 // else -1. Calls MPI: the MT only.

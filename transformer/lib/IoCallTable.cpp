@@ -48,6 +48,8 @@ const IoCallInfo Table[] = {
     {"MPI_File_get_size", K::Query, I::MpiIo, A::RenamePt, 0, 0, -1, -1, -1, {-1, -1}, false, false, 1},
 
     // What a read returned, from its status: in the PT, what its prefetch predicted.
+    {"MPI_Comm_rank", K::Query, I::Mpi, A::RenamePt, -1, 0, -1, -1, -1, {-1, -1}, false, false, 1},
+    {"MPI_Comm_size", K::Query, I::Mpi, A::RenamePt, -1, 0, -1, -1, -1, {-1, -1}, false, false, 1},
     {"MPI_Get_count", K::Query, I::Mpi, A::RenamePt, -1, 0, -1, -1, -1, {-1, -1}, false, false, 2},
     {"MPI_Get_elements", K::Query, I::Mpi, A::RenamePt, -1, 0, -1, -1, -1, {-1, -1}, false, false, 2},
 

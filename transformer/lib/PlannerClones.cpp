@@ -283,7 +283,8 @@ CloneSummary PrefetchPlanner::summarize() const {
     } else if (Captures.count(P) || HandlesUsed.count(P)) {
       // A pointer the clone keeps is read through somewhere: the caller must pass memory
       // the PT owns (strings excepted, as everywhere in the PT).
-      Role = P->getType()->isPointerType() && !isStringPointer(P->getType())
+      Role = P->getType()->isPointerType() && !isStringPointer(P->getType()) &&
+                     !isMpiValueHandle(P->getType())
                  ? ParamRole::Deref
                  : ParamRole::Value;
       (void)Dereferenced;

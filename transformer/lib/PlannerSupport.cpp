@@ -28,6 +28,17 @@ bool isLocalMpiQuery(llvm::StringRef Name) {
 
 std::string quoted(const VarDecl *VD) { return "'" + VD->getNameAsString() + "'"; }
 
+bool isMpiValueHandle(QualType T) {
+  static const char *const Handles[] = {"MPI_Comm", "MPI_Datatype", "MPI_Info", "MPI_Group",
+                                        "MPI_Op",   "MPI_Errhandler", "MPI_Request", "MPI_Win",
+                                        "MPI_Message"};
+  std::string Name = T.getUnqualifiedType().getAsString();
+  for (const char *H : Handles)
+    if (Name == H)
+      return true;
+  return false;
+}
+
 bool isStringPointer(QualType T) {
   while (T->isPointerType() || T->isArrayType()) {
     QualType Pointee = T->isPointerType() ? T->getPointeeType()

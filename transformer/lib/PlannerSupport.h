@@ -29,6 +29,9 @@ std::string quoted(const clang::VarDecl *VD);
 // Strings (char pointers and arrays of them, like argv) are read-only inputs in practice;
 // the PT may read them. Other memory reached through MT pointers may change under it.
 bool isStringPointer(clang::QualType T);
+// An MPI handle other than a file (MPI_Comm, MPI_Datatype, MPI_Info, ...): a value the PT
+// passes on (to its ppios_pt_* calls, which only compare it), never memory it reads.
+bool isMpiValueHandle(clang::QualType T);
 
 // An open that may write its file (O_WRONLY/O_RDWR, "w"/"a"/"+", MPI_MODE_WRONLY/RDWR).
 bool openMayWrite(const clang::CallExpr *Call, const IoCallInfo &Info, const clang::ASTContext &Ctx);

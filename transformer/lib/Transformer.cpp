@@ -731,12 +731,19 @@ private:
                                              : D.Reason});
     }
     if (!Planned) {
+      // Name the call's own problem when it has one: that is what left main() with
+      // nothing to prefetch.
       for (const CloneCallDecision &C : Plan.cloneCalls()) {
+        std::string Why = C.Reason.empty()
+                              ? std::string("main() gets no prefetch thread")
+                              : "the call at line " +
+                                    std::to_string(U.SM.getPresumedLineNumber(C.Call->getBeginLoc())) +
+                                    ": " + C.Reason;
         if (U.ImportedClones.count(C.Callee))
-          missedInOtherFile(U, C, ": main() gets no prefetch thread");
+          missedInOtherFile(U, C, " (" + Why + ")");
         auto It = U.CloneOf.find(C.Callee);
         if (It != U.CloneOf.end() && It->second->Why.empty())
-          It->second->Why = "main() gets no prefetch thread";
+          It->second->Why = Why;
       }
       return;
     }

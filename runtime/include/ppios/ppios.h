@@ -328,6 +328,11 @@ PPIOS_API int ppios_prefetch_MPI_File_read_at_all_copy(ppios_pt_mpi_file fh, MPI
  * whole items (MPI_UNDEFINED if the bytes are not known or not whole items). A program
  * that reads until a short count (do { MPI_File_read(..., &status); MPI_Get_count(&status,
  * ..., &n); ... } while (n == N)) is pre-executed with the counts its reads will return. */
+/* MPI_Comm_rank and MPI_Comm_size for the PT: answered for MPI_COMM_WORLD (measured by
+ * the MT when the PT started) and MPI_COMM_SELF. For any other communicator the PT cannot
+ * know the answer: it ends there, as at the program's end (pt_stop "exit"). */
+PPIOS_API int ppios_pt_MPI_Comm_rank(MPI_Comm comm, int *rank);
+PPIOS_API int ppios_pt_MPI_Comm_size(MPI_Comm comm, int *size);
 PPIOS_API int ppios_pt_MPI_Get_count(const MPI_Status *status, MPI_Datatype datatype, int *count);
 PPIOS_API int ppios_pt_MPI_Get_elements(const MPI_Status *status, MPI_Datatype datatype, int *count);
 
