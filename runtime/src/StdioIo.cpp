@@ -294,8 +294,14 @@ size_t ppios_prefetch_fread(size_t size, size_t nmemb, FILE *stream, ppios_seq_t
     ppios::t_thread.pt_site = site;
     predicted = ppios::prefetch_by_block(t_pt_stream_blocks, stream, fd, offset, size * nmemb, seq, flags);
   }
-  if (predicted <= 0) return 0;
+  if (predicted < 0) return 0;
   ppios::seek_stream(stream, offset + predicted, SEEK_SET);
+  // Short at the end of the file: the stream's end-of-file flag is set, as the program's
+  // fread sets it, so the PT's feof() answers like the program's.
+  if (static_cast<size_t>(predicted) < size * nmemb) {
+    int c = getc(stream);
+    if (c != EOF) ungetc(c, stream);  // the file grew meanwhile
+  }
   return static_cast<size_t>(predicted) / size;
 }
 

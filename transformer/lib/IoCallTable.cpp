@@ -28,6 +28,10 @@ const IoCallInfo Table[] = {
     {"fseek", K::Seek, I::Stdio, A::Keep, 0, 0, -1, -1, -1, {-1, -1}, false, false, -1},
     {"fseeko", K::Seek, I::Stdio, A::Keep, 0, 0, -1, -1, -1, {-1, -1}, false, false, -1},
     {"ftell", K::Query, I::Stdio, A::Keep, 0, 0, -1, -1, -1, {-1, -1}, false, false, -1},
+    // The PT's own stream answers: its prefetches move it and set its end-of-file flag as
+    // the program's freads would (`while (!feof(f)) { n = fread(...); ... }`).
+    {"feof", K::Query, I::Stdio, A::Keep, 0, 0, -1, -1, -1, {-1, -1}, false, false, -1},
+    {"ferror", K::Query, I::Stdio, A::Keep, 0, 0, -1, -1, -1, {-1, -1}, false, false, -1},
     {"ftello", K::Query, I::Stdio, A::Keep, 0, 0, -1, -1, -1, {-1, -1}, false, false, -1},
     {"rewind", K::Seek, I::Stdio, A::Keep, 0, 0, -1, -1, -1, {-1, -1}, false, false, -1},
 

@@ -72,6 +72,8 @@ const char *const StdioHelpers =
     "PPIOS_CC_HELPER int ppios_cc_fseeko(FILE *f, off_t o, int w) { return f ? ppios_fseeko(f, o, w) : -1; }\n"
     "PPIOS_CC_HELPER long ppios_cc_ftell(FILE *f) { return f ? ftell(f) : -1; }\n"
     "PPIOS_CC_HELPER off_t ppios_cc_ftello(FILE *f) { return f ? ppios_ftello(f) : -1; }\n"
+    "PPIOS_CC_HELPER int ppios_cc_feof(FILE *f) { return f ? feof(f) : 1; }\n"
+    "PPIOS_CC_HELPER int ppios_cc_ferror(FILE *f) { return f ? ferror(f) : 0; }\n"
     "PPIOS_CC_HELPER void ppios_cc_rewind(FILE *f) { if (f) rewind(f); }\n"
     "PPIOS_CC_HELPER int ppios_cc_pt_fclose(FILE *f) { return f ? ppios_pt_fclose(f) : -1; }\n"
     "PPIOS_CC_HELPER size_t ppios_cc_prefetch_fread(size_t s, size_t n, FILE *f, ppios_seq_t q,\n"
