@@ -197,6 +197,12 @@ void PrefetchPlanner::markBad() {
       if (Site.Info->Kind == IoKind::Open && !Site.HandleField &&
           openMayCreate(Site.Call, *Site.Info, Ctx))
         MarkBad(U, "creates or truncates the file it opens");
+    for (const IoCallSite &Site : U.IoCalls)
+      if (Site.Info->Kind == IoKind::Open && Site.Info->PathArg >= 0) {
+        std::string Why = pathWrittenAfterStart(Site);
+        if (!Why.empty())
+          MarkBad(U, Why);
+      }
     bool HasWrite = false, HasRead = false;
     for (const IoCallSite &Site : U.IoCalls) {
       HasWrite |= Site.Info->Kind == IoKind::Write;
@@ -257,6 +263,40 @@ void PrefetchPlanner::markBad() {
       }
     }
   }
+}
+
+// The PT's file names are copies taken at its start (the emitter's path capture). A name
+// behind a pointer (`char *name = malloc(n)`) that a statement after the start fills
+// (`snprintf(name, ...)`, `name[i] = ...`) holds nothing yet there: copying it would read
+// uninitialized memory, and open a wrong file. Such an open is one the PT does not run (a
+// top-level one is handed over by the MT). Empty if the name is fine.
+std::string PrefetchPlanner::pathWrittenAfterStart(const IoCallSite &Open) const {
+  if (Open.Info->PathArg >= static_cast<int>(Open.Call->getNumArgs()))
+    return "";
+  const auto *DRE = dyn_cast<DeclRefExpr>(Open.Call->getArg(Open.Info->PathArg)->IgnoreParenImpCasts());
+  const auto *VD = DRE ? dyn_cast<VarDecl>(DRE->getDecl()) : nullptr;
+  if (!VD || !VD->getType()->isPointerType())
+    return "";
+  const SourceManager &SM = Units.function()->getASTContext().getSourceManager();
+  for (const auto &Owned : Units.all()) {
+    const Unit &W = *Owned;
+    if (W.TopIndex < Start || W.UnitKind == Unit::Block)
+      continue;
+    bool Writes = W.PointerStores.count(VD) > 0;
+    for (const CallExpr *Call : W.Calls) {
+      if (Call == Open.Call || Writes)
+        continue;
+      CalleeEffect E = Units.oracle().classify(Call->getDirectCallee());
+      for (unsigned I = 0; I < Call->getNumArgs() && !Writes; ++I)
+        Writes = mentions(Call->getArg(I), VD) &&
+                 (E.Effect == CalleeEffect::Unsafe || (I < 32 && (E.StoredArgs & (1u << I))));
+    }
+    if (Writes)
+      return "opens the file named by " + quoted(VD) + ", which line " +
+             std::to_string(SM.getPresumedLineNumber(W.S->getBeginLoc())) +
+             " writes after the prefetch thread starts";
+  }
+  return "";
 }
 
 bool PrefetchPlanner::reaches(const Unit *Def, const Unit *Use) const {

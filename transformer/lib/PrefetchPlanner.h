@@ -184,6 +184,7 @@ private:
   bool declaredInRegion(const clang::VarDecl *VD) const;
   bool unsetAtStart(const clang::VarDecl *VD) const;
   void markBad();
+  std::string pathWrittenAfterStart(const IoCallSite &Open) const;
   void decideReads();
   // Why a read from its handle's position cannot be pre-executed because a statement the
   // PT does not follow moves that position before it (empty: nothing does).
