@@ -12,7 +12,12 @@ struct safety;
 static void start_pt(struct safety *s);
 #define SAFETY_PT 1
 #define START_PT(s) start_pt(s)
+static void await_pt_fault(const struct safety *s);
+#define AWAIT_PT_FAULT(s) await_pt_fault(s)
 #include "safety.c"
+
+/* Set by the PT right before a fault it is meant to make. */
+static volatile sig_atomic_t g_pt_faulting;
 
 /* Prefetches `count` chunks of the input under the MT's sequence numbers for its read()s
  * (the first transfers of the default scenarios). */
@@ -30,10 +35,12 @@ static void prefetch_thread(void *arg) {
   struct safety *s = arg;
   if (is(s->scenario, "segv")) {
     prefetch_chunks(s, 1);
+    g_pt_faulting = 1;
     volatile int *null = NULL;
     *null = 1;
   } else if (is(s->scenario, "fpe")) {
     prefetch_chunks(s, 1);
+    g_pt_faulting = 1;
     volatile int zero = 0, one = 1;
     volatile int x = one / zero;
     (void)x;
@@ -103,3 +110,13 @@ static void prefetch_thread(void *arg) {
 }
 
 static void start_pt(struct safety *s) { ppios_pt_start(prefetch_thread, s, sizeof *s); }
+
+/* On a loaded machine the MT could read everything and shut the runtime down before the
+ * PT reaches its fault (the test then sees pt_stop "stopped"): in the fault scenarios the
+ * MT waits, at most 60 s, until the PT is about to fault, and a little more for the fault
+ * to be caught. */
+static void await_pt_fault(const struct safety *s) {
+  if (!is(s->scenario, "segv") && !is(s->scenario, "fpe")) return;
+  for (int i = 0; i < 60000 && !g_pt_faulting; ++i) usleep(1000);
+  usleep(50000);
+}
