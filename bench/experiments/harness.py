@@ -75,6 +75,10 @@ class Harness:
         self.started = time.monotonic()
         self.redis = None
         self.target_seq = 0
+        # experiment -> the cap the last `auto` run of it ended with: the next one starts
+        # there, as a real target keeps its learned cap between jobs (README, "Learning
+        # the cap"); auto-cold runs start from 1 every time
+        self.learned_caps = {}
         self.calibration = None     # (exit code, text)
         # Set by mount_devices; None until then and when no optimal mount is needed
         # (the report reads them whatever ran).
@@ -267,6 +271,8 @@ class Harness:
                     # auto as it had to run before the controller learned from MTs
                     # past the cap: MTs wait at the cap too (README, "Learning the cap")
                     env.update(PPIOS_THRESHOLD="auto", PPIOS_MT_THROTTLE="1")
+                elif threshold == "auto-cold":
+                    env["PPIOS_THRESHOLD"] = "auto"  # from cap 1, nothing carried over
         name = kernel if row_kernel == k.label else f"{kernel}-{row_kernel.lower()}"
         return jobs.JobSpec(label=f"{experiment} {row_kernel} {label} P={nprocs}",
                             kernel_label=k.label, argv=argv, env=env,
@@ -283,20 +289,40 @@ class Harness:
         return self.scratch
 
     def _coordinator_done(self, coordinator, target):
-        """The highest number of accesses the coordinator saw in flight at once
-        (a check that the cap held), then forget the target."""
+        """(the highest number of accesses the coordinator saw in flight at once, a
+        check that the cap held; the cap in force at the end), then forget the target."""
         base = [self.bins.coord, "--coordinator", coordinator, "--target", target]
-        seen = None
+        seen = cap = None
         try:
             r = subprocess.run(base + ["status", "--json"], stdout=subprocess.PIPE,
                                stderr=subprocess.DEVNULL, timeout=30)
             if r.returncode == 0:
-                seen = json.loads(r.stdout).get("max_inflight_seen")
+                status = json.loads(r.stdout)
+                seen, cap = status.get("max_inflight_seen"), status.get("threshold")
         except (subprocess.TimeoutExpired, ValueError):
             pass
         subprocess.run(base + ["reset"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                        timeout=30)
-        return seen
+        return seen, cap
+
+    def _warm_start(self, experiment, specs, coordinator, target):
+        """An `auto` run's fresh target gets the cap the experiment's last auto run
+        learned (`ppios-coord set-threshold N`; the runtime's PPIOS_THRESHOLD=auto turns
+        learning on from it). Returns that cap, None for a cold start or another mode."""
+        if not any(spec.extra["mode"] == "ppios" and spec.extra["threshold"] == "auto"
+                   for spec in specs):
+            return None
+        cap = self.learned_caps.get(experiment)
+        if cap is None:
+            return None
+        r = subprocess.run([self.bins.coord, "--coordinator", coordinator, "--target", target,
+                            "set-threshold", str(cap)], stdout=subprocess.DEVNULL,
+                           stderr=subprocess.PIPE, text=True, timeout=30)
+        if r.returncode != 0:
+            self.log(f"could not store the learned cap {cap} on {target}: {r.stderr.strip()}"
+                     " (this run starts cold)")
+            return None
+        return cap
 
     def _execute(self, experiment, nprocs, rep, specs, dev, device, coordinator, target,
                  run_dir):
@@ -308,13 +334,18 @@ class Harness:
             # a crash mid-run must not leave the target's shm segment or keys behind
             token = self.resources.add(f"coordinator target {target}",
                                        lambda: self._coordinator_done(coordinator, target))
+        start_cap = self._warm_start(experiment, specs, coordinator, target)
         try:
             results = jobs.run_concurrently(specs, self.resources, self.p.timeout_s)
         finally:
-            max_inflight = None
+            max_inflight = end_cap = None
             if token is not None:
                 self.resources.forget(token)
-                max_inflight = self._coordinator_done(coordinator, target)
+                max_inflight, end_cap = self._coordinator_done(coordinator, target)
+        auto = any(spec.extra["mode"] == "ppios" and spec.extra["threshold"] == "auto"
+                   for spec in specs)
+        if auto and isinstance(end_cap, int) and end_cap >= 1:
+            self.learned_caps[experiment] = end_cap
         device_stats = dev.stats()
         dev_summary = {}
         if device_stats is not None:
@@ -345,7 +376,10 @@ class Harness:
                            write_mean_s=r.timing.get("write_mean_s"),
                            ranks=int(r.timing.get("nprocs", extra["nprocs"])),
                            mpirun_s=round(r.elapsed_s, 3), result=r.result_line,
-                           max_inflight_seen=max_inflight, run_dir=run_dir, **dev_summary,
+                           max_inflight_seen=max_inflight, run_dir=run_dir,
+                           **({"auto_start_cap": start_cap or 1, "auto_end_cap": end_cap}
+                              if mode == "ppios" and threshold.startswith("auto") else {}),
+                           **dev_summary,
                            **self._ppios_stats(extra["stats"]))
             for unknown in ("bound_s", "efficiency"):
                 details.pop(unknown)

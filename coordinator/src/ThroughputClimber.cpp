@@ -86,6 +86,21 @@ int ThroughputClimber::overrun(int k, int level, double mibps, double now_s) {
   return base_;
 }
 
+int ThroughputClimber::underrun(int k, int top, double mibps, double now_s) {
+  top = std::clamp(top, p_.min_k, p_.max_k);
+  const bool first_window = state_ == State::Settled && base_mibps_ < 0 && expected(k);
+  if (!first_window || top >= k) return next(k, mibps, /*bound=*/false, now_s);
+  // Not measured at top itself (the cap may bind there): top is the new start, measured
+  // by the next window; from min_k that is a cold start (slow start).
+  curve_[k] = mibps;
+  base_ = top;
+  base_mibps_ = -1;
+  slow_start_ = base_ == p_.min_k;
+  came_from_below_ = false;
+  off_windows_ = 0;
+  return base_;
+}
+
 int ThroughputClimber::next(int k, double mibps, bool bound, double now_s) {
   overrun_since_ = -1;
   curve_[k] = mibps;
