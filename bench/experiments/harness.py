@@ -75,7 +75,7 @@ class Harness:
         self.started = time.monotonic()
         self.redis = None
         self.target_seq = 0
-        # experiment -> the cap the last `auto` run of it ended with: the next one starts
+        # experiment -> the cap the last `auto` run of it learned: the next one starts
         # there, as a real target keeps its learned cap between jobs (README, "Learning
         # the cap"); auto-cold runs start from 1 every time
         self.learned_caps = {}
@@ -290,16 +290,24 @@ class Harness:
 
     def _coordinator_done(self, coordinator, target):
         """(the highest number of accesses the coordinator saw in flight at once, a
-        check that the cap held; the cap in force at the end), then forget the target."""
+        check that the cap held; what the target learned: the k of the highest MiB/s
+        on its curve, else the cap in force), then forget the target. Not the cap in
+        force at the end: that follows the run's tail (in E2, DSCAL alone for its last
+        15 s takes it to 2-3)."""
         base = [self.bins.coord, "--coordinator", coordinator, "--target", target]
         seen = cap = None
+        self.last_curve = None
         try:
             r = subprocess.run(base + ["status", "--json"], stdout=subprocess.PIPE,
                                stderr=subprocess.DEVNULL, timeout=30)
             if r.returncode == 0:
                 status = json.loads(r.stdout)
                 seen, cap = status.get("max_inflight_seen"), status.get("threshold")
-        except (subprocess.TimeoutExpired, ValueError):
+                curve = status.get("curve") or []
+                self.last_curve = {point["k"]: round(point["mibps"], 1) for point in curve}
+                if curve:
+                    cap = max(curve, key=lambda point: point["mibps"])["k"]
+        except (subprocess.TimeoutExpired, ValueError, KeyError, TypeError):
             pass
         subprocess.run(base + ["reset"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                        timeout=30)
@@ -377,7 +385,8 @@ class Harness:
                            ranks=int(r.timing.get("nprocs", extra["nprocs"])),
                            mpirun_s=round(r.elapsed_s, 3), result=r.result_line,
                            max_inflight_seen=max_inflight, run_dir=run_dir,
-                           **({"auto_start_cap": start_cap or 1, "auto_end_cap": end_cap}
+                           **({"auto_start_cap": start_cap or 1, "auto_end_cap": end_cap,
+                               "auto_curve": self.last_curve}
                               if mode == "ppios" and threshold.startswith("auto") else {}),
                            **dev_summary,
                            **self._ppios_stats(extra["stats"]))
