@@ -15,9 +15,9 @@
 // MT-only load drives the learning too and a cold start climbs to the MTs' concurrency.
 // Learning starts from the cap in force (clamped into the climber's range): 1 on a fresh
 // target, else what the target kept from an earlier run or had stored by hand (warm
-// start, ThroughputClimber.h). It changes nothing while the target's auto flag is off (`ppios-coord set-threshold N`
-// turns it off, `set-threshold auto` or a process started with PPIOS_THRESHOLD=auto turns
-// it on).
+// start, ThroughputClimber.h). It changes nothing while the target's auto flag is off
+// (`ppios-coord set-threshold N` turns it off, `set-threshold auto` or a process started
+// with PPIOS_THRESHOLD=auto turns it on).
 //
 // Lifecycle: the thread starts in the constructor and stops (resigning the lease) in the
 // destructor, which waits at most one sampling tick plus one backend call. Thread safety:
