@@ -124,13 +124,14 @@ void AutoThreshold::run() {
       // MTs past the cap (no PPIOS_MT_THROTTLE) ran more accesses than k: the window
       // measured the device at that real concurrency, whatever the class.
       const double level = static_cast<double>(inflight_sum) / ticks;
+      const int at = static_cast<int>(std::lround(level));
       int next;
       if (level > k + 0.5)
-        next = climber->overrun(static_cast<int>(k), static_cast<int>(std::lround(level)), mibps, t2);
+        next = climber->overrun(static_cast<int>(k), at, mibps, t2);
       else if (!bound && inflight_top < k)
-        next = climber->underrun(static_cast<int>(k), static_cast<int>(inflight_top), mibps, t2);
+        next = climber->underrun(static_cast<int>(k), static_cast<int>(inflight_top), mibps, t2, at);
       else
-        next = climber->next(static_cast<int>(k), mibps, bound, t2);
+        next = climber->next(static_cast<int>(k), mibps, bound, t2, at);
       plane_->publish_curve(climber->curve());
       if (next != k) plane_->set_cap(next);
     }

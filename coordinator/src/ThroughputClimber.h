@@ -69,8 +69,11 @@ class ThroughputClimber {
   // One finished window at cap k: returns the cap for the next window. A window in
   // which the cap did not bind says nothing about a larger cap (the demand was lower).
   // A probe up is taken when better even if it did not bind (more accesses ran than
-  // at base, so the base did bind them).
-  int next(int k, double mibps, bool bound, double now_s);
+  // at base, so the base did bind them). `level`, when known (> 0), is the accesses in
+  // flight on average: a window that did not bind measured the device there, not at k,
+  // and the curve learns it there (a run's tail at low demand under a high cap must not
+  // overwrite what the cap measured when it bound).
+  int next(int k, double mibps, bool bound, double now_s, int level = 0);
   // One finished window at cap k in which `level` (> k) accesses ran on average, the
   // MTs past the cap: returns the cap for the next window.
   int overrun(int k, int level, double mibps, double now_s);
@@ -78,7 +81,7 @@ class ThroughputClimber {
   // flight at once: the first window of a start goes to top (a cap the demand never
   // reached measured what top would have); any other window is next(k, mibps, false),
   // since a settled cap above a lull must not follow the lull down.
-  int underrun(int k, int top, double mibps, double now_s);
+  int underrun(int k, int top, double mibps, double now_s, int level = 0);
 
   int base() const { return base_; }
   bool slow_start() const { return slow_start_; }
@@ -90,6 +93,7 @@ class ThroughputClimber {
   int probe(State s, double now_s);
   int probe_up_failed(int k, double now_s);
   int settle();
+  void learn(int k, double mibps, bool bound, int level);  // one point of the curve
   double margin() const;
   bool expected(int k) const;  // k is the cap this climber asked for
 

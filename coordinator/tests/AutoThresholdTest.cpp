@@ -260,6 +260,20 @@ TEST(ThroughputClimber, ALullAfterSettlingDoesNotPullTheCapDown) {
   for (int cap : caps) EXPECT_GE(cap, 5);
 }
 
+TEST(ThroughputClimber, ALowDemandTailIsLearnedAtItsLevel) {
+  // Settled at 6 (bound windows measured B(6)); then one job is left, two accesses in
+  // flight on average under the cap of 6: those windows measured B(2), and the curve
+  // learns them there, keeping what 6 measured.
+  ThroughputClimber c(1, ClimberParams{});
+  CapTrace r = drive(c, 1, 40, [](int) { return 6; }, 0.0, 4);
+  ASSERT_EQ(c.base(), 6);
+  const double at6 = c.curve().at(6);
+  int k = r.next;
+  for (int w = 0; w < 20; ++w) k = c.next(k, 20.0, /*bound=*/false, 10 + 0.25 * w, /*level=*/2);
+  EXPECT_EQ(c.curve().at(6), at6);
+  EXPECT_EQ(c.curve().at(2), 20.0);
+}
+
 TEST(ThroughputClimber, AStaleStartAboveTheKneeClimbsDown) {
   // The device changed since the cap was stored (optimum 8 -> 3), and the demand reaches
   // the stored cap: one step down per window, within one of 3 in 12 windows.
