@@ -158,30 +158,45 @@ def check(out, expected, options, prefetch_built):
 
 
 def check_auto(base, tmp):
-    """--thresholds 2,auto,auto-throttled: PPIOS_THRESHOLD=auto is the coordinator's to
-    accept. A runtime that accepts it gives ppios@auto and ppios@auto-throttled rows; one
-    that does not must stop bench/run before any run with exit 2 and the runtime's own
-    message."""
-    flags = ["--thresholds", "2,auto,auto-throttled", "--modes", "normal,ppios", "--nprocs", "1"]
+    """--thresholds 2,auto,auto-warm,auto-throttled at P = 1, 2: PPIOS_THRESHOLD=auto is
+    the coordinator's to accept. A runtime that accepts it gives a row per variant, and
+    the P = 2 auto-warm run starts from the cap the P = 1 auto-warm run learned (auto and
+    auto-throttled start from 1); one that does not must stop
+    bench/run before any run with exit 2 and the runtime's own message."""
+    variants = ["2", "auto", "auto-warm", "auto-throttled"]
+    flags = ["--thresholds", ",".join(variants), "--modes", "normal,ppios", "--nprocs", "1,2"]
     out = os.path.join(tmp, "auto")
     r = subprocess.run(base + ["--out", out] + flags, stdout=subprocess.PIPE,
-                       stderr=subprocess.STDOUT, timeout=240)
+                       stderr=subprocess.STDOUT, timeout=400)
     text = r.stdout.decode(errors="replace")
     if r.returncode == 77:
         return []  # no FUSE: main() has reported the SKIP already
     if r.returncode == 2 and "does not accept PPIOS_THRESHOLD=auto" in text:
-        print("bench.flags: ok --thresholds 2,auto,auto-throttled (this runtime rejects auto: exit 2)")
+        print(f"bench.flags: ok {' '.join(flags)} (this runtime rejects auto: exit 2)")
         return []
-    if r.returncode == 0:
-        try:
-            check(out, rows("E1", ["SUM"], ["normal", "ppios", "ppios@auto", "ppios@auto-throttled"], [1]),
-                  {"thresholds": ["2", "auto", "auto-throttled"]}, True)
-        except Failure as e:
-            return [f"{' '.join(flags)}: {e}"]
-        print("bench.flags: ok --thresholds 2,auto,auto-throttled (ppios@auto, ppios@auto-throttled ran)")
-        return []
-    return [f"{' '.join(flags)}: exit {r.returncode}, expected 0, or 2 with the runtime's "
-            f"message:\n{text[-3000:]}"]
+    if r.returncode != 0:
+        return [f"{' '.join(flags)}: exit {r.returncode}, expected 0, or 2 with the runtime's "
+                f"message:\n{text[-3000:]}"]
+    try:
+        check(out, rows("E1", ["SUM"], ["normal", "ppios"] + [f"ppios@{v}" for v in variants[1:]],
+                        [1, 2]), {"thresholds": variants}, True)
+        with open(os.path.join(out, "runs.jsonl")) as f:
+            runs = {(r["variant"], int(r["nprocs"])): r for r in map(json.loads, f) if r.get("variant")}
+        for key, run in runs.items():
+            if key[0].startswith("ppios@auto") and not (isinstance(run.get("auto_end_cap"), int)
+                                                        and run["auto_end_cap"] >= 1):
+                raise Failure(f"{key}: no learned cap recorded: {run.get('auto_end_cap')!r}")
+        starts = {key: runs[key].get("auto_start_cap") for key in runs if key[0].startswith("ppios@auto")}
+        wanted = {("ppios@auto", 1): 1, ("ppios@auto", 2): 1, ("ppios@auto-warm", 1): 1,
+                  ("ppios@auto-warm", 2): runs[("ppios@auto-warm", 1)]["auto_end_cap"],
+                  ("ppios@auto-throttled", 1): 1, ("ppios@auto-throttled", 2): 1}
+        if starts != wanted:
+            raise Failure(f"auto start caps {starts}, expected {wanted}")
+    except Failure as e:
+        return [f"{' '.join(flags)}: {e}"]
+    print(f"bench.flags: ok {' '.join(flags)} (every auto variant ran; auto-warm carried the "
+          f"cap {wanted[('ppios@auto-warm', 2)]} from P=1 to P=2)")
+    return []
 
 
 def main():

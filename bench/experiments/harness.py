@@ -75,6 +75,10 @@ class Harness:
         self.started = time.monotonic()
         self.redis = None
         self.target_seq = 0
+        # experiment -> the cap the last `auto-warm` run of it learned: the next one
+        # starts there, as a real target keeps its learned cap between jobs (README,
+        # "Learning the cap"); `auto` runs start from 1 every time
+        self.learned_caps = {}
         self.calibration = None     # (exit code, text)
         # Set by mount_devices; None until then and when no optimal mount is needed
         # (the report reads them whatever ran).
@@ -267,6 +271,8 @@ class Harness:
                     # auto as it had to run before the controller learned from MTs
                     # past the cap: MTs wait at the cap too (README, "Learning the cap")
                     env.update(PPIOS_THRESHOLD="auto", PPIOS_MT_THROTTLE="1")
+                elif threshold == "auto-warm":
+                    env["PPIOS_THRESHOLD"] = "auto"  # from the cap _warm_start stored
         name = kernel if row_kernel == k.label else f"{kernel}-{row_kernel.lower()}"
         return jobs.JobSpec(label=f"{experiment} {row_kernel} {label} P={nprocs}",
                             kernel_label=k.label, argv=argv, env=env,
@@ -283,20 +289,48 @@ class Harness:
         return self.scratch
 
     def _coordinator_done(self, coordinator, target):
-        """The highest number of accesses the coordinator saw in flight at once
-        (a check that the cap held), then forget the target."""
+        """(the highest number of accesses the coordinator saw in flight at once, a
+        check that the cap held; what the target learned: the k of the highest MiB/s
+        on its curve, else the cap in force), then forget the target. Not the cap in
+        force at the end: that follows the run's tail (in E2, DSCAL alone for its last
+        15 s takes it to 2-3)."""
         base = [self.bins.coord, "--coordinator", coordinator, "--target", target]
-        seen = None
+        seen = cap = None
+        self.last_curve = None
         try:
             r = subprocess.run(base + ["status", "--json"], stdout=subprocess.PIPE,
                                stderr=subprocess.DEVNULL, timeout=30)
             if r.returncode == 0:
-                seen = json.loads(r.stdout).get("max_inflight_seen")
-        except (subprocess.TimeoutExpired, ValueError):
+                status = json.loads(r.stdout)
+                seen, cap = status.get("max_inflight_seen"), status.get("threshold")
+                curve = status.get("curve") or []
+                self.last_curve = {point["k"]: round(point["mibps"], 1) for point in curve}
+                if curve:
+                    cap = max(curve, key=lambda point: point["mibps"])["k"]
+        except (subprocess.TimeoutExpired, ValueError, KeyError, TypeError):
             pass
         subprocess.run(base + ["reset"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                        timeout=30)
-        return seen
+        return seen, cap
+
+    def _warm_start(self, experiment, specs, coordinator, target):
+        """An `auto-warm` run's fresh target gets the cap the experiment's last
+        auto-warm run learned (`ppios-coord set-threshold N`; the runtime's PPIOS_THRESHOLD=auto turns
+        learning on from it). Returns that cap, None for a cold start or another mode."""
+        if not any(spec.extra["mode"] == "ppios" and spec.extra["threshold"] == "auto-warm"
+                   for spec in specs):
+            return None
+        cap = self.learned_caps.get(experiment)
+        if cap is None:
+            return None
+        r = subprocess.run([self.bins.coord, "--coordinator", coordinator, "--target", target,
+                            "set-threshold", str(cap)], stdout=subprocess.DEVNULL,
+                           stderr=subprocess.PIPE, text=True, timeout=30)
+        if r.returncode != 0:
+            self.log(f"could not store the learned cap {cap} on {target}: {r.stderr.strip()}"
+                     " (this run starts cold)")
+            return None
+        return cap
 
     def _execute(self, experiment, nprocs, rep, specs, dev, device, coordinator, target,
                  run_dir):
@@ -308,13 +342,18 @@ class Harness:
             # a crash mid-run must not leave the target's shm segment or keys behind
             token = self.resources.add(f"coordinator target {target}",
                                        lambda: self._coordinator_done(coordinator, target))
+        start_cap = self._warm_start(experiment, specs, coordinator, target)
         try:
             results = jobs.run_concurrently(specs, self.resources, self.p.timeout_s)
         finally:
-            max_inflight = None
+            max_inflight = end_cap = None
             if token is not None:
                 self.resources.forget(token)
-                max_inflight = self._coordinator_done(coordinator, target)
+                max_inflight, end_cap = self._coordinator_done(coordinator, target)
+        auto = any(spec.extra["mode"] == "ppios" and spec.extra["threshold"] == "auto-warm"
+                   for spec in specs)
+        if auto and isinstance(end_cap, int) and end_cap >= 1:
+            self.learned_caps[experiment] = end_cap
         device_stats = dev.stats()
         dev_summary = {}
         if device_stats is not None:
@@ -345,7 +384,11 @@ class Harness:
                            write_mean_s=r.timing.get("write_mean_s"),
                            ranks=int(r.timing.get("nprocs", extra["nprocs"])),
                            mpirun_s=round(r.elapsed_s, 3), result=r.result_line,
-                           max_inflight_seen=max_inflight, run_dir=run_dir, **dev_summary,
+                           max_inflight_seen=max_inflight, run_dir=run_dir,
+                           **({"auto_start_cap": start_cap or 1, "auto_end_cap": end_cap,
+                               "auto_curve": self.last_curve}
+                              if mode == "ppios" and threshold.startswith("auto") else {}),
+                           **dev_summary,
                            **self._ppios_stats(extra["stats"]))
             for unknown in ("bound_s", "efficiency"):
                 details.pop(unknown)

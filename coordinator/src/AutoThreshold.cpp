@@ -64,8 +64,11 @@ void AutoThreshold::run() {
       if (!pause(idle_s)) break;
       continue;
     }
-    const int64_t k = s0.cap >= 1 ? s0.cap : 1;
-    if (s0.cap < 1) plane_->set_cap(k);
+    // The cap in force is where learning starts: 1 on a fresh target, else what the target
+    // kept (an earlier run's learned cap, or one stored by hand or by `calibrate --store`).
+    // One outside the climber's range (a forged or absurd value) is clamped into it.
+    const int64_t k = std::clamp<int64_t>(s0.cap, climber_params_.min_k, climber_params_.max_k);
+    if (s0.cap != k) plane_->set_cap(k);
     if (!climber) climber = std::make_unique<ThroughputClimber>(static_cast<int>(k), climber_params_);
     if (!pause(timing_.settle_s)) break;
     ControlPlane::Sample s1;
@@ -73,6 +76,7 @@ void AutoThreshold::run() {
     const double t1 = now_s();
     int ticks = 0, bound_ticks = 0;
     uint64_t inflight_sum = 0;
+    uint32_t inflight_top = 0;  // most accesses in flight at one tick
     bool changed = false, stop = false;
     ControlPlane::Sample s2 = s1;
     uint64_t window_max_tick = 0;
@@ -105,6 +109,7 @@ void AutoThreshold::run() {
       if (s2.bytes > before) window_max_tick = std::max(window_max_tick, s2.bytes - before);
       ++ticks;
       inflight_sum += s2.inflight;
+      inflight_top = std::max(inflight_top, s2.inflight);
       if (s2.queued > 0 || s2.inflight >= static_cast<uint64_t>(k)) ++bound_ticks;
     }
     if (stop) break;
@@ -119,8 +124,14 @@ void AutoThreshold::run() {
       // MTs past the cap (no PPIOS_MT_THROTTLE) ran more accesses than k: the window
       // measured the device at that real concurrency, whatever the class.
       const double level = static_cast<double>(inflight_sum) / ticks;
-      const int next = level > k + 0.5 ? climber->overrun(static_cast<int>(k), static_cast<int>(std::lround(level)), mibps, t2)
-                                       : climber->next(static_cast<int>(k), mibps, bound, t2);
+      const int at = static_cast<int>(std::lround(level));
+      int next;
+      if (level > k + 0.5)
+        next = climber->overrun(static_cast<int>(k), at, mibps, t2);
+      else if (!bound && inflight_top < k)
+        next = climber->underrun(static_cast<int>(k), static_cast<int>(inflight_top), mibps, t2, at);
+      else
+        next = climber->next(static_cast<int>(k), mibps, bound, t2, at);
       plane_->publish_curve(climber->curve());
       if (next != k) plane_->set_cap(next);
     }

@@ -13,9 +13,11 @@
 // than k accesses ran on average (MTs pass a full cap unless PPIOS_MT_THROTTLE=1) measured
 // the device at that concurrency and is learned as such (ThroughputClimber::overrun), so
 // MT-only load drives the learning too and a cold start climbs to the MTs' concurrency.
-// It changes nothing while the target's auto flag is off (`ppios-coord set-threshold N`
-// turns it off, `set-threshold auto` or a process started with PPIOS_THRESHOLD=auto turns
-// it on).
+// Learning starts from the cap in force (clamped into the climber's range): 1 on a fresh
+// target, else what the target kept from an earlier run or had stored by hand (warm
+// start, ThroughputClimber.h). It changes nothing while the target's auto flag is off
+// (`ppios-coord set-threshold N` turns it off, `set-threshold auto` or a process started
+// with PPIOS_THRESHOLD=auto turns it on).
 //
 // Lifecycle: the thread starts in the constructor and stops (resigning the lease) in the
 // destructor, which waits at most one sampling tick plus one backend call. Thread safety:

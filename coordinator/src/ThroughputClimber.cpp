@@ -86,9 +86,28 @@ int ThroughputClimber::overrun(int k, int level, double mibps, double now_s) {
   return base_;
 }
 
-int ThroughputClimber::next(int k, double mibps, bool bound, double now_s) {
+void ThroughputClimber::learn(int k, double mibps, bool bound, int level) {
+  curve_[!bound && level >= p_.min_k && level < k ? level : k] = mibps;
+}
+
+int ThroughputClimber::underrun(int k, int top, double mibps, double now_s, int level) {
+  top = std::clamp(top, p_.min_k, p_.max_k);
+  const bool first_window = state_ == State::Settled && base_mibps_ < 0 && expected(k);
+  if (!first_window || top >= k) return next(k, mibps, /*bound=*/false, now_s, level);
+  // Not measured at top itself (the cap may bind there): top is the new start, measured
+  // by the next window; from min_k that is a cold start (slow start).
+  learn(k, mibps, /*bound=*/false, level);
+  base_ = top;
+  base_mibps_ = -1;
+  slow_start_ = base_ == p_.min_k;
+  came_from_below_ = false;
+  off_windows_ = 0;
+  return base_;
+}
+
+int ThroughputClimber::next(int k, double mibps, bool bound, double now_s, int level) {
   overrun_since_ = -1;
-  curve_[k] = mibps;
+  learn(k, mibps, bound, level);
   if (last_probe_s_ < 0) last_probe_s_ = now_s;
   const bool better = base_mibps_ >= 0 && mibps > base_mibps_ * (1 + margin());
   if (expected(k)) {

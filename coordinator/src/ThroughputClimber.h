@@ -22,6 +22,13 @@
 // is one step, so once settled the cap never leaves base-1..base+1 until the device
 // really changed.
 //
+// Warm start: a start_k above min_k (the cap a target kept from an earlier run, or one
+// stored with `ppios-coord set-threshold` / `calibrate --store`) is measured first and then
+// probed one step each way, as after a settle. A start above the demand (a stale or absurd
+// stored cap: its first window never bound) moves to the most accesses seen in flight in
+// one window (underrun()), where it binds again; a start above a knee that the demand
+// reaches climbs down one step per window.
+//
 // Slow start: from a cold start (start_k = min_k, no stored cap) a successful probe up
 // doubles (1, 2, 4, 8, ...) instead of adding one, so a run of a few seconds reaches an
 // optimum of 8-16 in a few windows; the first probe that is not better ends it, and the
@@ -62,11 +69,19 @@ class ThroughputClimber {
   // One finished window at cap k: returns the cap for the next window. A window in
   // which the cap did not bind says nothing about a larger cap (the demand was lower).
   // A probe up is taken when better even if it did not bind (more accesses ran than
-  // at base, so the base did bind them).
-  int next(int k, double mibps, bool bound, double now_s);
+  // at base, so the base did bind them). `level`, when known (> 0), is the accesses in
+  // flight on average: a window that did not bind measured the device there, not at k,
+  // and the curve learns it there (a run's tail at low demand under a high cap must not
+  // overwrite what the cap measured when it bound).
+  int next(int k, double mibps, bool bound, double now_s, int level = 0);
   // One finished window at cap k in which `level` (> k) accesses ran on average, the
   // MTs past the cap: returns the cap for the next window.
   int overrun(int k, int level, double mibps, double now_s);
+  // One finished window at cap k that never bound, with at most `top` (< k) accesses in
+  // flight at once: the first window of a start goes to top (a cap the demand never
+  // reached measured what top would have); any other window is next(k, mibps, false),
+  // since a settled cap above a lull must not follow the lull down.
+  int underrun(int k, int top, double mibps, double now_s, int level = 0);
 
   int base() const { return base_; }
   bool slow_start() const { return slow_start_; }
@@ -78,6 +93,7 @@ class ThroughputClimber {
   int probe(State s, double now_s);
   int probe_up_failed(int k, double now_s);
   int settle();
+  void learn(int k, double mibps, bool bound, int level);  // one point of the curve
   double margin() const;
   bool expected(int k) const;  // k is the cap this climber asked for
 

@@ -196,6 +196,99 @@ TEST(ThroughputClimber, ACapThatFitsTheDemandIsTaken) {
   }
 }
 
+// A demand of `demand` accesses on a device of optimum `opt`, the way the controller
+// classifies a window: more than the cap never runs (no MTs here), a cap at or below the
+// demand binds, and a window that never bound with fewer in flight than the cap is an
+// underrun.
+CapTrace drive_demand(ThroughputClimber &c, int start, int windows, int demand, int opt, double t0 = 0) {
+  CapTrace r;
+  int k = start;
+  for (int w = 0; w < windows; ++w) {
+    r.caps.push_back(k);
+    const int running = std::min(k, demand);
+    const double b = device(running, opt);
+    const double t = t0 + 0.25 * w;
+    k = k > demand ? c.underrun(k, running, b, t) : c.next(k, b, /*bound=*/true, t);
+  }
+  r.next = k;
+  return r;
+}
+
+TEST(ThroughputClimber, AWarmStartAtTheOptimumStaysWithinOne) {
+  // A target that kept the optimum from an earlier run: no slow start, no window below
+  // optimum - 1 (a cold start spends its first windows at 1, 2, 4).
+  for (int opt : {2, 4, 8}) {
+    for (unsigned seed = 1; seed <= 10; ++seed) {
+      ThroughputClimber c(opt, ClimberParams{});
+      EXPECT_FALSE(c.slow_start());
+      CapTrace r = drive(c, opt, 40, [&](int) { return opt; }, 0.03, seed);
+      EXPECT_EQ(settled_from(r, opt), 0) << "opt " << opt << " seed " << seed;
+      EXPECT_EQ(c.base(), opt) << "opt " << opt << " seed " << seed;
+    }
+  }
+}
+
+TEST(ThroughputClimber, AStartAboveTheDemandMovesToItInOneWindow) {
+  // An absurd stored cap (clamped to max_k by the controller) over a demand of 3 on a
+  // device of optimum 8: the first window never binds, so the cap goes to the 3 accesses
+  // seen in flight, and stays within one of them.
+  ClimberParams p;
+  ThroughputClimber c(p.max_k, p);
+  std::vector<int> caps = drive_demand(c, p.max_k, 40, 3, 8).caps;
+  ASSERT_GE(caps.size(), 2u);
+  EXPECT_EQ(caps[1], 3);
+  for (size_t i = 1; i < caps.size(); ++i) EXPECT_LE(std::abs(caps[i] - 3), 1) << "window " << i;
+  EXPECT_EQ(c.base(), 3);
+  // From a lull of one access: a cold start from there (slow start), up to the optimum
+  // once the demand is back.
+  ThroughputClimber lull(12, p);
+  CapTrace start = drive_demand(lull, 12, 2, 1, 8);
+  EXPECT_EQ(start.caps.back(), 1);
+  EXPECT_TRUE(lull.slow_start());
+  drive_demand(lull, start.next, 30, 16, 8, 0.5);
+  EXPECT_EQ(lull.base(), 8);
+}
+
+TEST(ThroughputClimber, ALullAfterSettlingDoesNotPullTheCapDown) {
+  // underrun() moves only the first window of a start: a settled cap above a lull stays,
+  // or the PTs would wait for it to climb again when the demand returns.
+  ThroughputClimber c(1, ClimberParams{});
+  CapTrace r = drive(c, 1, 40, [](int) { return 6; }, 0.02, 4);
+  ASSERT_EQ(c.base(), 6);
+  std::vector<int> caps = drive_demand(c, r.next, 20, 2, 6, 10).caps;
+  EXPECT_GE(c.base(), 5);
+  for (int cap : caps) EXPECT_GE(cap, 5);
+}
+
+TEST(ThroughputClimber, ALowDemandTailIsLearnedAtItsLevel) {
+  // Settled at 6 (bound windows measured B(6)); then one job is left, two accesses in
+  // flight on average under the cap of 6: those windows measured B(2), and the curve
+  // learns them there, keeping what 6 measured.
+  ThroughputClimber c(1, ClimberParams{});
+  CapTrace r = drive(c, 1, 40, [](int) { return 6; }, 0.0, 4);
+  ASSERT_EQ(c.base(), 6);
+  const double at6 = c.curve().at(6);
+  int k = r.next;
+  for (int w = 0; w < 20; ++w) k = c.next(k, 20.0, /*bound=*/false, 10 + 0.25 * w, /*level=*/2);
+  EXPECT_EQ(c.curve().at(6), at6);
+  EXPECT_EQ(c.curve().at(2), 20.0);
+}
+
+TEST(ThroughputClimber, AStaleStartAboveTheKneeClimbsDown) {
+  // The device changed since the cap was stored (optimum 8 -> 3), and the demand reaches
+  // the stored cap: one step down per window, within one of 3 in 12 windows.
+  ThroughputClimber c(8, ClimberParams{});
+  std::vector<int> caps = drive_demand(c, 8, 40, 16, 3).caps;
+  int at = -1;
+  for (size_t i = caps.size(); i-- > 0;) {
+    if (std::abs(caps[i] - 3) > 1) break;
+    at = static_cast<int>(i);
+  }
+  ASSERT_GE(at, 0);
+  EXPECT_LE(at, 12);
+  EXPECT_EQ(c.base(), 3);
+}
+
 TEST(ThresholdSetting, OneParserForAutoAndNumbers) {
   CoordinatorOptions o;
   std::string err;
@@ -349,6 +442,57 @@ TEST_P(ControllerLease, MtLoadPastTheCapDrivesTheLearning) {
   for (auto &[k, mibps] : s.curve) curve += " " + std::to_string(k) + ":" + std::to_string(mibps);
   ASSERT_TRUE(learned) << "cap " << s.threshold << " (four MTs, no PT: 3-8 expected), curve" << curve;
   EXPECT_FALSE(left) << "the cap left 3-8 after settling: " << s.threshold << ", curve" << curve;
+}
+
+TEST_P(ControllerLease, LearningStartsFromTheStoredCap) {
+  // A cap the target kept (here stored by hand, as `calibrate --store` or an earlier
+  // run's controller leaves it) is where learning starts: not 1. No load: it stays.
+  std::string err;
+  auto admin = make_coordinator_admin(options(), &err);
+  ASSERT_TRUE(admin) << err;
+  ASSERT_TRUE(admin->set_threshold(6, &err)) << err;
+  auto c = make_coordinator(options(), &err);
+  ASSERT_TRUE(c) << err;
+  CoordinatorStatus s;
+  ASSERT_TRUE(wait_for([&](const CoordinatorStatus &st) { return st.controller_pid == getpid(); }, 5, &s))
+      << "no controller (pid " << s.controller_pid << ")";
+  EXPECT_TRUE(s.auto_threshold);
+  EXPECT_EQ(s.threshold, 6);
+  EXPECT_FALSE(wait_for([](const CoordinatorStatus &st) { return st.threshold != 6; }, 1.0, &s))
+      << "the stored cap was replaced without load: " << s.threshold;
+}
+
+TEST_P(ControllerLease, AnAbsurdStoredCapIsClampedAndMovesToTheDemand) {
+  // 1000000 stored: the controller clamps it to the climber's range (256), and two PT
+  // readers that never reach it take the cap down to their concurrency (1-4: 2, or a
+  // neighbour being probed) in a few windows instead of one step per window.
+  std::string err;
+  auto admin = make_coordinator_admin(options(), &err);
+  ASSERT_TRUE(admin) << err;
+  ASSERT_TRUE(admin->set_threshold(1000000, &err)) << err;
+  CoordinatorOptions o = options();
+  o.lease_ms = 3000;  // a lost lease on a loaded machine restarts from the cap in force
+  auto c = make_coordinator(o, &err);
+  ASSERT_TRUE(c) << err;
+  CoordinatorStatus s;
+  ASSERT_TRUE(wait_for([](const CoordinatorStatus &st) { return st.threshold == 256; }, 5, &s))
+      << "not clamped: " << s.threshold;
+  std::atomic<bool> stop{false};
+  std::vector<std::thread> readers;
+  for (int i = 0; i < 2; ++i)
+    readers.emplace_back([&] {
+      while (!stop) {
+        SlotTicket t = c->acquire(IoClass::PT, 1);
+        std::this_thread::sleep_for(std::chrono::milliseconds(10));
+        t.bytes = 1 << 20;
+        c->release(t);
+      }
+    });
+  const bool down = wait_for([](const CoordinatorStatus &st) { return st.threshold <= 4; }, 10, &s);
+  stop = true;
+  for (auto &t : readers) t.join();
+  EXPECT_TRUE(down) << "cap " << s.threshold << " after 10 s of two readers";
+  EXPECT_GE(s.threshold, 1);
 }
 
 INSTANTIATE_TEST_SUITE_P(Backends, ControllerLease, ::testing::Values("shm", "redis"),

@@ -2,6 +2,12 @@
 # ranks) on the emulator with PPIOS_THRESHOLD=auto: the runtime reports the bytes of its
 # MT reads and PT sub-reads at release, so the controller (in one of the ranks) learns a
 # curve and moves the cap off 1 toward the device's optimum (3).
+# Why PPIOS_MT_THROTTLE=1 (tried without it, 2026-11-24): with 6 ranks the unthrottled MTs
+# alone pass the optimum, so the cap rightly stays at their level (5-7; a cap there only
+# keeps PTs out) and says nothing about the knee; with 2 ranks (demand 2 MTs + 2 PTs) it
+# ended at 4 in 4 runs and at 6 in one: caps above the demand bind nothing, measure
+# B(4) plus noise, and the slow-start probe up (to 8) is taken when the noise makes it
+# look 6% better, so a 2-5 range would be flaky. Throttled MTs make the cap bind.
 # usage: auto_threshold_runtime.sh SIMFS COORD PROGRAM MPIRUN [MPIRUN_FLAGS...]
 SIMFS=$1 COORD=$2 PROGRAM=$3 MPIRUN=$4
 shift 4
