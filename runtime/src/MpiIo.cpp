@@ -415,7 +415,7 @@ ppios_pt_mpi_file ppios_pt_reopen_MPI_File(MPI_File mt_fh) {
   int fd = ppios::PtResources::get().open_regular(path.c_str());
   off_t at = static_cast<off_t>(view.usable ? view.map.file_offset(position) : 0);
   if (fd >= 0 && lseek(fd, at, SEEK_SET) < 0) {
-    ppios::PtResources::get().disown_fd(fd);
+    ppios::pt_disown_fd(fd);
     close(fd);
     fd = -1;
   }
@@ -441,8 +441,7 @@ int ppios_pt_MPI_File_close(ppios_pt_mpi_file *fh) {
   int fd = pt_fd(*fh);
   if (fd >= 0 && ppios::PtResources::get().owns_fd(fd)) {
     set_pt_view(fd, nullptr);
-    ppios::PtResources::get().disown_fd(fd);
-    ppios::pt_forget_fd_block(fd);  // the number may name another file next
+    ppios::pt_disown_fd(fd);
     close(fd);
   }
   *fh = nullptr;

@@ -13,12 +13,12 @@ std::vector<std::pair<MPI_Datatype, int64_t>> g_sizes;  // written once, before 
 int g_world_rank = -1, g_world_size = -1;               // likewise
 std::atomic<bool> g_ready{false};
 
-struct DerivedType {
+struct TypeFacts {
   int64_t size;
   int64_t elements;  // basic elements per item, -1 unknown
 };
 std::mutex g_derived_mu;
-std::unordered_map<MPI_Datatype, DerivedType> g_derived;
+std::unordered_map<MPI_Datatype, TypeFacts> g_derived;
 
 bool mpi_usable() {
   int initialized = 0, finalized = 0;
@@ -27,9 +27,15 @@ bool mpi_usable() {
   return initialized && !finalized;
 }
 
-const DerivedType *find_derived(MPI_Datatype datatype) {
+// What the runtime knows of `datatype`: a predefined contiguous type is one basic element
+// per item; a derived one as measured at its commit. {-1, -1} if it knows nothing.
+TypeFacts known(MPI_Datatype datatype) {
+  if (g_ready.load(std::memory_order_acquire))
+    for (const auto &[t, size] : g_sizes)
+      if (t == datatype) return {size, 1};
+  std::lock_guard<std::mutex> lock(g_derived_mu);
   auto it = g_derived.find(datatype);
-  return it == g_derived.end() ? nullptr : &it->second;
+  return it == g_derived.end() ? TypeFacts{-1, -1} : it->second;
 }
 
 }  // namespace
@@ -65,23 +71,9 @@ void mpi_type_sizes_init() {
   g_ready.store(true, std::memory_order_release);
 }
 
-int64_t mpi_type_size(MPI_Datatype datatype) {
-  if (g_ready.load(std::memory_order_acquire))
-    for (const auto &[t, size] : g_sizes)
-      if (t == datatype) return size;
-  std::lock_guard<std::mutex> lock(g_derived_mu);
-  const DerivedType *d = find_derived(datatype);
-  return d ? d->size : -1;
-}
+int64_t mpi_type_size(MPI_Datatype datatype) { return known(datatype).size; }
 
-int64_t mpi_type_elements(MPI_Datatype datatype) {
-  if (g_ready.load(std::memory_order_acquire))
-    for (const auto &[t, size] : g_sizes)
-      if (t == datatype) return 1;
-  std::lock_guard<std::mutex> lock(g_derived_mu);
-  const DerivedType *d = find_derived(datatype);
-  return d ? d->elements : -1;
-}
+int64_t mpi_type_elements(MPI_Datatype datatype) { return known(datatype).elements; }
 
 bool mpi_comm_known(MPI_Comm comm, int *rank, int *size) {
   if (comm == MPI_COMM_SELF) {
@@ -98,7 +90,7 @@ bool mpi_comm_known(MPI_Comm comm, int *rank, int *size) {
 
 void mpi_type_committed(MPI_Datatype datatype) {
   if (!mpi_usable()) return;
-  DerivedType d{mpi_contiguous_size(datatype), -1};
+  TypeFacts d{mpi_contiguous_size(datatype), -1};
   if (d.size > 0) {
     // The basic elements of one item: what MPI_Get_elements says of a status that
     // recorded exactly one item's bytes.

@@ -75,7 +75,10 @@ ssize_t write_at(Runtime &rt, int fd, off_t offset, size_t length, bool whole_fi
 
 }  // namespace
 
-void ppios::pt_forget_fd_block(int fd) { t_pt_fd_blocks.forget(fd); }
+void ppios::pt_disown_fd(int fd) {
+  PtResources::get().disown_fd(fd);
+  t_pt_fd_blocks.forget(fd);
+}
 
 extern "C" {
 
@@ -199,8 +202,7 @@ int ppios_pt_close(int fd) {
     errno = EBADF;
     return -1;
   }
-  PtResources::get().disown_fd(fd);
-  ppios::pt_forget_fd_block(fd);  // the number may name another file next
+  ppios::pt_disown_fd(fd);
   return close(fd);
 }
 

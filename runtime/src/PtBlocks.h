@@ -62,9 +62,10 @@ class HeldBlocks {
   std::map<Handle, FetchBlock> held_;
 };
 
-// The PT closed descriptor `fd` (itself, or under a stream or an MPI file): its number
-// may name another file next (PosixIo.cpp holds the descriptors' blocks).
-void pt_forget_fd_block(int fd);
+// Descriptor `fd` is no longer the PT's (it is being closed: itself, under a stream or an
+// MPI file): disowned, and its held block forgotten, since its number may name another
+// file next (PosixIo.cpp holds the descriptors' blocks).
+void pt_disown_fd(int fd);
 
 // The PT's prefetch of `count` bytes at `offset` of `fd`, read through `handle`: by the
 // block, remembered for `handle`. A read after a write is left to a waiting thread with

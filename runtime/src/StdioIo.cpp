@@ -221,7 +221,7 @@ FILE *ppios_pt_fopen(const char *path, const char * /*mode*/) {
   if (fd < 0) return nullptr;
   FILE *stream = fdopen(fd, "r");
   if (stream == nullptr) {
-    resources.disown_fd(fd);
+    ppios::pt_disown_fd(fd);
     close(fd);
     return nullptr;
   }
@@ -236,9 +236,8 @@ int ppios_pt_fclose(FILE *stream) {
   if (stream == nullptr || !ppios::pt_owns(stream)) return EOF;
   PtResources &resources = PtResources::get();
   resources.disown_stream(stream);
-  resources.disown_fd(fileno(stream));
+  ppios::pt_disown_fd(fileno(stream));
   t_pt_stream_blocks.forget(stream);  // the address may name another stream next
-  ppios::pt_forget_fd_block(fileno(stream));
   return fclose(stream);
 }
 
@@ -254,12 +253,12 @@ FILE *ppios_pt_reopen_stream(FILE *mt_stream) {
   PtResources &resources = PtResources::get();
   FILE *stream = fdopen(fd, "r");
   if (stream == nullptr) {
-    resources.disown_fd(fd);
+    ppios::pt_disown_fd(fd);
     close(fd);
     return nullptr;
   }
   if (ppios::seek_stream(stream, position, SEEK_SET) != 0) {
-    resources.disown_fd(fd);
+    ppios::pt_disown_fd(fd);
     fclose(stream);
     return nullptr;
   }
