@@ -422,12 +422,45 @@ std::vector<std::string> unitCompileFlags(const std::vector<std::string> &Flags)
   return Kept;
 }
 
+// The directory of Slot that holds the generated pieces of its transformed file.
+std::string generatedDirectory(const std::string &Slot) {
+  llvm::SmallString<256> Dir(Slot);
+  llvm::sys::path::append(Dir, "ppios-generated");
+  return std::string(Dir);
+}
+
 // Writes R's source as Slot/<file name of Source>; returns its path, or nothing on error.
+// Each piece ppios-cc generated is written as a header of its own, included where the piece
+// goes, that starts with `#pragma GCC system_header`: GCC and Clang then say nothing of the
+// generated code. Its warnings would only repeat the user's own (the prefetch thread runs
+// copies of the program's statements) at lines of the user's file that hold other code, and
+// a house style such as -Werror=declaration-after-statement would reject it. Errors in it
+// still stop the compile (and the driver falls back to the original file).
 std::optional<std::string> writeTransformed(const TransformResult &R, const std::string &Source,
                                             const std::string &Slot) {
+  std::string Text;
+  std::string Generated = generatedDirectory(Slot);
+  if (!R.Pieces.empty() && llvm::sys::fs::create_directories(Generated)) {
+    llvm::errs() << "ppios-cc: error: cannot create " << Generated << "\n";
+    return std::nullopt;
+  }
+  for (size_t N = 0; N < R.Pieces.size(); ++N) {
+    const SourcePiece &P = R.Pieces[N];
+    if (!P.Generated) {
+      Text += P.Text;
+      continue;
+    }
+    llvm::SmallString<256> Header(Generated);
+    llvm::sys::path::append(Header, std::to_string(N) + ".h");
+    if (!writeAtomically(std::string(Header), "#pragma GCC system_header\n" + P.Text))
+      return std::nullopt;
+    Text += "#include \"" + std::string(Header) + "\"\n";
+  }
+  if (R.Pieces.empty())
+    Text = R.Source;
   llvm::SmallString<256> Temp(Slot);
   llvm::sys::path::append(Temp, llvm::sys::path::filename(Source));
-  if (!writeAtomically(std::string(Temp), R.Source))
+  if (!writeAtomically(std::string(Temp), Text))
     return std::nullopt;
   return std::string(Temp);
 }
@@ -442,6 +475,9 @@ struct UnitRecord {
   std::string Directory, Source;
   std::vector<std::string> Flags;
   std::vector<RecordedFile> Files;
+  // What ppios-cc reported when it compiled the unit: the link step reports only what the
+  // whole program changes (see newDiagnostics).
+  std::string Diagnostics;
 };
 
 std::optional<std::string> hashFile(const std::string &Path) {
@@ -460,7 +496,8 @@ std::string recordText(const UnitRecord &R) {
                           {"directory", R.Directory},
                           {"source", R.Source},
                           {"flags", llvm::json::Array(R.Flags)},
-                          {"files", std::move(Files)}};
+                          {"files", std::move(Files)},
+                          {"diagnostics", R.Diagnostics}};
   std::string Text;
   llvm::raw_string_ostream OS(Text);
   OS << llvm::json::Value(std::move(Root));
@@ -482,7 +519,9 @@ std::optional<UnitRecord> parseRecord(llvm::StringRef Text) {
   const llvm::json::Array *Files = Root->getArray("files");
   if (!Directory || !Source || !Flags || !Files)
     return std::nullopt;
-  UnitRecord R{Directory->str(), Source->str(), {}, {}};
+  UnitRecord R{Directory->str(), Source->str(), {}, {}, ""};
+  if (auto Diagnostics = Root->getString("diagnostics")) // older records have none
+    R.Diagnostics = Diagnostics->str();
   for (const llvm::json::Value &F : *Flags) {
     auto Flag = F.getAsString();
     if (!Flag)
@@ -505,7 +544,7 @@ std::optional<UnitRecord> parseRecord(llvm::StringRef Text) {
 void addRecord(const std::string &Object, const std::string &Source,
                const std::vector<std::string> &Flags, const TransformResult &R,
                const std::string &Slot, bool &Warned) {
-  UnitRecord Record{currentDirectory(), Source, Flags, {}};
+  UnitRecord Record{currentDirectory(), Source, Flags, {}, R.Diagnostics};
   for (const std::string &File : R.Files)
     if (std::optional<std::string> Hash = hashFile(File))
       Record.Files.push_back({File, *Hash});
@@ -567,6 +606,34 @@ std::optional<std::string> changedFile(const UnitRecord &R) {
   return std::nullopt;
 }
 
+// Diagnostic text in its diagnostics: each starts at a line that names a location and a
+// severity, and holds the source excerpt and notes that follow it.
+std::vector<std::string> splitDiagnostics(llvm::StringRef Text) {
+  std::vector<std::string> Out;
+  while (!Text.empty()) {
+    auto [Line, Rest] = Text.split('\n');
+    bool Starts = !Line.empty() && Line[0] != ' ' && !Line.contains(": note: ") &&
+                  (Line.contains(": remark: ") || Line.contains(": warning: ") ||
+                   Line.contains(": error: "));
+    if (Starts || Out.empty())
+      Out.emplace_back();
+    Out.back() += Line.str() + "\n";
+    Text = Rest;
+  }
+  return Out;
+}
+
+// Of what the link step reports for a unit, what its compile did not report already (a
+// read the whole program now prefetches, or no longer does): the rest was said once.
+std::string newDiagnostics(const std::string &AtLink, const std::string &AtCompile) {
+  std::vector<std::string> Said = splitDiagnostics(AtCompile);
+  std::string Out;
+  for (const std::string &D : splitDiagnostics(AtLink))
+    if (std::find(Said.begin(), Said.end(), D) == Said.end())
+      Out += D;
+  return Out;
+}
+
 // ---- the driver
 
 class Driver {
@@ -585,6 +652,7 @@ private:
     bool FromRecord;    // an object's record, else a C source of this command
     ProgramUnit Unit;
     std::vector<std::string> Flags; // the unit's compile flags
+    std::string Reported;           // FromRecord: what its compile reported
   };
 
   // The runtime, and the program's own I/O calls routed to it (ppios/interpose.def).
@@ -718,6 +786,38 @@ std::string Driver::objectOf(const std::string &Source) const {
   return !Inv.Output.empty() ? Inv.Output : (llvm::sys::path::stem(Source) + ".o").str();
 }
 
+// Dependency-file text without the generated headers under Dir (see writeTransformed):
+// they are gone after the run. A -MP target line of one is dropped whole, and so is a
+// continuation line left empty; a rule's last line then ends without a backslash.
+std::string withoutGenerated(llvm::StringRef Text, const std::string &Dir) {
+  llvm::SmallVector<llvm::StringRef, 64> Lines;
+  Text.split(Lines, '\n');
+  std::vector<std::string> Kept;
+  for (llvm::StringRef Line : Lines) {
+    if (Line.startswith(Dir) && Line.endswith(":"))
+      continue;
+    std::string L = Line.str();
+    for (size_t At = L.find(Dir); At != std::string::npos; At = L.find(Dir, At)) {
+      size_t End = std::min(L.find_first_of(" \t", At), L.size());
+      size_t Begin = At > 0 && L[At - 1] == ' ' ? At - 1 : At;
+      L.erase(Begin, End - Begin);
+      At = Begin;
+    }
+    if (llvm::StringRef(L).trim() != "\\" || Line.trim() == "\\")
+      Kept.push_back(std::move(L));
+  }
+  std::string Out;
+  for (size_t N = 0; N < Kept.size(); ++N) {
+    llvm::StringRef L = Kept[N];
+    bool Continues = N + 1 < Kept.size() && !Kept[N + 1].empty() &&
+                     (Kept[N + 1][0] == ' ' || Kept[N + 1][0] == '\t');
+    if (L.endswith("\\") && !Continues)
+      L = L.drop_back().rtrim();
+    Out += L.str() + (N + 1 < Kept.size() ? "\n" : "");
+  }
+  return Out;
+}
+
 // -MD/-MMD at -c wrote dependency files that name the transformed copies: they must name
 // the user's files, or the next make looks for files that are gone.
 void Driver::fixDependencyFiles(const std::vector<std::pair<std::string, std::string>> &Copies) {
@@ -762,7 +862,8 @@ void Driver::fixDependencyFiles(const std::vector<std::pair<std::string, std::st
         continue;
       for (size_t At = Text.find(Copy); At != std::string::npos; At = Text.find(Copy, At))
         Text.replace(At, Copy.size(), Source);
-      writeAtomically(DepFile, Text);
+      writeAtomically(DepFile, withoutGenerated(Text, generatedDirectory(
+                                                          std::string(llvm::sys::path::parent_path(Copy)))));
     }
   }
 }
@@ -786,7 +887,7 @@ std::optional<Driver::LinkUnit> Driver::unitOfInput(size_t InputIndex) {
   const std::string &Path = Inv.path(In);
   if (In.Kind == InputKind::CSource)
     return LinkUnit{InputIndex, false, {Path, parserArgs(Inv.Flags, MpiCompileFlags), ""},
-                    Inv.Flags};
+                    Inv.Flags, ""};
   if (llvm::sys::path::extension(Path) != ".o")
     return std::nullopt;
   bool Invalid;
@@ -805,7 +906,8 @@ std::optional<Driver::LinkUnit> Driver::unitOfInput(size_t InputIndex) {
                   true,
                   {Record->Source, parserArgs(Record->Flags, MpiCompileFlags),
                    Record->Directory},
-                  Record->Flags};
+                  Record->Flags,
+                  Record->Diagnostics};
 }
 
 // Compiles the transformed unit to a temporary object, in the unit's directory with its
@@ -829,7 +931,10 @@ std::optional<std::string> Driver::compileUnit(const LinkUnit &U, const Transfor
     *Why = U.Unit.Path + ": the transformed file does not compile (" + firstError(Stderr) + ")";
     return std::nullopt;
   }
-  llvm::errs() << Stderr;
+  // The compiler's warnings are the user's code's (the generated code has none): a unit
+  // compiled by an earlier run had them then.
+  if (!U.FromRecord)
+    llvm::errs() << Stderr;
   return std::string(Object);
 }
 
@@ -872,8 +977,10 @@ int Driver::link() {
                    << "compiled\n";
     return AnyRecord ? compileOrLinkEachAlone() : compileOriginals(Why);
   }
-  for (const TransformResult &R : Results)
-    llvm::errs() << R.Diagnostics;
+  // A unit compiled by an earlier run had its remarks then.
+  for (size_t N = 0; N < Units.size(); ++N)
+    llvm::errs() << (Units[N].FromRecord ? newDiagnostics(Results[N].Diagnostics, Units[N].Reported)
+                                         : Results[N].Diagnostics);
 
   if (!Temps.create())
     return 1;

@@ -153,7 +153,8 @@ std::string fieldKey(const FieldDecl *F) {
 // so that the original keeps its presumed name and line numbers: the output starts with
 // #line 1 "<name as the compiler was given it>" and every insertion is followed by a #line
 // directive naming the original line it resumes at. __FILE__, __LINE__, assert messages,
-// diagnostics and debug line tables then see the file the user wrote.
+// diagnostics and debug line tables then see the file the user wrote. The insertions stay
+// pieces of their own (SourcePiece::Generated), so that the driver can compile them apart.
 class SourceInserts {
 public:
   SourceInserts(const SourceManager &SM, const std::string &Name) : SM(SM), Name(Name) {}
@@ -168,29 +169,33 @@ public:
       insert(SM.getFileOffset(At), std::move(Text), First);
   }
   bool empty() const { return Inserts.empty(); }
-  std::string render() const {
+  // The file in pieces: the user's text and, at each offset, the insertions made there.
+  std::vector<SourcePiece> render() const {
     StringRef Buf = SM.getBufferData(SM.getMainFileID());
     std::vector<Insert> Sorted = Inserts;
     std::sort(Sorted.begin(), Sorted.end(), [](const Insert &A, const Insert &B) {
       return std::tie(A.Offset, A.Rank, A.Order) < std::tie(B.Offset, B.Rank, B.Order);
     });
-    std::string Out = "#line 1 \"" + escaped(Name) + "\"\n";
+    std::vector<SourcePiece> Pieces{{false, "#line 1 \"" + escaped(Name) + "\"\n"}};
     unsigned Pos = 0, Line = 1;
     for (size_t I = 0; I < Sorted.size(); ++I) {
       unsigned At = std::min<unsigned>(Sorted[I].Offset, Buf.size());
       Line += Buf.substr(Pos, At - Pos).count('\n');
-      Out += Buf.substr(Pos, At - Pos);
+      std::string &Before = Pieces.back().Text;
+      Before += Buf.substr(Pos, At - Pos);
       Pos = At;
-      if (!Out.empty() && Out.back() != '\n')
-        Out += '\n';
-      Out += StringRef(Sorted[I].Text).ltrim('\n');
-      if (Out.back() != '\n')
-        Out += '\n';
+      if (!Before.empty() && Before.back() != '\n')
+        Before += '\n';
+      std::string Text = StringRef(Sorted[I].Text).ltrim('\n').str();
+      if (!Text.empty() && Text.back() != '\n')
+        Text += '\n';
+      Pieces.push_back({true, std::move(Text)});
+      Pieces.push_back({false, ""});
       if (I + 1 == Sorted.size() || Sorted[I + 1].Offset != Sorted[I].Offset)
-        Out += "#line " + std::to_string(Line) + "\n";
+        Pieces.back().Text = "#line " + std::to_string(Line) + "\n";
     }
-    Out += Buf.substr(Pos);
-    return Out;
+    Pieces.back().Text += Buf.substr(Pos);
+    return Pieces;
   }
 
 private:
@@ -654,7 +659,10 @@ public:
     judgeHelperReads(U);
     reportReads(U);
     R.insert(includeOffset(U), headerText(U), /*First=*/true);
-    Result.Source = R.render();
+    Result.Pieces = R.render();
+    Result.Source.clear();
+    for (const SourcePiece &P : Result.Pieces)
+      Result.Source += P.Text;
     Result.Changed = true;
   }
 

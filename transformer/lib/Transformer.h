@@ -15,10 +15,20 @@ struct TransformOptions {
   bool ReportPrefetched = false; // -Rppios: also a remark for every prefetched read
 };
 
+// A piece of a transformed file: the user's text (with the #line directives that keep its
+// line numbers), or text ppios-cc generated (the prefetch thread, its start and glue).
+struct SourcePiece {
+  bool Generated = false;
+  std::string Text;
+};
+
 struct TransformResult {
   bool Success = false; // false: clang reported errors (in Diagnostics)
   bool Changed = false; // false: no read calls, the file is used as it is
-  std::string Source;   // the transformed file
+  std::string Source;   // the transformed file, as one text
+  // Source in its pieces, in order (empty when nothing was added): the driver compiles the
+  // generated ones from headers of their own (see writeTransformed in CompilerDriver.cpp).
+  std::vector<SourcePiece> Pieces;
   // The file as the compiler was given it: the transformed file's #line name, so that
   // __FILE__ and diagnostics say what they would say without ppios-cc.
   std::string PresumedName;
