@@ -88,6 +88,19 @@ void PrefetchPlanner::collectHandles() {
     });
 }
 
+// A statement both threads reach at most once and by the same path, so that the MT can
+// hand over what it sets right after it: a top-level statement of main(), or one in the
+// braces of ifs (no loop or switch around it) whose conditions the PT computes. The
+// handoff goes after the statement, inside the same braces.
+static bool reachedOnceAlike(const Unit &U) {
+  if (U.UnitKind == Unit::Loop || (U.Parent && U.Parent->UnitKind != Unit::Block))
+    return false;
+  for (const Unit *P = U.Parent; P; P = P->Parent)
+    if (P->UnitKind == Unit::Loop || P->UnitKind == Unit::Switch || P->Bad)
+      return false;
+  return true;
+}
+
 // Handles the PT cannot follow: set in its region by a statement it does not run (a
 // helper's open, a copy from memory it cannot read), so its copy would be stale.
 void PrefetchPlanner::collectUnsafeHandles() {
@@ -114,27 +127,28 @@ void PrefetchPlanner::collectUnsafeHandles() {
       bool CallsClone = false;
       for (const CallExpr *Call : U.Calls)
         CallsClone |= summaryOf(Call->getDirectCallee()) != nullptr;
-      if (!canExecuteInPt(U) && !AsClone && !HasGoto && !U.Parent &&
-          U.UnitKind != Unit::Loop && (Local || (Global && !CallsClone)) && !countTransfers(U)) {
+      if (!canExecuteInPt(U) && !AsClone && !HasGoto && reachedOnceAlike(U) &&
+          (Local || (Global && !CallsClone)) && !countTransfers(U)) {
         Handoffs.push_back({&U, VD, HandleInterface.find(VD)->second,
                             static_cast<unsigned>(Handoffs.size())});
         continue;
       }
       if (!canExecuteInPt(U)) {
         const SourceManager &SM = VD->getASTContext().getSourceManager();
-        std::string Where;
-        if (Global)
-          Where = AsClone ? ", in '" + Units.function()->getNameAsString() +
-                                "' (the main thread hands a global over only after a statement "
-                                "of main())"
-                  : U.Parent || U.UnitKind == Unit::Loop
-                      ? ", inside a loop or condition (the main thread hands a global over only "
-                        "after a top-level statement of main())"
-                  : HasGoto ? " (main() has goto: no point to hand it over at)"
-                  : countTransfers(U) ? " (the statement also does I/O of its own)"
-                  : CallsClone ? " (the statement also calls a function whose reads the "
-                                 "prefetch thread pre-executes)"
-                               : std::string();
+        // Why the MT does not hand it over after that statement.
+        std::string Where =
+            AsClone ? (Global ? ", in '" + Units.function()->getNameAsString() +
+                                    "' (the main thread hands a global over only after a "
+                                    "statement of main())"
+                              : std::string())
+            : !reachedOnceAlike(U)
+                ? ", inside a loop, a switch, an unbraced branch or a condition the prefetch "
+                  "thread cannot compute (where the main thread cannot hand it over)"
+            : HasGoto ? " (main() has goto: no point to hand it over at)"
+            : countTransfers(U) ? " (the statement also does I/O of its own)"
+            : Global && CallsClone ? " (the statement also calls a function whose reads the "
+                                     "prefetch thread pre-executes)"
+                                   : std::string();
         UnsafeHandles[VD] = std::string(Global ? "its descriptor, global " : "its descriptor ") +
                             quoted(VD) + (Global ? ", is set at line " : " is set at line ") +
                             std::to_string(SM.getPresumedLineNumber(U.S->getBeginLoc())) +

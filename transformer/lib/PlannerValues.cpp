@@ -196,7 +196,7 @@ void PrefetchPlanner::markBad() {
     for (const IoCallSite &Site : U.IoCalls)
       if (Site.Info->Kind == IoKind::Open && !Site.HandleField &&
           openMayCreate(Site.Call, *Site.Info, Ctx))
-        MarkBad(U, "creates or truncates the file it opens");
+        MarkBad(U, "may create or truncate the file it opens");
     for (const IoCallSite &Site : U.IoCalls)
       if (Site.Info->Kind == IoKind::Open && Site.Info->PathArg >= 0) {
         std::string Why = pathWrittenAfterStart(Site);
