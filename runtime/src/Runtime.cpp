@@ -348,11 +348,22 @@ void Runtime::prefetch(int fd, const struct stat &st, off_t offset, size_t lengt
   if (flags & PPIOS_PF_AFTER_WRITE) {
     // Read after write: a waiting thread issues it once the MT has done every transfer
     // before `seq`; the PT itself runs on.
-    std::lock_guard<std::mutex> lock(wt_mu_);
-    size_t bound = 4 * static_cast<size_t>(config_.max_waiting_threads);
+    std::unique_lock<std::mutex> lock(wt_mu_);
+    // At most four jobs per waiting thread queue up. The PT waits for room, as it waits
+    // for cache room, rather than dropping the prefetch: it is ahead of the MT, and the
+    // queue drains as the MT does its writes (a program that writes a file and reads it
+    // back had most of its read-back dropped). Without waiting threads (PPIOS_MAX_WT=0)
+    // the prefetch is dropped.
+    const size_t bound = 4 * static_cast<size_t>(config_.max_waiting_threads);
+    if (bound > 0 && wt_jobs_.size() >= bound) {
+      const uint64_t wait_begin = now_ns();
+      wt_room_cv_.wait(lock, [&] { return wt_jobs_.size() < bound || stopping(); });
+      stats_.pt_room_wait_ns += now_ns() - wait_begin;
+    }
+    if (stopping()) return;
     // A high number, like the PT's own: the program's open() calls keep their numbers.
     static const int high_fd = PtResources::high_fd_base();
-    int copy = wt_jobs_.size() < bound ? fcntl(fd, F_DUPFD_CLOEXEC, high_fd) : -1;
+    int copy = bound > 0 ? fcntl(fd, F_DUPFD_CLOEXEC, high_fd) : -1;
     if (copy < 0) {
       stats_.wt_dropped++;
       return;
@@ -635,6 +646,7 @@ void Runtime::waiting_thread_main(int index) {
     if (stopping()) break;
     WaitingJob job = wt_jobs_.front();
     wt_jobs_.pop_front();
+    wt_room_cv_.notify_one();
     ++wt_running_;
     lock.unlock();
     run_waiting_job(job, tid);
@@ -717,6 +729,7 @@ void Runtime::shutdown() {
   {
     std::lock_guard<std::mutex> lock(wt_mu_);
     wt_cv_.notify_all();
+    wt_room_cv_.notify_all();
   }
   // Silently and briefly: the PT escapes at its next poll or runtime call. One that has
   // not ended by then keeps running until exit ends it; nothing it may touch is ever

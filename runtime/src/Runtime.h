@@ -243,7 +243,8 @@ class Runtime {
 
   // Waiting threads and their jobs, lowest sequence number first.
   std::mutex wt_mu_;
-  std::condition_variable wt_cv_;
+  std::condition_variable wt_cv_;       // a job or the end, for the waiting threads
+  std::condition_variable wt_room_cv_;  // room in wt_jobs_, for the PT
   std::deque<WaitingJob> wt_jobs_;
   int wt_threads_ = 0;
   int wt_idle_ = 0;
