@@ -90,8 +90,11 @@ void PrefetchPlanner::collectHandles() {
 
 // A statement both threads reach at most once and by the same path, so that the MT can
 // hand over what it sets right after it: a top-level statement of main(), or one in the
-// braces of ifs (no loop or switch around it) whose conditions the PT computes. The
-// handoff goes after the statement, inside the same braces.
+// braces of ifs (no loop or switch around it) whose conditions the PT computes, and no
+// label before it that a goto could jump back to (gotoMayRepeat). The handoff goes after
+// the statement, inside the same braces. (A forward goto that skips it in the MT, on an
+// error path, leaves the PT waiting at its take until the run ends: no prefetches, no
+// harm.)
 static bool reachedOnceAlike(const Unit &U) {
   if (U.UnitKind == Unit::Loop || (U.Parent && U.Parent->UnitKind != Unit::Block))
     return false;
@@ -127,7 +130,7 @@ void PrefetchPlanner::collectUnsafeHandles() {
       bool CallsClone = false;
       for (const CallExpr *Call : U.Calls)
         CallsClone |= summaryOf(Call->getDirectCallee()) != nullptr;
-      if (!canExecuteInPt(U) && !AsClone && !HasGoto && reachedOnceAlike(U) &&
+      if (!canExecuteInPt(U) && !AsClone && !gotoMayRepeat(U) && reachedOnceAlike(U) &&
           (Local || (Global && !CallsClone)) && !countTransfers(U)) {
         Handoffs.push_back({&U, VD, HandleInterface.find(VD)->second,
                             static_cast<unsigned>(Handoffs.size())});
@@ -144,7 +147,7 @@ void PrefetchPlanner::collectUnsafeHandles() {
             : !reachedOnceAlike(U)
                 ? ", inside a loop, a switch, an unbraced branch or a condition the prefetch "
                   "thread cannot compute (where the main thread cannot hand it over)"
-            : HasGoto ? " (main() has goto: no point to hand it over at)"
+            : gotoMayRepeat(U) ? " (a goto may jump back over it: no point to hand it over at)"
             : countTransfers(U) ? " (the statement also does I/O of its own)"
             : Global && CallsClone ? " (the statement also calls a function whose reads the "
                                      "prefetch thread pre-executes)"

@@ -161,7 +161,7 @@ void PrefetchPlanner::closeSlice(bool UseBad, int RegionStart) {
       if (U->UnitKind == Unit::Jump) {
         // return always decides whether later I/O happens; break/continue when the loop
         // or switch they leave is part of the PT (a switch's breaks keep its arms apart).
-        if (isa<ReturnStmt>(U->S) || programExitCall(U->S)) {
+        if (isa<ReturnStmt>(U->S) || U->StopsPt) {
           Needed = true;
         } else if (const Unit *Target = U->jumpTarget()) {
           Needed |= Target->InSlice;
@@ -487,10 +487,30 @@ void PrefetchPlanner::resetAnalysis() {
   }
 }
 
+// A goto jumps back over U, and so may run it again, only to a label before it.
+bool PrefetchPlanner::gotoMayRepeat(const Unit &U) const {
+  const SourceManager &SM = Units.function()->getASTContext().getSourceManager();
+  return llvm::any_of(LabelLocs, [&](SourceLocation L) {
+    return !SM.isBeforeInTranslationUnit(U.S->getEndLoc(), L);
+  });
+}
+
 bool PrefetchPlanner::plan() {
   Units.forEach([&](const Unit &U) {
     HasGoto |= isa<GotoStmt>(U.S) || isa<IndirectGotoStmt>(U.S) || isa<LabelStmt>(U.S);
   });
+  llvm::SmallVector<const Stmt *, 32> Work{Units.function()->getBody()};
+  while (!Work.empty()) {
+    const Stmt *S = Work.pop_back_val();
+    if (!S)
+      continue;
+    if (isa<LabelStmt>(S))
+      LabelLocs.push_back(S->getBeginLoc());
+    else if (isa<IndirectGotoStmt>(S))
+      LabelLocs.push_back(Units.function()->getBody()->getBeginLoc());
+    for (const Stmt *Child : S->children())
+      Work.push_back(Child);
+  }
   // A statement calling a function that sets globals (init() opening a global handle,
   // storing the file's size) sets them: a value the PT captured before it is stale after.
   for (const auto &Owned : Units.all())
@@ -579,14 +599,6 @@ bool PrefetchPlanner::finishPlan() {
     include(Outer->Parent);
     if (containsLoop(*Outer))
       Approximate.push_back(Outer);
-  }
-  // Transfers before the start point that the PT does not see.
-  for (const Unit *U : Units.topLevel()) {
-    if (U->TopIndex >= Start)
-      break;
-    InitialSeq += countTransfers(*U);
-    if (countTransfers(*U) && containsLoop(*U))
-      Approximate.push_back(U);
   }
   collectCaptures();
   return true;

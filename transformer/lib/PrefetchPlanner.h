@@ -170,7 +170,6 @@ public:
   bool isHandle(const clang::VarDecl *VD) const { return HandleInterface.count(VD); }
   const ReadDecision *decisionFor(const clang::CallExpr *Call) const;
   bool isCountBlock(const Unit &U) const { return CountBlocks.count(&U); }
-  unsigned initialSequence() const { return InitialSeq; }
   // Units after which the PT's sequence numbers are only estimates, for a remark.
   const std::vector<const Unit *> &approximateSequence() const { return Approximate; }
   std::string failure() const { return Failure; }
@@ -238,7 +237,6 @@ private:
 
   FunctionUnits &Units;
   int Start = 0;
-  unsigned InitialSeq = 0;
   std::string Failure;
   std::vector<ReadDecision> Decisions;
   std::vector<const clang::VarDecl *> Captured;
@@ -262,6 +260,10 @@ private:
   };
   llvm::DenseMap<const clang::VarDecl *, std::vector<BadDef>> BadVars;
   bool HasGoto = false;
+  // Where main()'s labels are (any computed goto counts as a label at the start): a
+  // statement after none of them runs at most once per run of its loops.
+  llvm::SmallVector<clang::SourceLocation, 4> LabelLocs;
+  bool gotoMayRepeat(const Unit &U) const;
   bool reaches(const Unit *Def, const Unit *Use) const;
   const std::string *badReason(const clang::VarDecl *VD, const Unit *Use) const;
   llvm::DenseMap<const clang::VarDecl *, const clang::VarDecl *> TaintOf; // bad var -> buffer

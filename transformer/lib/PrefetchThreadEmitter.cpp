@@ -408,10 +408,13 @@ void PrefetchThreadEmitter::emitUnit(const Unit &U) {
       emitUnit(*Child);
     return;
   case Unit::Jump: {
-    if (programExitCall(U.S)) {
+    if (U.StopsPt) {
       auto [Begin, End] = Text.statementRange(U.S);
-      Edits.replace(Begin, End, "ppios_pt_exit(); /* the program ends here: so does the "
-                                "prefetch thread */");
+      Edits.replace(Begin, End, programExitCall(U.S)
+                                    ? "ppios_pt_exit(); /* the program ends here: so does the "
+                                      "prefetch thread */"
+                                    : "ppios_pt_exit(); /* main() goes to its cleanup, where it "
+                                      "reads nothing: the prefetch thread ends */");
       return;
     }
     const auto *RS = dyn_cast<ReturnStmt>(U.S);
@@ -736,14 +739,14 @@ bool PrefetchThreadEmitter::emit() {
                       handleSuffix(H.Interface) + "(" + Name + ");");
   }
 
-  // The context the MT fills in.
-  std::string Struct = "struct ppios_pt_ctx_" + Fn + " {\n";
+  // The context the MT fills in. ppios_seq0: the transfers the MT has started when it
+  // starts the PT, counted by the runtime (exact, where counting the statements before
+  // the start would have to guess how often their loops and branches ran).
+  std::string Struct = "struct ppios_pt_ctx_" + Fn + " {\n  ppios_seq_t ppios_seq0;\n";
   for (const VarDecl *VD : Plan.captured())
     Struct += "  " + declare(VD) + ";\n";
   for (const PathCapture &P : Paths)
     Struct += "  char " + P.Field + "[4096];\n";
-  if (Plan.captured().empty() && Paths.empty())
-    Struct += "  char ppios_unused;\n";
   Struct += "};\n";
 
   Definition =
@@ -765,7 +768,7 @@ bool PrefetchThreadEmitter::emit() {
       (UsesStdio && !HelpersProvided ? StdioHelpers : std::string()) +
       "static void ppios_pt_" + Fn + "(void *ppios_arg) {\n"
       "  const struct ppios_pt_ctx_" + Fn + " *ppios_ctx = ppios_arg;\n"
-      "  ppios_seq_t ppios_seq = " + std::to_string(Plan.initialSequence()) + ";\n" +
+      "  ppios_seq_t ppios_seq = ppios_ctx->ppios_seq0;\n" +
       "  (void)ppios_ctx;\n" + Prologue + Body + "}\n\n";
 
   // The MT's side, right after the last statement the PT depends on.
@@ -796,6 +799,7 @@ bool PrefetchThreadEmitter::emit() {
              P.Field + ", " + P.Expression + ");\n";
   for (const std::string &R : Reopens)
     Start += In + "  " + R + "\n";
+  Start += In + "  ppios_ctx.ppios_seq0 = ppios_mt_seq();\n";
   Start += In + "  ppios_pt_start(ppios_pt_" + Fn + ", &ppios_ctx, sizeof ppios_ctx);\n";
   Start += In + "}";
   return true;

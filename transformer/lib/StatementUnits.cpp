@@ -20,6 +20,8 @@ bool Unit::isWithin(const Unit *Ancestor) const {
 
 const Unit *Unit::jumpTarget() const {
   bool Break = isa<BreakStmt>(S);
+  if (!Break && !isa<ContinueStmt>(S))
+    return nullptr;
   for (const Unit *P = Parent; P; P = P->Parent)
     if (P->UnitKind == Loop || (Break && P->UnitKind == Switch))
       return P;
@@ -328,10 +330,12 @@ Unit *FunctionUnits::build(const Stmt *S, Unit *Parent, int TopIndex) {
                        : isa<WhileStmt>(S) ? cast<WhileStmt>(S)->getBody()
                                            : cast<DoStmt>(S)->getBody();
     U->Children.push_back(build(Body, U, TopIndex));
-  } else if (programExitCall(S)) {
-    // exit(3), abort(), MPI_Abort(...): the PT keeps the guard around it and stops there
-    // (ppios_pt_exit), so that it never goes on where the program would not.
+  } else if (programExitCall(S) || gotoToCleanup(S)) {
+    // exit(3), abort(), MPI_Abort(...), `goto out;` to main()'s cleanup: the PT keeps the
+    // guard around it and stops there (ppios_pt_exit), so that it never goes on where the
+    // program would not.
     U->UnitKind = Unit::Jump;
+    U->StopsPt = true;
   } else if (isa<ReturnStmt>(S) || isa<BreakStmt>(S) || isa<ContinueStmt>(S)) {
     // The PT returns nothing: a return's value is never evaluated there, unless it holds
     // I/O or a call with side effects (`return pread(...)`, `return helper(...)`), whose
@@ -426,6 +430,34 @@ const CallExpr *programExitCall(const Stmt *S) {
   bool Exits = Callee->isNoReturn() || Name == "exit" || Name == "_exit" || Name == "_Exit" ||
                Name == "quick_exit" || Name == "abort" || Name == "MPI_Abort";
   return Exits ? Call : nullptr;
+}
+
+// `goto out;` in main() to a label after it from which main() reads nothing: the error
+// and cleanup paths at its end (`die: free(buf); MPI_Finalize(); return 0;`). Nothing is
+// left to prefetch there, so the PT ends. Any other goto stays an opaque statement.
+bool FunctionUnits::gotoToCleanup(const Stmt *S) const {
+  const auto *GS = dyn_cast<GotoStmt>(S);
+  const LabelStmt *Label = GS ? GS->getLabel()->getStmt() : nullptr;
+  const SourceManager &SM = Ctx.getSourceManager();
+  if (!Label || !FD->isMain() || !SM.isBeforeInTranslationUnit(GS->getEndLoc(), Label->getBeginLoc()))
+    return false;
+  llvm::SmallVector<const Stmt *, 32> Work{FD->getBody()};
+  while (!Work.empty()) {
+    const Stmt *St = Work.pop_back_val();
+    if (!St)
+      continue;
+    const auto *Call = dyn_cast<CallExpr>(St);
+    if (Call && !SM.isBeforeInTranslationUnit(Call->getBeginLoc(), Label->getBeginLoc())) {
+      const IoCallInfo *Info = IoCallTable::lookup(Call);
+      const FunctionDecl *Callee = Call->getDirectCallee();
+      // A read, or a call that may lead to one (a function of the program, a pointer).
+      if ((Info && Info->Kind == IoKind::Read) || (!Info && (!Callee || Callee->hasBody())))
+        return false;
+    }
+    for (const Stmt *Child : St->children())
+      Work.push_back(Child);
+  }
+  return true;
 }
 
 void FunctionUnits::analyze(Unit &U, const Stmt *Part) {

@@ -44,6 +44,9 @@ struct Unit {
   // A statement of a switch's body behind `case`/`default` labels (S is the statement the
   // labels name, the labels stay in the text): removed, it leaves `;` so the labels stay.
   bool Labeled = false;
+  // A Jump where the PT ends (ppios_pt_exit): the program ends (exit, abort, MPI_Abort), or
+  // main() goes to its cleanup (FunctionUnits::gotoToCleanup).
+  bool StopsPt = false;
   int TopIndex = -1;            // index of the top-level statement of the function holding it
 
   VarSet Defs, Uses;             // of the statement (Simple/Jump) or the header (If/Switch/Loop)
@@ -65,7 +68,8 @@ struct Unit {
   bool InSlice = false;
 
   bool isControl() const { return UnitKind == If || UnitKind == Switch || UnitKind == Loop; }
-  // The loop or switch a `break` in this unit ends, the loop a `continue` goes on with.
+  // The loop or switch a `break` in this unit ends, the loop a `continue` goes on with;
+  // nullptr for other jumps.
   const Unit *jumpTarget() const;
   // True if Ancestor is this unit or encloses it.
   bool isWithin(const Unit *Ancestor) const;
@@ -107,6 +111,7 @@ public:
 private:
   Unit *build(const clang::Stmt *S, Unit *Parent, int TopIndex);
   void analyze(Unit &U, const clang::Stmt *Part);
+  bool gotoToCleanup(const clang::Stmt *S) const;
 
   clang::ASTContext &Ctx;
   const clang::FunctionDecl *FD;
