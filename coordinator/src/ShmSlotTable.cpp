@@ -901,8 +901,8 @@ ShmSlotTable::Outcome ShmSlotTable::acquire_or_enqueue(std::atomic<uint64_t> *ha
     // A dead holder may be what blocks us; look before sleeping (unless a waiter just did).
     p.reap_if_due();
     p.promote();
-    // The first MT to wait: the node agent (two-level backend) wins slots for it.
-    if (r.cls == IoClass::MT && s.queued_mt == 1 && !w.granted.load(std::memory_order_relaxed)) p.ring_agent();
+    // An MT waits: the node agent (two-level backend) wins slots for it.
+    if (r.cls == IoClass::MT && !w.granted.load(std::memory_order_relaxed)) p.ring_agent();
     unlock();
     return Outcome::Queued;
   }
