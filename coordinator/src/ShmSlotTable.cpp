@@ -334,24 +334,38 @@ struct Policy {
     return out;
   }
 
+  // The PT that has waited longest (kMaxWaiters: none): a saturated node hands one slot
+  // per release, so one scan beats sorting the queue.
+  uint32_t oldest_pt_waiter() const {
+    uint32_t best = kMaxWaiters;
+    for (uint32_t i = 0; i < waiter_bound(); ++i) {
+      const WaiterEntry &w = s.waiters[i];
+      if (w.id != 0 && w.granted.load(std::memory_order_relaxed) == 0 &&
+          w.cls == static_cast<uint8_t>(IoClass::PT) && (best == kMaxWaiters || w.seq < s.waiters[best].seq))
+        best = i;
+    }
+    return best;
+  }
+
   // Hands free slots to waiters: MTs first, in arrival order, then PTs while no MT waits.
   // A granted waiter stays in its entry (granted = 1) until its thread collects the ticket.
   void promote() {
     if (s.queued_mt + s.queued_pt == 0) return;
     uint32_t mt_left = 0;
-    for (uint32_t i : waiters_in_order(IoClass::MT)) {
-      WaiterEntry &w = s.waiters[i];
-      uint64_t t = mt_grantable(w.throttle) ? grant(w.proc, IoClass::MT, 0) : 0;
-      if (t) hand_over(w, t); else ++mt_left;
-    }
-    if (mt_left == 0) {
-      for (uint32_t i : waiters_in_order(IoClass::PT)) {
-        if (!pt_grantable()) break;
+    if (s.queued_mt > 0) {
+      for (uint32_t i : waiters_in_order(IoClass::MT)) {
         WaiterEntry &w = s.waiters[i];
-        uint64_t t = grant(w.proc, IoClass::PT, w.lead);
-        if (!t) break;
-        hand_over(w, t);
+        uint64_t t = mt_grantable(w.throttle) ? grant(w.proc, IoClass::MT, 0) : 0;
+        if (t) hand_over(w, t); else ++mt_left;
       }
+    }
+    while (mt_left == 0 && pt_grantable()) {
+      const uint32_t i = oldest_pt_waiter();
+      if (i == kMaxWaiters) break;
+      WaiterEntry &w = s.waiters[i];
+      uint64_t t = grant(w.proc, IoClass::PT, w.lead);
+      if (!t) break;
+      hand_over(w, t);
     }
     request_yields();
   }
@@ -360,7 +374,7 @@ struct Policy {
   // process's PT first (it competes with that MT for the same process anyway), otherwise
   // the PT furthest ahead of its MT (its data is needed last).
   void request_yields() {
-    if (s.pt == 0) return;
+    if (s.pt == 0 || s.queued_mt == 0) return;
     std::vector<uint32_t> mts = waiters_in_order(IoClass::MT);
     if (mts.empty()) return;
     int64_t total = static_cast<int64_t>(s.mt) + s.pt;
