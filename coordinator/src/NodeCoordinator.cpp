@@ -24,7 +24,7 @@ constexpr int kMinPassUs = 200;     // the agent's passes are at least this far 
 constexpr int kGiveBackMs = 5;      // slots unused this long go to nodes that need them
 constexpr int kListenMs = 100;      // BLPOP timeout of the listener (bounds shutdown)
 constexpr int kReconnectMs = 250;
-constexpr int kRefreshMs = 20;     // at most this often a sync only to report PTs and their lead
+constexpr int kRefreshMs = 20;      // at most this often a sync only to report PTs and their lead
 
 int64_t steady_ms() {
   return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now().time_since_epoch())
