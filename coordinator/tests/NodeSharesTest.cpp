@@ -184,6 +184,12 @@ TEST(NodeShares, KilledNodeShareComesBackWithinItsLease) {
   CoordinatorStatus s;
   ASSERT_TRUE(admin && admin->status(&s, &err)) << err;
   for (const auto &n : s.nodes) EXPECT_EQ(n.node.find("sim-victim/"), std::string::npos) << "the dead node is still listed";
+  // The killed node never left its segment: remove it, so runs do not pile up in /dev/shm.
+  CoordinatorOptions victim_segment;
+  victim_segment.address = "shm";
+  victim_segment.target = target + "@node-victim";
+  auto victim_admin = make_coordinator_admin(victim_segment, &err);
+  EXPECT_TRUE(victim_admin && victim_admin->reset(&err, /*force=*/true)) << err;
 }
 
 // Redis lost: each node keeps its share until its lease ends, then at most its fair share
