@@ -16,7 +16,12 @@ namespace {
 
 constexpr int kConnectTimeoutMs = 1000;
 constexpr int kCommandTimeoutMs = 2000;
-constexpr int kTickMs = 1;          // how often the acting agent samples its segment
+// How often the acting agent samples its segment. What must not wait for it rings the
+// segment's bell instead (an MT starts waiting, a lowered cap drained, the listener).
+constexpr int kTickMs = 5;
+constexpr int kMinGapMs = 1;        // syncs to ask for more are at least this far apart
+constexpr int kMinPassUs = 200;     // the agent's passes are at least this far apart
+constexpr int kGiveBackMs = 5;      // slots unused this long go to nodes that need them
 constexpr int kListenMs = 100;      // BLPOP timeout of the listener (bounds shutdown)
 constexpr int kReconnectMs = 250;
 constexpr int kRefreshMs = 20;      // at most this often a sync only to report PTs and their lead
@@ -97,6 +102,7 @@ NodeCoordinator::~NodeCoordinator() {
     stopping_ = true;
   }
   wake_cv_.notify_all();
+  if (table_) table_->ring_agent();  // an acting agent sleeps on the segment's bell
   if (agent_.joinable()) agent_.join();
   if (listener_.joinable()) listener_.join();
   if (table_ && acting_.load()) {
@@ -123,6 +129,9 @@ void NodeCoordinator::agent_loop() {
   int64_t next_lead_ms = 0;
   bool woken = false;
   for (;;) {
+    // Read before looking at the segment: a ring while we act is not lost.
+    const uint32_t bell = table_->agent_bell();
+    const auto pass_start = std::chrono::steady_clock::now();
     int64_t now = steady_ms();
     if (now >= next_lead_ms) {
       bool lead = table_->lead_controller(local_->process_handle(), options_.lease_ms);
@@ -151,7 +160,17 @@ void NodeCoordinator::agent_loop() {
       online_ = false;
       link_.reset();
     }
-    if (sleep_or_stop(acting_.load() ? kTickMs : lead_period_ms, &woken)) break;
+    if (acting_.load()) {
+      // The segment's bell: an MT started waiting, a lowered cap drained, our listener.
+      // Rings come in bursts (every MT that waits rings): one pass per kMinPassUs at most.
+      table_->wait_agent_bell(bell, kTickMs);
+      const auto since = std::chrono::steady_clock::now() - pass_start;
+      if (since < std::chrono::microseconds(kMinPassUs))
+        std::this_thread::sleep_for(std::chrono::microseconds(kMinPassUs) - since);
+      if (sleep_or_stop(0, &woken)) break;
+    } else if (sleep_or_stop(lead_period_ms, &woken)) {
+      break;
+    }
   }
 }
 
@@ -178,12 +197,14 @@ bool NodeCoordinator::connect_agent_link() {
   return false;
 }
 
-// Redis lost: the share holds until the lease would have ended, then the fair share.
+// Redis lost: the share holds until the lease would have ended, then the fair share,
+// rounded down, so the nodes' caps add up to the cap at most even when it is smaller than
+// the number of nodes (those nodes get 0: their PTs wait, see the header).
 void NodeCoordinator::apply_offline_rule() {
   if (steady_ms() < lease_end_ms_) return;
-  int64_t fair = 1;  // never synced: nothing known about the cap or the nodes
+  int64_t fair = 0;  // never synced: nothing known about the cap or the nodes
   if (cap_seen_ < 0 && live_seen_ > 0) fair = -1;  // the target had no cap
-  else if (cap_seen_ >= 0 && live_seen_ > 0) fair = std::max<int64_t>(1, cap_seen_ / live_seen_);
+  else if (cap_seen_ >= 0 && live_seen_ > 0) fair = cap_seen_ / live_seen_;
   uint64_t bytes;
   int64_t cap;
   uint32_t inflight, queued;
@@ -206,18 +227,18 @@ bool NodeCoordinator::agent_step(bool woken) {
   for (const auto &h : st.holders)
     if (h.cls == IoClass::PT) lead = std::max(lead, h.lead);
   bool due = woken || now >= next_renew_ms_;
-  if (!due && cap_seen_ >= 0 && now - last_sync_ms_ >= kTickMs) {
+  if (!due && cap_seen_ >= 0 && now - last_sync_ms_ >= kMinGapMs) {
     const int64_t live = std::max<int64_t>(1, live_seen_);
     const int64_t fair = std::max<int64_t>(1, (cap_seen_ + live - 1) / live);  // as the script's fair_up
     due = share_ > floor                                                     // a lowered cap drained: hand back
           || need - local_cap > reported_unmet_ || mtneed - local_cap > reported_mt_unmet_  // more wanted than known
           || (others_need_ > 0 && local_cap > std::max(std::min(need, fair), mtneed) &&
-              now - last_sync_ms_ >= 5 * kTickMs)                            // others need what we do not use
+              now - last_sync_ms_ >= kGiveBackMs)                            // others need what we do not use
           || (mtneed > local_cap && now - last_sync_ms_ >= kRefreshMs)  // our MTs wait: fresher victims
           // The server picks victims by PT lead: PTs starting or stopping, or leading further,
           // are reported at once (a few ms apart), other lead changes every kRefreshMs.
           || (int64_t{st.pt_inflight} > 0) != (reported_pt_ > 0)
-          || (static_cast<int64_t>(lead) > reported_lead_ && now - last_sync_ms_ >= 5 * kTickMs)
+          || (static_cast<int64_t>(lead) > reported_lead_ && now - last_sync_ms_ >= kGiveBackMs)
           || (static_cast<int64_t>(lead) != reported_lead_ && now - last_sync_ms_ >= kRefreshMs);
   }
   if (!due) return true;
@@ -280,11 +301,17 @@ void NodeCoordinator::listener_loop() {
       continue;
     }
     if (r->type == REDIS_REPLY_ARRAY) {
+      // Our PTs owe another node's waiting MTs k slots: lower the cap now (always safe),
+      // so they yield within a sub-read; the agent's sync settles the rest.
+      if (r->elements == 2 && r->element[1]->type == REDIS_REPLY_STRING && r->element[1]->str[0] == 'g') {
+        long long k = atoll(r->element[1]->str + 1);
+        if (k > 0 && k <= kMaxThreshold) table_->lower_threshold(k);
+      }
       {
         std::lock_guard<std::mutex> g(wake_mutex_);
         woken_ = true;
       }
-      wake_cv_.notify_all();
+      table_->ring_agent();
     }
   }
 }

@@ -11,9 +11,11 @@
 // The node agent: every process of the node runs an agent thread; the one holding the
 // segment's controller lease (ShmSlotTable::lead_controller, the lease of
 // PPIOS_THRESHOLD=auto, which this backend refuses) acts, the others wait to take over.
-// Every millisecond it samples the segment (in flight, queued, MT/PT) and, when something
-// could change (its processes need more, a smaller cap drained, a remote node needs
-// slots, the lease is due), runs the script's node-sync with
+// It sleeps on the segment's bell (ShmSlotTable::wait_agent_bell), rung when an MT starts
+// waiting, when the slots above a lowered cap came back and by its listener, and at the
+// latest every kTickMs (5 ms); then it samples the segment (in flight, queued, MT/PT)
+// and, when something could change (its processes need more, a smaller cap drained, a
+// remote node needs slots, the lease is due), runs the script's node-sync with
 //   floor = max(local cap, in flight), need = in flight + queued, mtneed = MTs, pt = PTs.
 // The script (RedisScript.h) records share = max(target, floor) and returns the target;
 // the agent sets the local cap to it. Hence the invariant, on every path:
@@ -22,10 +24,13 @@
 // lowered and the slots above it drained, i.e. after one sub-read).
 // A node whose MTs wait beyond its share makes the nodes whose PTs lead furthest (from
 // their records, which report PTs as they start) owe it slots (the script's ngive hash)
-// and wakes them (RPUSH nw:<node>); their listener threads (BLPOP) wake the agents, which
-// lower their caps (ShmSlotTable asks the PTs above a lowered cap to yield); the slots come
-// back within one PT sub-read, the next sync pays the debt and wakes the node short of
-// slots. While its MTs wait a node syncs every kRefreshMs, so a victim chosen from an old
+// and tells them how many (RPUSH nw:<node> "g<k>"); their listener threads (BLPOP) lower
+// their caps by k at once (ShmSlotTable::lower_threshold, which asks the PTs above it to
+// yield; lowering is always safe) and wake their agents; the slots come back within one
+// PT sub-read, the drained segment rings its agent, whose sync pays the debt and wakes
+// the node short of slots, whose agent syncs and takes them. So a hand-over is three
+// syncs, two BLPOP wake-ups and one sub-read, each step woken by the previous one (no
+// sampling period on the path). While its MTs wait a node syncs every kRefreshMs, so a victim chosen from an old
 // record is followed by one chosen from a fresher one. MTs keep their node's slots
 // (MT-first), and inside a node the segment's own rules apply (local PT yields first).
 //
@@ -38,9 +43,11 @@
 //
 // Redis lost: the node keeps its local cap until its lease would have ended (one lease
 // after an agent took over without reaching the server), then sets it to its fair share,
-// max(1, cap / nodes seen at the last sync) (1 if it never synced),
-// so the cap is not exceeded while every node lives (unless the cap is below the number
-// of nodes). On return the agent runs adopt and node-sync again: the script records the
+// cap / nodes seen at the last sync, rounded down (0 if it never synced), so the nodes'
+// caps add up to the cap at most, even when the cap is below the number of nodes (a
+// node with 0 grants no PT: its PTs wait, and proceed without a slot only by the shm
+// fail-open, after twice the lease without a grant; MTs as in "Known limits"). On
+// return the agent runs adopt and node-sync again: the script records the
 // floor even above the cap (so the sum stays truthful) and sends every node back to its
 // fair share until the sum is below the cap.
 //

@@ -30,8 +30,9 @@
 //   expiry; curve: hash k -> MiB/s learned
 //   Two-level backend (node+): nodes, hash node -> "share|need|mtneed|pt|lease deadline ms|
 //   largest PT lead";
-//   nw:<node> a node's wake-up list (its agent BLPOPs it); ngive, hash node -> slots its PTs
-//   owe to MTs waiting on another node
+//   nw:<node> a node's wake-up list (its listener BLPOPs it; "g<k>": its PTs owe k more
+//   slots, lower the cap now); ngive, hash node -> slots its PTs owe to MTs waiting on
+//   another node
 // Ids are "<process id>#<n>", so the owning process of any id is the part before '#'.
 #pragma once
 
@@ -488,7 +489,10 @@ elseif op == 'node-sync' then
       if k > 0 then
         redis.call('HINCRBY', K_GIVE, o[1], k)
         owed = owed + k
-        wake(o[1])
+        -- "g<k>": its listener lowers its cap by k at once (its agent syncs after).
+        local w = prefix .. 'nw:' .. o[1]
+        redis.call('RPUSH', w, 'g' .. k)
+        redis.call('PEXPIRE', w, lease)
       end
     end
   end

@@ -4,7 +4,9 @@
 // thread id) guards every field of the segment (including the controller lease, the
 // completed-bytes counter and the learned curve of PPIOS_THRESHOLD=auto) except the atomics
 // read without it (HolderEntry::ticket and ::yield for yield_requested(),
-// WaiterEntry::granted as the futex word, ProcEntry::lease_deadline_ms). It is the only
+// WaiterEntry::granted as the futex word, WaiterEntry::id and ::ticket, which a granted
+// waiter's poll() collects and frees without it, ProcEntry::lease_deadline_ms, and the
+// node agent's bell). Futex wake-ups of waiters are sent after the lock is let go. It is the only
 // lock in this file; nothing else is taken while it is held.
 //
 // Every wait on it is bounded: a holder whose thread is gone, or that stays the same
@@ -52,8 +54,8 @@ namespace {
 // The layout version is in the segment's name as well as in its magic: builds with
 // different layouts (an upgrade, or several checkouts on one machine) then use different
 // segments instead of refusing each other's. Bump both whenever ShmLayout changes.
-constexpr uint64_t kMagic = 0x3330434f53505050ULL;  // "PPPSOC03"
-constexpr const char *kSegmentPrefix = "/ppios-coord-v3.";
+constexpr uint64_t kMagic = 0x3430434f53505050ULL;  // "PPPSOC04"
+constexpr const char *kSegmentPrefix = "/ppios-coord-v4.";
 constexpr const char *kShmDir = "/dev/shm";
 constexpr uint32_t kMaxProcs = 1024;
 constexpr uint32_t kMaxHolders = 4096;
@@ -61,6 +63,10 @@ constexpr uint32_t kMaxWaiters = 4096;
 constexpr uint32_t kIndexBits = 16;  // ids are (generation << 16) | (index + 1)
 constexpr uint64_t kGenMask = (1ULL << (64 - kIndexBits)) - 1;
 constexpr int kCurveMax = 256;  // learned B(k) is kept for k = 1..kCurveMax
+// A reap scans every table and asks the kernel about every process: at each enqueue it
+// cost a third of a saturated node's time. Waiters reap at most this often (renew() and
+// the admin paths always do), so a dead holder still frees its slots within a few ms.
+constexpr int64_t kReapEveryMs = 2;
 
 struct ProcEntry {
   uint64_t gen;  // 0: free
@@ -79,14 +85,16 @@ struct HolderEntry {
 };
 
 struct WaiterEntry {
-  uint64_t id;  // 0: free
+  // 0: free. Set under the lock; its own thread frees a granted entry without the lock
+  // (poll()'s compare-and-swap from its id to 0), which is why it is atomic.
+  std::atomic<uint64_t> id;
   uint32_t proc;
   uint8_t cls;
   uint8_t throttle;
   uint64_t lead;
   uint64_t seq;                    // arrival order
   std::atomic<uint32_t> granted;   // futex word: 0 waiting, 1 granted
-  uint64_t ticket;                 // valid once granted
+  std::atomic<uint64_t> ticket;    // valid once granted (read by poll() without the lock)
 };
 
 // The segment's lock. A futex word rather than a pthread mutex: its whole state is three
@@ -142,6 +150,31 @@ void futex_wake(std::atomic<uint32_t> *word, int count = INT_MAX) {
   syscall(SYS_futex, reinterpret_cast<uint32_t *>(word), FUTEX_WAKE, count, nullptr, nullptr, 0);
 }
 
+// Waiters handed a slot are woken once the segment lock is let go: woken while it is
+// held, a waiter runs only to find the lock taken and sleeps again, on the lock. The list
+// is per thread (filled and flushed by the thread holding the lock); when full, the
+// oldest wakes go out at once.
+struct PendingWakes {
+  std::atomic<uint32_t> *words[32];
+  int count = 0;
+};
+thread_local PendingWakes pending_wakes;
+
+void wake_after_unlock(std::atomic<uint32_t> *word) {
+  PendingWakes &p = pending_wakes;
+  if (p.count == static_cast<int>(sizeof p.words / sizeof p.words[0])) {
+    for (int i = 0; i < p.count; ++i) futex_wake(p.words[i]);
+    p.count = 0;
+  }
+  p.words[p.count++] = word;
+}
+
+void flush_wakes() {
+  PendingWakes &p = pending_wakes;
+  for (int i = 0; i < p.count; ++i) futex_wake(p.words[i]);
+  p.count = 0;
+}
+
 void futex_wait(std::atomic<uint32_t> *word, uint32_t expected, int timeout_ms) {
   timespec ts{timeout_ms / 1000, (timeout_ms % 1000) * 1000000L};
   syscall(SYS_futex, reinterpret_cast<uint32_t *>(word), FUTEX_WAIT, expected, &ts, nullptr, 0);
@@ -166,6 +199,12 @@ struct ShmLayout {
   int64_t threshold;  // -1: none stored
   uint32_t mt, pt, queued_mt, queued_pt;
   uint64_t next_gen, next_seq, max_inflight_seen;
+  int64_t last_reap_ms;  // see kReapEveryMs
+  // The two-level backend's node agent sleeps on agent_bell (a futex word bumped by every
+  // ring; woken only while agent_sleepers says someone sleeps on it). Rung when an MT
+  // starts waiting, and when what is in flight drained under a lowered cap (`draining`).
+  std::atomic<uint32_t> agent_bell, agent_sleepers;
+  uint32_t draining;
   uint32_t holder_hw, waiter_hw;  // one past the highest entry ever used: scans stop there
   uint32_t holder_hint;
   // PPIOS_THRESHOLD=auto
@@ -259,6 +298,15 @@ struct Policy {
     decrement(h.cls == static_cast<uint8_t>(IoClass::MT) ? s.mt : s.pt);
     h.ticket.store(0, std::memory_order_release);
     h.yield.store(0, std::memory_order_relaxed);
+    if (s.draining && (no_cap() || static_cast<int64_t>(s.mt) + s.pt <= s.threshold)) {
+      s.draining = 0;
+      ring_agent();  // the slots above a lowered cap came back: they can move now
+    }
+  }
+
+  void ring_agent() {
+    s.agent_bell.fetch_add(1, std::memory_order_seq_cst);
+    if (s.agent_sleepers.load(std::memory_order_seq_cst) != 0) wake_after_unlock(&s.agent_bell);
   }
 
   void free_waiter(WaiterEntry &w) {
@@ -272,7 +320,7 @@ struct Policy {
     decrement(w.cls == static_cast<uint8_t>(IoClass::MT) ? s.queued_mt : s.queued_pt);
     w.ticket = ticket;
     w.granted.store(1, std::memory_order_release);
-    futex_wake(&w.granted);
+    wake_after_unlock(&w.granted);
   }
 
   std::vector<uint32_t> waiters_in_order(IoClass cls) const {
@@ -286,24 +334,38 @@ struct Policy {
     return out;
   }
 
+  // The PT that has waited longest (kMaxWaiters: none): a saturated node hands one slot
+  // per release, so one scan beats sorting the queue.
+  uint32_t oldest_pt_waiter() const {
+    uint32_t best = kMaxWaiters;
+    for (uint32_t i = 0; i < waiter_bound(); ++i) {
+      const WaiterEntry &w = s.waiters[i];
+      if (w.id != 0 && w.granted.load(std::memory_order_relaxed) == 0 &&
+          w.cls == static_cast<uint8_t>(IoClass::PT) && (best == kMaxWaiters || w.seq < s.waiters[best].seq))
+        best = i;
+    }
+    return best;
+  }
+
   // Hands free slots to waiters: MTs first, in arrival order, then PTs while no MT waits.
   // A granted waiter stays in its entry (granted = 1) until its thread collects the ticket.
   void promote() {
     if (s.queued_mt + s.queued_pt == 0) return;
     uint32_t mt_left = 0;
-    for (uint32_t i : waiters_in_order(IoClass::MT)) {
-      WaiterEntry &w = s.waiters[i];
-      uint64_t t = mt_grantable(w.throttle) ? grant(w.proc, IoClass::MT, 0) : 0;
-      if (t) hand_over(w, t); else ++mt_left;
-    }
-    if (mt_left == 0) {
-      for (uint32_t i : waiters_in_order(IoClass::PT)) {
-        if (!pt_grantable()) break;
+    if (s.queued_mt > 0) {
+      for (uint32_t i : waiters_in_order(IoClass::MT)) {
         WaiterEntry &w = s.waiters[i];
-        uint64_t t = grant(w.proc, IoClass::PT, w.lead);
-        if (!t) break;
-        hand_over(w, t);
+        uint64_t t = mt_grantable(w.throttle) ? grant(w.proc, IoClass::MT, 0) : 0;
+        if (t) hand_over(w, t); else ++mt_left;
       }
+    }
+    while (mt_left == 0 && pt_grantable()) {
+      const uint32_t i = oldest_pt_waiter();
+      if (i == kMaxWaiters) break;
+      WaiterEntry &w = s.waiters[i];
+      uint64_t t = grant(w.proc, IoClass::PT, w.lead);
+      if (!t) break;
+      hand_over(w, t);
     }
     request_yields();
   }
@@ -312,7 +374,7 @@ struct Policy {
   // process's PT first (it competes with that MT for the same process anyway), otherwise
   // the PT furthest ahead of its MT (its data is needed last).
   void request_yields() {
-    if (s.pt == 0) return;
+    if (s.pt == 0 || s.queued_mt == 0) return;
     std::vector<uint32_t> mts = waiters_in_order(IoClass::MT);
     if (mts.empty()) return;
     int64_t total = static_cast<int64_t>(s.mt) + s.pt;
@@ -400,13 +462,22 @@ struct Policy {
       if (w.id != 0 && !proc_entry_valid(w.proc)) {
         if (!w.granted.load(std::memory_order_relaxed)) free_waiter(w);
         w.id = 0;
-        futex_wake(&w.granted);
+        wake_after_unlock(&w.granted);
         freed = true;
       }
     }
     uint32_t mt = s.mt, pt = s.pt, qm = s.queued_mt, qp = s.queued_pt;
     repair();
     return freed || mt != s.mt || pt != s.pt || qm != s.queued_mt || qp != s.queued_pt;
+  }
+
+  // reap() for the waiters' paths: at most every kReapEveryMs (a forged time in the
+  // future does not stop it).
+  bool reap_if_due() {
+    const int64_t now = now_ms();
+    if (now >= s.last_reap_ms && now - s.last_reap_ms < kReapEveryMs) return false;
+    s.last_reap_ms = now;
+    return reap();
   }
 
   void drop_process(uint32_t p) {
@@ -424,7 +495,7 @@ struct Policy {
       } else {
         free_waiter(w);
       }
-      futex_wake(&w.granted);
+      wake_after_unlock(&w.granted);
     }
     s.procs[p].gen = 0;
   }
@@ -762,6 +833,7 @@ void ShmSlotTable::unlock() const {
   // Fails only if the lock was taken over while we were stopped: it is no longer ours.
   l.owner.compare_exchange_strong(me, 0, std::memory_order_seq_cst);
   if (l.sleepers.load(std::memory_order_seq_cst) != 0) futex_wake(&l.owner, 1);
+  flush_wakes();
 }
 
 ShmSlotTable::RegisterResult ShmSlotTable::register_process(int lease_ms, std::atomic<uint64_t> *handle) {
@@ -840,9 +912,11 @@ ShmSlotTable::Outcome ShmSlotTable::acquire_or_enqueue(std::atomic<uint64_t> *ha
     s.waiter_hw = std::max(s.waiter_hw, i + 1);
     if (r.cls == IoClass::MT) ++s.queued_mt; else ++s.queued_pt;
     *waiter_id = w.id;
-    // A dead holder may be what blocks us; look before sleeping.
-    p.reap();
+    // A dead holder may be what blocks us; look before sleeping (unless a waiter just did).
+    p.reap_if_due();
     p.promote();
+    // An MT waits: the node agent (two-level backend) wins slots for it.
+    if (r.cls == IoClass::MT && !w.granted.load(std::memory_order_relaxed)) p.ring_agent();
     unlock();
     return Outcome::Queued;
   }
@@ -859,6 +933,21 @@ void ShmSlotTable::wait(uint64_t waiter_id, int timeout_ms) {
 ShmSlotTable::PollResult ShmSlotTable::poll(uint64_t waiter_id, uint64_t *ticket, uint64_t *grants) {
   uint32_t i = id_index(waiter_id);
   if (i >= kMaxWaiters) return PollResult::Lost;
+  {
+    // Granted: the hand-over already counted us as a holder, so collecting the ticket and
+    // freeing the entry needs no lock. The compare-and-swap fails only when the entry is
+    // no longer ours (our process was dropped): the locked path below says Lost.
+    WaiterEntry &w = layout_->waiters[i];
+    if (w.granted.load(std::memory_order_acquire)) {
+      const uint64_t t = w.ticket.load(std::memory_order_relaxed);
+      uint64_t mine = waiter_id;
+      if (w.id.compare_exchange_strong(mine, 0, std::memory_order_acq_rel)) {
+        *ticket = t;
+        *grants = 0;
+        return PollResult::Granted;
+      }
+    }
+  }
   if (!lock()) return PollResult::Unavailable;
   ShmLayout &s = *layout_;
   WaiterEntry &w = s.waiters[i];
@@ -872,7 +961,7 @@ ShmSlotTable::PollResult ShmSlotTable::poll(uint64_t waiter_id, uint64_t *ticket
   auto result = collect();
   if (!result) {
     Policy p{s};
-    if (p.reap()) p.promote();
+    if (p.reap_if_due()) p.promote();
     else p.request_yields();  // the cap may have been lowered or a flagged PT finished
     result = collect();
   }
@@ -945,8 +1034,21 @@ void ShmSlotTable::set_threshold(int64_t n) {
   if (!lock()) return;
   layout_->threshold = n < 0 || n > kMaxThreshold ? -1 : n;
   layout_->auto_mode = 0;
+  layout_->draining = layout_->threshold >= 0 && int64_t{layout_->mt} + layout_->pt > layout_->threshold;
   Policy{*layout_}.promote();
   Policy{*layout_}.request_yields_above_cap();
+  unlock();
+}
+
+void ShmSlotTable::lower_threshold(int64_t by) {
+  if (by <= 0 || !lock()) return;
+  ShmLayout &s = *layout_;
+  const int64_t mts = int64_t{s.mt} + s.queued_mt;
+  if (s.threshold > mts) {
+    s.threshold = std::max(mts, s.threshold - by);
+    s.draining = int64_t{s.mt} + s.pt > s.threshold;
+    Policy{s}.request_yields_above_cap();
+  }
   unlock();
 }
 
@@ -960,6 +1062,20 @@ int64_t ShmSlotTable::enable_auto() {
   int64_t cap = layout_->threshold;
   unlock();
   return cap;
+}
+
+uint32_t ShmSlotTable::agent_bell() const { return layout_->agent_bell.load(std::memory_order_seq_cst); }
+
+void ShmSlotTable::wait_agent_bell(uint32_t seen, int timeout_ms) {
+  ShmLayout &s = *layout_;
+  s.agent_sleepers.fetch_add(1, std::memory_order_seq_cst);
+  futex_wait(&s.agent_bell, seen, timeout_ms);  // returns at once if it was rung since `seen`
+  s.agent_sleepers.fetch_sub(1, std::memory_order_seq_cst);
+}
+
+void ShmSlotTable::ring_agent() {
+  layout_->agent_bell.fetch_add(1, std::memory_order_seq_cst);
+  futex_wake(&layout_->agent_bell);
 }
 
 bool ShmSlotTable::lead_controller(std::atomic<uint64_t> *handle, int lease_ms) {

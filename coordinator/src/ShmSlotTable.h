@@ -99,10 +99,23 @@ class ShmSlotTable {
   // Sets the cap (n < 0: none) and turns learning (PPIOS_THRESHOLD=auto) off. A cap below
   // what is in flight asks that many PTs (largest lead first) to yield.
   void set_threshold(int64_t n);
+  // The two-level backend's victim: lowers a cap by `by` slots at once, but not below the
+  // MTs in flight and waiting (a remote node's MTs are owed slots; ours keep theirs), and
+  // asks PTs above it to yield, as set_threshold. No cap: nothing to lower.
+  void lower_threshold(int64_t by);
   // Turns learning on; with no cap stored, starts from 1. Returns the cap.
   int64_t enable_auto();
   // False when the lock could not be taken (message in *error).
   bool snapshot(CoordinatorStatus *out, std::string *error);
+
+  // The node agent of the two-level backend sleeps on a bell in the segment, rung when an
+  // MT starts waiting and when the slots above a lowered cap came back (and by ring_agent:
+  // its own listener, shutdown), so it acts on those at once rather than at its next
+  // sample. Read agent_bell() before looking at the segment, then wait_agent_bell() with
+  // it: a ring in between is not lost. Sleepers may wake early (a spurious futex wake-up).
+  uint32_t agent_bell() const;
+  void wait_agent_bell(uint32_t seen, int timeout_ms);
+  void ring_agent();
 
   // The controller of PPIOS_THRESHOLD=auto (AutoThreshold.h). The lease belongs to a
   // registered process (its handle) and lapses with it.

@@ -184,6 +184,12 @@ TEST(NodeShares, KilledNodeShareComesBackWithinItsLease) {
   CoordinatorStatus s;
   ASSERT_TRUE(admin && admin->status(&s, &err)) << err;
   for (const auto &n : s.nodes) EXPECT_EQ(n.node.find("sim-victim/"), std::string::npos) << "the dead node is still listed";
+  // The killed node never left its segment: remove it, so runs do not pile up in /dev/shm.
+  CoordinatorOptions victim_segment;
+  victim_segment.address = "shm";
+  victim_segment.target = target + "@node-victim";
+  auto victim_admin = make_coordinator_admin(victim_segment, &err);
+  EXPECT_TRUE(victim_admin && victim_admin->reset(&err, /*force=*/true)) << err;
 }
 
 // Redis lost: each node keeps its share until its lease ends, then at most its fair share
@@ -269,6 +275,74 @@ TEST(NodeShares, ServerLostKeepsSharesThenFairSharesAndReconciles) {
   big.reset();
   small.reset();
   munmap(sh, sizeof(Shared));
+}
+
+// Redis lost with a cap below the number of nodes: after their leases the nodes' caps
+// still add up to the cap at most (cap 2, four nodes: fair share 0 each), so nodes that
+// each kept one slot (the old rule) would show here as a sum above the cap. Sampled until
+// every node has applied the rule, well before the PTs' fail-open (twice the lease of
+// waiting without a grant) could let one proceed without a slot.
+TEST(NodeShares, ServerLostWithCapBelowNodesNeverExceedsIt) {
+  test::RedisServer server(false);
+  ASSERT_TRUE(server.start());
+  const std::string target = unique_target("lostsmall");
+  const int64_t cap = 2;
+  const int lease_ms = 300;
+  const std::vector<std::string> names = {"a", "b", "c", "d"};
+  std::string err;
+  std::vector<std::unique_ptr<Coordinator>> nodes;
+  for (const auto &n : names) {
+    nodes.push_back(make_coordinator(node_options(server, target, n, cap, lease_ms, true), &err));
+    ASSERT_TRUE(nodes.back()) << err;
+  }
+  // Every node wants a slot (one PT each, holding it for a while), so all four are live
+  // records on the server and the two slots are shared out.
+  std::atomic<bool> stop{false};
+  std::vector<std::thread> clients;
+  for (auto &c : nodes)
+    clients.emplace_back([&stop, &c] {
+      while (!stop.load()) {
+        SlotTicket t = c->acquire(IoClass::PT, 1);
+        for (int i = 0; i < 20 && !c->yield_requested(t) && !stop.load(); ++i) std::this_thread::sleep_for(1ms);
+        c->release(t);
+      }
+    });
+  const CoordinatorOptions admin_options = node_options(server, target, "", cap, lease_ms);
+  auto deadline = Clock::now() + 10s;
+  size_t seen = 0;
+  while (Clock::now() < deadline && seen < names.size()) {
+    auto admin = make_coordinator_admin(admin_options, &err);
+    CoordinatorStatus s;
+    if (admin && admin->status(&s, &err)) seen = s.nodes.size();
+    std::this_thread::sleep_for(20ms);
+  }
+  ASSERT_EQ(seen, names.size()) << "not every node reached the server";
+  std::this_thread::sleep_for(std::chrono::milliseconds(lease_ms));  // every node synced since
+
+  testing::internal::CaptureStderr();
+  server.kill_hard();
+  auto sum_of_caps = [&] {
+    int64_t sum = 0;
+    for (const auto &n : names) sum += std::max<int64_t>(0, local_cap(target, n));
+    return sum;
+  };
+  int over = 0, samples = 0;
+  bool all_zero = false;
+  deadline = Clock::now() + std::chrono::milliseconds(2 * lease_ms + 3000);
+  while (Clock::now() < deadline && !all_zero) {
+    if (sum_of_caps() > cap) ++over;
+    ++samples;
+    all_zero = true;
+    for (const auto &n : names) all_zero = all_zero && local_cap(target, n) == 0;
+    std::this_thread::sleep_for(10ms);
+  }
+  EXPECT_TRUE(all_zero) << "cap 2 over 4 nodes: every node's fair share is 0 after its lease";
+  EXPECT_EQ(over, 0) << "the nodes' caps added up to more than the cap in " << over << " of " << samples
+                     << " samples";
+  stop = true;
+  for (auto &t : clients) t.join();
+  testing::internal::GetCapturedStderr();
+  nodes.clear();
 }
 
 TEST(NodeShares, AddressesAndVariablesAreValidated) {
