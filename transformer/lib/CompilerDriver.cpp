@@ -438,7 +438,7 @@ std::string generatedDirectory(const std::string &Slot) {
 // still stop the compile (and the driver falls back to the original file).
 std::optional<std::string> writeTransformed(const TransformResult &R, const std::string &Source,
                                             const std::string &Slot) {
-  std::string Text;
+  std::string Text = R.Pieces.empty() ? R.Source : "";
   std::string Generated = generatedDirectory(Slot);
   if (!R.Pieces.empty() && llvm::sys::fs::create_directories(Generated)) {
     llvm::errs() << "ppios-cc: error: cannot create " << Generated << "\n";
@@ -456,8 +456,6 @@ std::optional<std::string> writeTransformed(const TransformResult &R, const std:
       return std::nullopt;
     Text += "#include \"" + std::string(Header) + "\"\n";
   }
-  if (R.Pieces.empty())
-    Text = R.Source;
   llvm::SmallString<256> Temp(Slot);
   llvm::sys::path::append(Temp, llvm::sys::path::filename(Source));
   if (!writeAtomically(std::string(Temp), Text))
