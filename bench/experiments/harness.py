@@ -40,6 +40,19 @@ CSV_COLUMNS = ["experiment", "kernel", "mode", "nprocs", "rep", "wall_s", "io_la
 # when it is done (bench/run rewrites results.csv and runs.jsonl then).
 
 
+def best_cap(curve):
+    """The settled optimum of a learned curve {k: MiB/s}, by the controller's own rule
+    (ThroughputClimber::best_cap): k ascending, a larger cap must beat the best so far
+    by the climber's margin, min(gain 0.06, 0.5 / k), so a noisy probe above the knee is
+    not taken for it. 0 for an empty curve."""
+    best, best_mibps = 0, 0.0
+    for k in sorted(curve):
+        mibps = curve[k]
+        if mibps > 0 and (best == 0 or mibps > best_mibps * (1 + min(0.06, 0.5 / best))):
+            best, best_mibps = k, mibps
+    return best
+
+
 class ResultMismatch(Exception):
     pass
 
@@ -290,8 +303,8 @@ class Harness:
 
     def _coordinator_done(self, coordinator, target):
         """(the highest number of accesses the coordinator saw in flight at once, a
-        check that the cap held; what the target learned: the k of the highest MiB/s
-        on its curve, else the cap in force), then forget the target. Not the cap in
+        check that the cap held; what the target learned: its curve's best cap, see
+        best_cap, else the cap in force), then forget the target. Not the cap in
         force at the end: that follows the run's tail (in E2, DSCAL alone for its last
         15 s takes it to 2-3)."""
         base = [self.bins.coord, "--coordinator", coordinator, "--target", target]
@@ -306,7 +319,7 @@ class Harness:
                 curve = status.get("curve") or []
                 self.last_curve = {point["k"]: round(point["mibps"], 1) for point in curve}
                 if curve:
-                    cap = max(curve, key=lambda point: point["mibps"])["k"]
+                    cap = best_cap(self.last_curve) or cap
         except (subprocess.TimeoutExpired, ValueError, KeyError, TypeError):
             pass
         subprocess.run(base + ["reset"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
