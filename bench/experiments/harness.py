@@ -88,9 +88,9 @@ class Harness:
         self.started = time.monotonic()
         self.redis = None
         self.target_seq = 0
-        # experiment -> the cap the last `auto-warm` run of it learned: the next one
-        # starts there, as a real target keeps its learned cap between jobs (README,
-        # "Learning the cap"); `auto` runs start from 1 every time
+        # experiment -> the cap the last `auto` run of it learned: the next one starts
+        # there, as a real target keeps what it learned between jobs (README, "Learning
+        # the cap"); `auto-cold` runs start from 1 every time
         self.learned_caps = {}
         self.calibration = None     # (exit code, text)
         # Set by mount_devices; None until then and when no optimal mount is needed
@@ -284,8 +284,8 @@ class Harness:
                     # auto as it had to run before the controller learned from MTs
                     # past the cap: MTs wait at the cap too (README, "Learning the cap")
                     env.update(PPIOS_THRESHOLD="auto", PPIOS_MT_THROTTLE="1")
-                elif threshold == "auto-warm":
-                    env["PPIOS_THRESHOLD"] = "auto"  # from the cap _warm_start stored
+                elif threshold == "auto-cold":
+                    env["PPIOS_THRESHOLD"] = "auto"  # a fresh target: from cap 1
         name = kernel if row_kernel == k.label else f"{kernel}-{row_kernel.lower()}"
         return jobs.JobSpec(label=f"{experiment} {row_kernel} {label} P={nprocs}",
                             kernel_label=k.label, argv=argv, env=env,
@@ -327,10 +327,10 @@ class Harness:
         return seen, cap
 
     def _warm_start(self, experiment, specs, coordinator, target):
-        """An `auto-warm` run's fresh target gets the cap the experiment's last
-        auto-warm run learned (`ppios-coord set-threshold N`; the runtime's PPIOS_THRESHOLD=auto turns
+        """An `auto` run's fresh target gets the cap the experiment's last
+        auto run learned (`ppios-coord set-threshold N`; the runtime's PPIOS_THRESHOLD=auto turns
         learning on from it). Returns that cap, None for a cold start or another mode."""
-        if not any(spec.extra["mode"] == "ppios" and spec.extra["threshold"] == "auto-warm"
+        if not any(spec.extra["mode"] == "ppios" and spec.extra["threshold"] == "auto"
                    for spec in specs):
             return None
         cap = self.learned_caps.get(experiment)
@@ -363,7 +363,7 @@ class Harness:
             if token is not None:
                 self.resources.forget(token)
                 max_inflight, end_cap = self._coordinator_done(coordinator, target)
-        auto = any(spec.extra["mode"] == "ppios" and spec.extra["threshold"] == "auto-warm"
+        auto = any(spec.extra["mode"] == "ppios" and spec.extra["threshold"] == "auto"
                    for spec in specs)
         if auto and isinstance(end_cap, int) and end_cap >= 1:
             self.learned_caps[experiment] = end_cap
