@@ -19,9 +19,9 @@
 // that leads last (in a mix of jobs, often one reading alone at a low demand) does not
 // publish only its tail. With no curve stored, learning starts from the cap in force
 // (clamped into the climber's range): 1 on a fresh target, else what the target kept or
-// had stored by hand (warm start, ThroughputClimber.h). It changes nothing while the target's auto flag is off
-// (`ppios-coord set-threshold N` turns it off, `set-threshold auto` or a process started
-// with PPIOS_THRESHOLD=auto turns it on).
+// had stored by hand (warm start, ThroughputClimber.h). It changes nothing while the
+// target's auto flag is off (`ppios-coord set-threshold N` turns it off, `set-threshold
+// auto` or a process started with PPIOS_THRESHOLD=auto turns it on).
 //
 // Lifecycle: the thread starts in the constructor and stops (resigning the lease) in the
 // destructor, which waits at most one sampling tick plus one backend call. Thread safety:
