@@ -586,9 +586,10 @@ TEST_P(ControllerLease, AnAbsurdStoredCapIsClampedAndMovesToTheDemand) {
 }
 
 TEST_P(ControllerLease, ATakeoverContinuesTheStoredCurve) {
-  // What the controller before learned (a curve with its best at 8) is on the target, and
-  // the cap it left is a tail's 2. The process that takes the lease starts at 8 and keeps
-  // the curve: one reader (a low-demand tail) is learned at its level, 8's point stays.
+  // What a controller learned (a curve with its best at 8; stored here by hand) is on the
+  // target, and the cap in force is a tail's 2. A first process takes the lease and starts
+  // at 8; it dies, and the process that takes over continues at 8 with the curve: one
+  // reader (a low-demand tail) is learned at its level, and 8's point stays.
   std::string err;
   auto admin = make_coordinator_admin(options(), &err);
   ASSERT_TRUE(admin) << err;
@@ -596,11 +597,25 @@ TEST_P(ControllerLease, ATakeoverContinuesTheStoredCurve) {
   ASSERT_TRUE(admin->store_curve(learned, &err)) << err;
   ASSERT_TRUE(admin->set_threshold(2, &err)) << err;
   ASSERT_TRUE(admin->set_auto(&err)) << err;
+  pid_t child = fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    auto first = make_coordinator(options(), &err);
+    if (!first) _exit(3);
+    std::this_thread::sleep_for(std::chrono::seconds(30));  // killed long before
+    _exit(0);
+  }
+  CoordinatorStatus s;
+  const bool first_led = wait_for(
+      [&](const CoordinatorStatus &st) { return st.controller_pid == child && st.threshold == 8; }, 5, &s);
   CoordinatorOptions o = options();
   o.lease_ms = 3000;  // a lost lease on a loaded machine would start over (from the same curve)
   auto c = make_coordinator(o, &err);
+  kill(child, SIGKILL);
+  waitpid(child, nullptr, 0);
+  ASSERT_TRUE(first_led) << "controller pid " << s.controller_pid << " (the first process " << child << "), cap "
+                         << s.threshold << " (8, the curve's best, expected)";
   ASSERT_TRUE(c) << err;
-  CoordinatorStatus s;
   ASSERT_TRUE(wait_for([](const CoordinatorStatus &st) { return st.controller_pid == getpid() && st.threshold == 8; },
                        5, &s))
       << "controller pid " << s.controller_pid << ", cap " << s.threshold << " (8, the curve's best, expected)";
