@@ -158,12 +158,12 @@ def check(out, expected, options, prefetch_built):
 
 
 def check_auto(base, tmp):
-    """--thresholds 2,auto,auto-warm,auto-throttled at P = 1, 2: PPIOS_THRESHOLD=auto is
+    """--thresholds 2,auto,auto-cold,auto-throttled at P = 1, 2: PPIOS_THRESHOLD=auto is
     the coordinator's to accept. A runtime that accepts it gives a row per variant, and
-    the P = 2 auto-warm run starts from the cap the P = 1 auto-warm run learned (auto and
+    the P = 2 auto run starts from the cap the P = 1 auto run learned (auto-cold and
     auto-throttled start from 1); one that does not must stop
     bench/run before any run with exit 2 and the runtime's own message."""
-    variants = ["2", "auto", "auto-warm", "auto-throttled"]
+    variants = ["2", "auto", "auto-cold", "auto-throttled"]
     flags = ["--thresholds", ",".join(variants), "--modes", "normal,ppios", "--nprocs", "1,2"]
     out = os.path.join(tmp, "auto")
     r = subprocess.run(base + ["--out", out] + flags, stdout=subprocess.PIPE,
@@ -187,15 +187,15 @@ def check_auto(base, tmp):
                                                         and run["auto_end_cap"] >= 1):
                 raise Failure(f"{key}: no learned cap recorded: {run.get('auto_end_cap')!r}")
         starts = {key: runs[key].get("auto_start_cap") for key in runs if key[0].startswith("ppios@auto")}
-        wanted = {("ppios@auto", 1): 1, ("ppios@auto", 2): 1, ("ppios@auto-warm", 1): 1,
-                  ("ppios@auto-warm", 2): runs[("ppios@auto-warm", 1)]["auto_end_cap"],
+        wanted = {("ppios@auto-cold", 1): 1, ("ppios@auto-cold", 2): 1, ("ppios@auto", 1): 1,
+                  ("ppios@auto", 2): runs[("ppios@auto", 1)]["auto_end_cap"],
                   ("ppios@auto-throttled", 1): 1, ("ppios@auto-throttled", 2): 1}
         if starts != wanted:
             raise Failure(f"auto start caps {starts}, expected {wanted}")
     except Failure as e:
         return [f"{' '.join(flags)}: {e}"]
-    print(f"bench.flags: ok {' '.join(flags)} (every auto variant ran; auto-warm carried the "
-          f"cap {wanted[('ppios@auto-warm', 2)]} from P=1 to P=2)")
+    print(f"bench.flags: ok {' '.join(flags)} (every auto variant ran; auto carried the "
+          f"cap {wanted[('ppios@auto', 2)]} from P=1 to P=2)")
     return []
 
 

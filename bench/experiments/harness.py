@@ -40,6 +40,19 @@ CSV_COLUMNS = ["experiment", "kernel", "mode", "nprocs", "rep", "wall_s", "io_la
 # when it is done (bench/run rewrites results.csv and runs.jsonl then).
 
 
+def best_cap(curve):
+    """The settled optimum of a learned curve {k: MiB/s}, by the controller's own rule
+    (ThroughputClimber::best_cap): k ascending, a larger cap must beat the best so far
+    by the climber's margin, min(gain 0.06, 0.5 / k), so a noisy probe above the knee is
+    not taken for it. 0 for an empty curve."""
+    best, best_mibps = 0, 0.0
+    for k in sorted(curve):
+        mibps = curve[k]
+        if mibps > 0 and (best == 0 or mibps > best_mibps * (1 + min(0.06, 0.5 / best))):
+            best, best_mibps = k, mibps
+    return best
+
+
 class ResultMismatch(Exception):
     pass
 
@@ -75,9 +88,9 @@ class Harness:
         self.started = time.monotonic()
         self.redis = None
         self.target_seq = 0
-        # experiment -> the cap the last `auto-warm` run of it learned: the next one
-        # starts there, as a real target keeps its learned cap between jobs (README,
-        # "Learning the cap"); `auto` runs start from 1 every time
+        # experiment -> the cap the last `auto` run of it learned: the next one starts
+        # there, as a real target keeps what it learned between jobs (README, "Learning
+        # the cap"); `auto-cold` runs start from 1 every time
         self.learned_caps = {}
         self.calibration = None     # (exit code, text)
         # Set by mount_devices; None until then and when no optimal mount is needed
@@ -271,8 +284,8 @@ class Harness:
                     # auto as it had to run before the controller learned from MTs
                     # past the cap: MTs wait at the cap too (README, "Learning the cap")
                     env.update(PPIOS_THRESHOLD="auto", PPIOS_MT_THROTTLE="1")
-                elif threshold == "auto-warm":
-                    env["PPIOS_THRESHOLD"] = "auto"  # from the cap _warm_start stored
+                elif threshold == "auto-cold":
+                    env["PPIOS_THRESHOLD"] = "auto"  # a fresh target: from cap 1
         name = kernel if row_kernel == k.label else f"{kernel}-{row_kernel.lower()}"
         return jobs.JobSpec(label=f"{experiment} {row_kernel} {label} P={nprocs}",
                             kernel_label=k.label, argv=argv, env=env,
@@ -290,8 +303,8 @@ class Harness:
 
     def _coordinator_done(self, coordinator, target):
         """(the highest number of accesses the coordinator saw in flight at once, a
-        check that the cap held; what the target learned: the k of the highest MiB/s
-        on its curve, else the cap in force), then forget the target. Not the cap in
+        check that the cap held; what the target learned: its curve's best cap, see
+        best_cap, else the cap in force), then forget the target. Not the cap in
         force at the end: that follows the run's tail (in E2, DSCAL alone for its last
         15 s takes it to 2-3)."""
         base = [self.bins.coord, "--coordinator", coordinator, "--target", target]
@@ -306,7 +319,7 @@ class Harness:
                 curve = status.get("curve") or []
                 self.last_curve = {point["k"]: round(point["mibps"], 1) for point in curve}
                 if curve:
-                    cap = max(curve, key=lambda point: point["mibps"])["k"]
+                    cap = best_cap(self.last_curve) or cap
         except (subprocess.TimeoutExpired, ValueError, KeyError, TypeError):
             pass
         subprocess.run(base + ["reset"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
@@ -314,10 +327,10 @@ class Harness:
         return seen, cap
 
     def _warm_start(self, experiment, specs, coordinator, target):
-        """An `auto-warm` run's fresh target gets the cap the experiment's last
-        auto-warm run learned (`ppios-coord set-threshold N`; the runtime's PPIOS_THRESHOLD=auto turns
+        """An `auto` run's fresh target gets the cap the experiment's last
+        auto run learned (`ppios-coord set-threshold N`; the runtime's PPIOS_THRESHOLD=auto turns
         learning on from it). Returns that cap, None for a cold start or another mode."""
-        if not any(spec.extra["mode"] == "ppios" and spec.extra["threshold"] == "auto-warm"
+        if not any(spec.extra["mode"] == "ppios" and spec.extra["threshold"] == "auto"
                    for spec in specs):
             return None
         cap = self.learned_caps.get(experiment)
@@ -350,7 +363,7 @@ class Harness:
             if token is not None:
                 self.resources.forget(token)
                 max_inflight, end_cap = self._coordinator_done(coordinator, target)
-        auto = any(spec.extra["mode"] == "ppios" and spec.extra["threshold"] == "auto-warm"
+        auto = any(spec.extra["mode"] == "ppios" and spec.extra["threshold"] == "auto"
                    for spec in specs)
         if auto and isinstance(end_cap, int) and end_cap >= 1:
             self.learned_caps[experiment] = end_cap

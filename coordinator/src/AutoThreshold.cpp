@@ -64,12 +64,16 @@ void AutoThreshold::run() {
       if (!pause(idle_s)) break;
       continue;
     }
-    // The cap in force is where learning starts: 1 on a fresh target, else what the target
-    // kept (an earlier run's learned cap, or one stored by hand or by `calibrate --store`).
-    // One outside the climber's range (a forged or absurd value) is clamped into it.
-    const int64_t k = std::clamp<int64_t>(s0.cap, climber_params_.min_k, climber_params_.max_k);
+    // Learning starts from the curve the target kept (the controller before us, or an
+    // earlier run), at its best cap; with none, from the cap in force: 1 on a fresh target,
+    // else one stored by hand or by `calibrate --store`. A cap outside the climber's range
+    // (a forged or absurd value) is clamped into it.
+    int64_t k = std::clamp<int64_t>(s0.cap, climber_params_.min_k, climber_params_.max_k);
+    if (!climber) {
+      climber = std::make_unique<ThroughputClimber>(static_cast<int>(k), climber_params_, plane_->stored_curve());
+      k = climber->base();
+    }
     if (s0.cap != k) plane_->set_cap(k);
-    if (!climber) climber = std::make_unique<ThroughputClimber>(static_cast<int>(k), climber_params_);
     if (!pause(timing_.settle_s)) break;
     ControlPlane::Sample s1;
     if (!plane_->sample(&s1)) continue;

@@ -13,11 +13,15 @@
 // than k accesses ran on average (MTs pass a full cap unless PPIOS_MT_THROTTLE=1) measured
 // the device at that concurrency and is learned as such (ThroughputClimber::overrun), so
 // MT-only load drives the learning too and a cold start climbs to the MTs' concurrency.
-// Learning starts from the cap in force (clamped into the climber's range): 1 on a fresh
-// target, else what the target kept from an earlier run or had stored by hand (warm
-// start, ThroughputClimber.h). It changes nothing while the target's auto flag is off
-// (`ppios-coord set-threshold N` turns it off, `set-threshold auto` or a process started
-// with PPIOS_THRESHOLD=auto turns it on).
+// A controller that takes the lease continues what the target learned: it seeds its
+// climber with the curve stored on the target (the previous controller's, or an earlier
+// run's) and starts at the curve's best cap (ThroughputClimber::best_cap), so the process
+// that leads last (in a mix of jobs, often one reading alone at a low demand) does not
+// publish only its tail. With no curve stored, learning starts from the cap in force
+// (clamped into the climber's range): 1 on a fresh target, else what the target kept or
+// had stored by hand (warm start, ThroughputClimber.h). It changes nothing while the
+// target's auto flag is off (`ppios-coord set-threshold N` turns it off, `set-threshold
+// auto` or a process started with PPIOS_THRESHOLD=auto turns it on).
 //
 // Lifecycle: the thread starts in the constructor and stops (resigning the lease) in the
 // destructor, which waits at most one sampling tick plus one backend call. Thread safety:
@@ -53,6 +57,8 @@ class ControlPlane {
   // Stores the cap, only while the auto flag is on.
   virtual void set_cap(int64_t k) = 0;
   virtual void publish_curve(const std::map<int, double> &mibps_by_k) = 0;
+  // The curve stored on the target (empty: none, or it could not be read).
+  virtual std::map<int, double> stored_curve() = 0;
 };
 
 struct ControllerTiming {

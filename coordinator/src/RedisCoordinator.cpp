@@ -13,6 +13,7 @@
 #include <chrono>
 #include <functional>
 #include <cstdio>
+#include <cstdlib>
 #include <random>
 #include <unistd.h>
 
@@ -74,6 +75,18 @@ class RedisControlPlane final : public ControlPlane {
       arg += buf;
     }
     call({"curve-put", arg});
+  }
+  std::map<int, double> stored_curve() override {
+    // {auto, controller, k1, mibps1, ...}, all strings (RedisScript.h, status-auto).
+    std::map<int, double> curve;
+    auto r = call({"status-auto"});
+    if (!r || r->type != REDIS_REPLY_ARRAY) return curve;
+    for (size_t i = 2; i + 1 < r->elements; i += 2) {
+      const redisReply *k = r->element[i], *v = r->element[i + 1];
+      if (k->type == REDIS_REPLY_STRING && v->type == REDIS_REPLY_STRING)
+        curve[std::atoi(std::string(k->str, k->len).c_str())] = std::atof(std::string(v->str, v->len).c_str());
+    }
+    return curve;
   }
 
  private:

@@ -155,6 +155,11 @@ class ShmControlPlane final : public ControlPlane {
   void publish_curve(const std::map<int, double> &mibps_by_k) override {
     table_->store_curve(std::vector<std::pair<int, double>>(mibps_by_k.begin(), mibps_by_k.end()));
   }
+  std::map<int, double> stored_curve() override {
+    CoordinatorStatus status;
+    if (!table_->snapshot(&status, nullptr)) return {};
+    return std::map<int, double>(status.curve.begin(), status.curve.end());
+  }
 
  private:
   ShmSlotTable *table_;

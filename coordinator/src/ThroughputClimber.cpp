@@ -5,21 +5,49 @@
 
 namespace ppios {
 
-ThroughputClimber::ThroughputClimber(int start_k, const ClimberParams &params)
-    : p_(params),
-      state_(State::Settled),
-      base_(std::clamp(start_k, params.min_k, params.max_k)),
-      slow_start_(base_ == params.min_k) {}
+ThroughputClimber::ThroughputClimber(int start_k, const ClimberParams &params) : p_(params) { begin(start_k); }
+
+ThroughputClimber::ThroughputClimber(int start_k, const ClimberParams &params, const std::map<int, double> &stored)
+    : p_(params) {
+  for (const auto &[k, mibps] : stored)
+    if (k >= p_.min_k && k <= p_.max_k && std::isfinite(mibps) && mibps > 0) curve_[k] = mibps;
+  const int best = best_cap(curve_, p_);
+  begin(best > 0 ? best : start_k);
+}
+
+void ThroughputClimber::begin(int start_k) {
+  state_ = State::Settled;
+  base_ = std::clamp(start_k, p_.min_k, p_.max_k);
+  base_mibps_ = -1;  // measured by the first window
+  slow_start_ = base_ == p_.min_k;
+  warm_start_ = !slow_start_;
+  came_from_below_ = false;
+  off_windows_ = 0;
+}
+
+int ThroughputClimber::best_cap(const std::map<int, double> &curve, const ClimberParams &params) {
+  int best = 0;
+  double best_mibps = 0;
+  for (const auto &[k, mibps] : curve) {  // k ascending
+    if (k < params.min_k || k > params.max_k || !std::isfinite(mibps) || mibps <= 0) continue;
+    if (best == 0 || mibps > best_mibps * (1 + margin_at(best, params))) {
+      best = k;
+      best_mibps = mibps;
+    }
+  }
+  return best;
+}
 
 int ThroughputClimber::settle() {
   state_ = State::Settled;
   slow_start_ = false;
+  warm_start_ = false;
   off_windows_ = 0;
   return base_;
 }
 
 int ThroughputClimber::probe(State s, double now_s) {
-  if (s == State::ProbeDown) slow_start_ = false;
+  if (s == State::ProbeDown) slow_start_ = warm_start_ = false;
   const int k = s == State::ProbeDown ? base_ - 1 : slow_start_ ? std::min(2 * base_, p_.max_k) : base_ + 1;
   if (k < p_.min_k || k > p_.max_k || k == base_) {
     if (s == State::ProbeUp && base_ > p_.min_k && !came_from_below_) return probe(State::ProbeDown, now_s);
@@ -43,10 +71,10 @@ int ThroughputClimber::probe_up_failed(int k, double now_s) {
   return settle();
 }
 
-double ThroughputClimber::margin() const {
+double ThroughputClimber::margin_at(int base, const ClimberParams &p) {
   // Below the knee one more stream adds about 1/base: at a large base that is less than
   // `gain`, so the margin shrinks with it (half the expected step).
-  return std::min(p_.gain, 0.5 / std::max(base_, 1));
+  return std::min(p.gain, 0.5 / std::max(base, 1));
 }
 
 bool ThroughputClimber::expected(int k) const { return k == (state_ == State::Settled ? base_ : probe_k_); }
@@ -97,11 +125,7 @@ int ThroughputClimber::underrun(int k, int top, double mibps, double now_s, int 
   // Not measured at top itself (the cap may bind there): top is the new start, measured
   // by the next window; from min_k that is a cold start (slow start).
   learn(k, mibps, /*bound=*/false, level);
-  base_ = top;
-  base_mibps_ = -1;
-  slow_start_ = base_ == p_.min_k;
-  came_from_below_ = false;
-  off_windows_ = 0;
+  begin(top);
   return base_;
 }
 
@@ -118,7 +142,12 @@ int ThroughputClimber::next(int k, double mibps, bool bound, double now_s, int l
           base_ = k;
           base_mibps_ = mibps;
           came_from_below_ = true;
-          if (bound) return probe(State::ProbeUp, now_s);
+          if (bound) {
+            // A warm start below the knee: climb the rest as a cold start does.
+            if (warm_start_) slow_start_ = true;
+            warm_start_ = false;
+            return probe(State::ProbeUp, now_s);
+          }
           // The demand ended below k: nothing above to learn. After a slow-start jump
           // the caps in between were not measured: look down.
           if (jumped) {
@@ -144,6 +173,14 @@ int ThroughputClimber::next(int k, double mibps, bool bound, double now_s, int l
         }
         if (std::fabs(mibps - base_mibps_) > p_.shift * base_mibps_) {
           if (++off_windows_ >= 2) {
+            // With the demand at the cap (bound) the device changed: what the curve
+            // measured before describes another device. (Unbound, it is the demand that
+            // changed: the curve keeps its points.)
+            if (bound) {
+              const double now_measured = curve_[k];
+              curve_.clear();
+              curve_[k] = now_measured;
+            }
             base_mibps_ = mibps;
             came_from_below_ = false;
             return probe(bound ? State::ProbeUp : State::ProbeDown, now_s);
@@ -164,7 +201,7 @@ int ThroughputClimber::next(int k, double mibps, bool bound, double now_s, int l
   base_ = std::clamp(k, p_.min_k, p_.max_k);
   base_mibps_ = mibps;
   came_from_below_ = false;
-  slow_start_ = false;
+  slow_start_ = warm_start_ = false;
   return probe(bound ? State::ProbeUp : State::ProbeDown, now_s);
 }
 

@@ -24,10 +24,20 @@
 //
 // Warm start: a start_k above min_k (the cap a target kept from an earlier run, or one
 // stored with `ppios-coord set-threshold` / `calibrate --store`) is measured first and then
-// probed one step each way, as after a settle. A start above the demand (a stale or absurd
-// stored cap: its first window never bound) moves to the most accesses seen in flight in
-// one window (underrun()), where it binds again; a start above a knee that the demand
-// reaches climbs down one step per window.
+// probed one step each way, as after a settle. If that first probe up is better, the start
+// was below the knee: the climb goes on by doubling (slow start) instead of one step per
+// window. A start above the demand (a stale or absurd stored cap: its first window never
+// bound) moves to the most accesses seen in flight in one window (underrun()), where it
+// binds again; a start above a knee that the demand reaches climbs down one step per window.
+//
+// Memory: a climber can start from a curve stored on the target (an earlier controller's:
+// the one whose lease it took over, or an earlier run's). It keeps that curve and starts at
+// its best cap (best_cap(): the settled optimum the curve shows), so a controller that takes
+// over continues what the target learned instead of starting over from the cap in force.
+// The best cap is kept apart from the cap in force: windows at a low demand are learned at
+// their level (a run's tail cannot erase what the knee measured), a better measurement
+// replaces it, and a device shift (settled windows that bound, off by more than `shift`)
+// drops the points measured before it.
 //
 // Slow start: from a cold start (start_k = min_k, no stored cap) a successful probe up
 // doubles (1, 2, 4, 8, ...) instead of adding one, so a run of a few seconds reaches an
@@ -65,6 +75,14 @@ class ThroughputClimber {
   enum class State { ProbeUp, ProbeDown, Settled };
 
   ThroughputClimber(int start_k, const ClimberParams &params);
+  // Starts from a stored curve (k -> MiB/s): at its best_cap(), keeping its points; an
+  // empty curve is the start at start_k above.
+  ThroughputClimber(int start_k, const ClimberParams &params, const std::map<int, double> &stored);
+
+  // The settled optimum a curve shows: the cap with the most MiB/s, where a larger cap must
+  // beat a smaller one by the climber's margin (the hysteresis that keeps a climb from
+  // moving there), so one noisy probe above the knee is not it. 0 for an empty curve.
+  static int best_cap(const std::map<int, double> &curve, const ClimberParams &params);
 
   // One finished window at cap k: returns the cap for the next window. A window in
   // which the cap did not bind says nothing about a larger cap (the demand was lower).
@@ -94,7 +112,9 @@ class ThroughputClimber {
   int probe_up_failed(int k, double now_s);
   int settle();
   void learn(int k, double mibps, bool bound, int level);  // one point of the curve
-  double margin() const;
+  double margin() const { return margin_at(base_, p_); }
+  static double margin_at(int base, const ClimberParams &p);
+  void begin(int start_k);  // a start at start_k (construction, or underrun's restart)
   bool expected(int k) const;  // k is the cap this climber asked for
 
   ClimberParams p_;
@@ -102,6 +122,7 @@ class ThroughputClimber {
   int base_;
   int probe_k_ = 0;            // the cap being probed (ProbeUp, ProbeDown)
   bool slow_start_;
+  bool warm_start_;            // the first probe up of a start above min_k is still to come
   double base_mibps_ = -1;     // throughput at base_ (latest), -1 unknown
   bool came_from_below_ = false;
   int off_windows_ = 0;        // settled windows in a row off base_mibps_ by > shift

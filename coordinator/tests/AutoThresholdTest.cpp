@@ -14,6 +14,7 @@
 #include <cmath>
 #include <csignal>
 #include <functional>
+#include <map>
 #include <random>
 #include <sys/wait.h>
 #include <thread>
@@ -289,6 +290,95 @@ TEST(ThroughputClimber, AStaleStartAboveTheKneeClimbsDown) {
   EXPECT_EQ(c.base(), 3);
 }
 
+TEST(ThroughputClimber, AWarmStartBelowTheKneeDoublesAfterItsFirstProbe) {
+  // A stored cap of 2 on a device of optimum 16: the first probe (3) is better, so the
+  // start was below the knee and the climb doubles (6, 12, 24) as a cold start does, then
+  // goes by one from 12: within one of 16 in 9 windows, where one step per window took 14.
+  for (unsigned seed = 1; seed <= 10; ++seed) {
+    ThroughputClimber c(2, ClimberParams{});
+    CapTrace r = drive(c, 2, 60, [](int) { return 16; }, 0.01, seed);
+    ASSERT_GE(r.caps.size(), 4u);
+    EXPECT_EQ(r.caps[1], 3) << "seed " << seed << ": a warm start probes one step first";
+    EXPECT_EQ(r.caps[2], 6) << "seed " << seed << ": its first successful probe doubles";
+    int at = settled_from(r, 16);
+    ASSERT_GE(at, 0) << "seed " << seed;
+    EXPECT_LE(at, 9) << "seed " << seed;
+    EXPECT_EQ(c.base(), 16) << "seed " << seed;
+  }
+}
+
+TEST(ThroughputClimber, BestCapIsTheSettledOptimumOfACurve) {
+  ClimberParams p;
+  EXPECT_EQ(ThroughputClimber::best_cap({}, p), 0);
+  std::map<int, double> curve;
+  for (int k : {1, 2, 4, 6, 7, 8, 9, 16}) curve[k] = device(k, 8);
+  EXPECT_EQ(ThroughputClimber::best_cap(curve, p), 8);
+  // A probe above the knee that measured 3% more (noise) is not better by the margin.
+  curve[9] = curve[8] * 1.03;
+  EXPECT_EQ(ThroughputClimber::best_cap(curve, p), 8);
+  // A low-demand tail learned at its level (lower MiB/s at 1 and 2) changes nothing.
+  curve[1] = 5;
+  curve[2] = 8;
+  EXPECT_EQ(ThroughputClimber::best_cap(curve, p), 8);
+}
+
+TEST(ThroughputClimber, ATakeoverContinuesTheStoredCurve) {
+  // The controller before learned optimum 8; the cap in force when the lease passes is a
+  // tail's 2. The new climber keeps the curve and starts at 8, and stays within one of it.
+  for (int opt : {2, 4, 8}) {
+    ThroughputClimber first(1, ClimberParams{});
+    drive(first, 1, 40, [&](int) { return opt; }, 0.02, 11);
+    ASSERT_EQ(first.base(), opt);
+    ThroughputClimber next(2, ClimberParams{}, first.curve());
+    EXPECT_EQ(next.base(), opt);
+    for (const auto &[k, mibps] : first.curve()) EXPECT_EQ(next.curve().at(k), mibps) << "point " << k;
+    CapTrace r = drive(next, next.base(), 40, [&](int) { return opt; }, 0.02, 12);
+    EXPECT_EQ(settled_from(r, opt), 0) << "opt " << opt;
+    EXPECT_EQ(next.base(), opt) << "opt " << opt;
+  }
+  // Nothing stored: the cap in force, as before.
+  ThroughputClimber fresh(3, ClimberParams{}, {});
+  EXPECT_EQ(fresh.base(), 3);
+}
+
+TEST(ThroughputClimber, ALowDemandTailDoesNotEraseTheBestCap) {
+  // Settled at 6; then one job is left, one access in flight under the cap of 6, at a
+  // fraction of the MiB/s (the lull looks like a shift of the settled throughput, but no
+  // window binds: the demand changed, not the device). The best cap stays 6, and a
+  // controller that takes over from this curve starts there.
+  ThroughputClimber c(1, ClimberParams{});
+  CapTrace r = drive(c, 1, 40, [](int) { return 6; }, 0.02, 4);
+  ASSERT_EQ(c.base(), 6);
+  int k = r.next;
+  for (int w = 0; w < 40; ++w) {
+    const double t = 10 + 0.25 * w;
+    k = k > 1 ? c.underrun(k, 1, device(1, 6), t, 1) : c.next(k, device(1, 6), true, t);
+  }
+  EXPECT_EQ(ThroughputClimber::best_cap(c.curve(), ClimberParams{}), 6);
+  ThroughputClimber next(k, ClimberParams{}, c.curve());
+  EXPECT_EQ(next.base(), 6);
+}
+
+TEST(ThroughputClimber, ADeviceShiftReplacesTheBestCap) {
+  // A stored curve with a point far above the knee (16) that the climb never measures
+  // again. The device then loses three quarters of its bandwidth and its knee moves to 2
+  // (the demand still fills the cap: bound windows): the settled throughput moved, the
+  // old points describe another device and go, and the best cap is the new knee.
+  ClimberParams p;
+  ThroughputClimber c(1, p, {{1, 20}, {2, 40}, {4, 80}, {8, 160}, {16, 150}});
+  ASSERT_EQ(c.base(), 8);
+  std::mt19937 rng(5);
+  std::uniform_real_distribution<double> jitter(-0.02, 0.02);
+  int k = c.base();
+  for (int w = 0; w < 80; ++w) {
+    const double b = (w < 20 ? device(k, 8) : device(k, 2, 40)) * (1 + jitter(rng));
+    k = c.next(k, b, /*bound=*/true, 0.25 * w);
+  }
+  EXPECT_LE(std::abs(c.base() - 2), 1);
+  EXPECT_EQ(c.curve().count(16), 0u) << "a point of the old device survived the shift";
+  EXPECT_LE(std::abs(ThroughputClimber::best_cap(c.curve(), p) - 2), 1);
+}
+
 TEST(ThresholdSetting, OneParserForAutoAndNumbers) {
   CoordinatorOptions o;
   std::string err;
@@ -493,6 +583,68 @@ TEST_P(ControllerLease, AnAbsurdStoredCapIsClampedAndMovesToTheDemand) {
   for (auto &t : readers) t.join();
   EXPECT_TRUE(down) << "cap " << s.threshold << " after 10 s of two readers";
   EXPECT_GE(s.threshold, 1);
+}
+
+TEST_P(ControllerLease, ATakeoverContinuesTheStoredCurve) {
+  // What a controller learned (a curve with its best at 8; stored here by hand) is on the
+  // target, and the cap in force is a tail's 2. A first process takes the lease and starts
+  // at 8; it dies, and the process that takes over continues at 8 with the curve: one
+  // reader (a low-demand tail) is learned at its level, and 8's point stays.
+  std::string err;
+  auto admin = make_coordinator_admin(options(), &err);
+  ASSERT_TRUE(admin) << err;
+  const std::vector<std::pair<int, double>> learned = {{1, 20}, {2, 40}, {4, 80}, {8, 160}, {16, 60}};
+  ASSERT_TRUE(admin->store_curve(learned, &err)) << err;
+  ASSERT_TRUE(admin->set_threshold(2, &err)) << err;
+  ASSERT_TRUE(admin->set_auto(&err)) << err;
+  pid_t child = fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    auto first = make_coordinator(options(), &err);
+    if (!first) _exit(3);
+    std::this_thread::sleep_for(std::chrono::seconds(30));  // killed long before
+    _exit(0);
+  }
+  CoordinatorStatus s;
+  const bool first_led = wait_for(
+      [&](const CoordinatorStatus &st) { return st.controller_pid == child && st.threshold == 8; }, 5, &s);
+  CoordinatorOptions o = options();
+  o.lease_ms = 3000;  // a lost lease on a loaded machine would start over (from the same curve)
+  auto c = make_coordinator(o, &err);
+  kill(child, SIGKILL);
+  waitpid(child, nullptr, 0);
+  ASSERT_TRUE(first_led) << "controller pid " << s.controller_pid << " (the first process " << child << "), cap "
+                         << s.threshold << " (8, the curve's best, expected)";
+  ASSERT_TRUE(c) << err;
+  ASSERT_TRUE(wait_for([](const CoordinatorStatus &st) { return st.controller_pid == getpid() && st.threshold == 8; },
+                       5, &s))
+      << "controller pid " << s.controller_pid << ", cap " << s.threshold << " (8, the curve's best, expected)";
+  std::atomic<bool> stop{false};
+  std::thread reader([&] {
+    while (!stop) {
+      SlotTicket t = c->acquire(IoClass::PT, 1);
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+      t.bytes = 1 << 20;
+      c->release(t);
+    }
+  });
+  // The tail's windows are published (the curve at 1 moves off the stored 20).
+  const bool published = wait_for(
+      [](const CoordinatorStatus &st) {
+        for (auto &[k, mibps] : st.curve)
+          if (k == 1) return mibps > 30;
+        return false;
+      },
+      10, &s);
+  stop = true;
+  reader.join();
+  std::string curve;
+  for (auto &[k, mibps] : s.curve) curve += " " + std::to_string(k) + ":" + std::to_string(mibps);
+  ASSERT_TRUE(published) << "no window of the reader learned, curve" << curve;
+  std::map<int, double> now(s.curve.begin(), s.curve.end());
+  ASSERT_EQ(now.count(8), 1u) << curve;
+  EXPECT_NEAR(now[8], 160, 0.01) << curve;
+  EXPECT_EQ(ThroughputClimber::best_cap(now, ClimberParams{}), 8) << curve;
 }
 
 INSTANTIATE_TEST_SUITE_P(Backends, ControllerLease, ::testing::Values("shm", "redis"),
