@@ -467,6 +467,30 @@ TEST_P(ControllerLease, OneControllerAndTakeOverWhenItDies) {
   EXPECT_EQ(s.threshold, 5);
 }
 
+// A PT reader moving 1 MiB per 10 ms (about 100 MiB/s at one access in flight) until
+// stop(): what the controller learns from.
+class SteadyReader {
+ public:
+  explicit SteadyReader(Coordinator &c)
+      : thread_([this, &c] {
+          while (!stop_) {
+            SlotTicket t = c.acquire(IoClass::PT, 1);
+            std::this_thread::sleep_for(std::chrono::milliseconds(10));
+            t.bytes = 1 << 20;
+            c.release(t);
+          }
+        }) {}
+  ~SteadyReader() { stop(); }
+  void stop() {
+    stop_ = true;
+    if (thread_.joinable()) thread_.join();
+  }
+
+ private:
+  std::atomic<bool> stop_{false};
+  std::thread thread_;
+};
+
 TEST_P(ControllerLease, ReleasedBytesAreLearnedFrom) {
   std::string err;
   auto c = make_coordinator(options(), &err);
@@ -474,18 +498,9 @@ TEST_P(ControllerLease, ReleasedBytesAreLearnedFrom) {
   // One reader moving 1 MiB per 10 ms: the controller measures ~100 MiB/s at cap 1
   // and publishes it.
   CoordinatorStatus s;
-  std::atomic<bool> stop{false};
-  std::thread reader([&] {
-    while (!stop) {
-      SlotTicket t = c->acquire(IoClass::PT, 1);
-      std::this_thread::sleep_for(std::chrono::milliseconds(10));
-      t.bytes = 1 << 20;
-      c->release(t);
-    }
-  });
+  SteadyReader reader(*c);
   bool learned = wait_for([](const CoordinatorStatus &st) { return !st.curve.empty(); }, 5, &s);
-  stop = true;
-  reader.join();
+  reader.stop();
   ASSERT_TRUE(learned) << "no curve published";
   EXPECT_EQ(s.curve.front().first, 1);
   EXPECT_GT(s.curve.front().second, 40);
@@ -619,15 +634,7 @@ TEST_P(ControllerLease, ATakeoverContinuesTheStoredCurve) {
   ASSERT_TRUE(wait_for([](const CoordinatorStatus &st) { return st.controller_pid == getpid() && st.threshold == 8; },
                        5, &s))
       << "controller pid " << s.controller_pid << ", cap " << s.threshold << " (8, the curve's best, expected)";
-  std::atomic<bool> stop{false};
-  std::thread reader([&] {
-    while (!stop) {
-      SlotTicket t = c->acquire(IoClass::PT, 1);
-      std::this_thread::sleep_for(std::chrono::milliseconds(10));
-      t.bytes = 1 << 20;
-      c->release(t);
-    }
-  });
+  SteadyReader reader(*c);
   // The tail's windows are published (the curve at 1 moves off the stored 20).
   const bool published = wait_for(
       [](const CoordinatorStatus &st) {
@@ -636,8 +643,7 @@ TEST_P(ControllerLease, ATakeoverContinuesTheStoredCurve) {
         return false;
       },
       10, &s);
-  stop = true;
-  reader.join();
+  reader.stop();
   std::string curve;
   for (auto &[k, mibps] : s.curve) curve += " " + std::to_string(k) + ":" + std::to_string(mibps);
   ASSERT_TRUE(published) << "no window of the reader learned, curve" << curve;
