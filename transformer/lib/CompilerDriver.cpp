@@ -438,9 +438,11 @@ std::string generatedDirectory(const std::string &Slot) {
 // still stop the compile (and the driver falls back to the original file).
 std::optional<std::string> writeTransformed(const TransformResult &R, const std::string &Source,
                                             const std::string &Slot) {
-  std::string Text = R.Pieces.empty() ? R.Source : "";
+  std::string Text;
   std::string Generated = generatedDirectory(Slot);
-  if (!R.Pieces.empty() && llvm::sys::fs::create_directories(Generated)) {
+  bool AnyGenerated = std::any_of(R.Pieces.begin(), R.Pieces.end(),
+                                  [](const SourcePiece &P) { return P.Generated; });
+  if (AnyGenerated && llvm::sys::fs::create_directories(Generated)) {
     llvm::errs() << "ppios-cc: error: cannot create " << Generated << "\n";
     return std::nullopt;
   }
@@ -690,10 +692,10 @@ int Driver::emitSource() {
   if (!R.Success)
     return 1;
   if (Inv.Output.empty() || Inv.Output == "-") {
-    llvm::outs() << R.Source;
+    llvm::outs() << R.source();
     return 0;
   }
-  return writeAtomically(Inv.Output, R.Source) ? 0 : 1;
+  return writeAtomically(Inv.Output, R.source()) ? 0 : 1;
 }
 
 // Each C input transformed alone and the whole command run by mpicc with the transformed

@@ -627,7 +627,7 @@ public:
     if (CI.getDiagnostics().hasErrorOccurred())
       return;
     UnitState U(Ctx);
-    Result.Source = U.SM.getBufferData(U.SM.getMainFileID()).str();
+    Result.Pieces = {{false, U.SM.getBufferData(U.SM.getMainFileID()).str()}};
     findIoCalls(U);
     for (const auto &[Call, Why] : U.Collector.UnhandledReads)
       reportMissed(CI.getDiagnostics(), Call->getBeginLoc(), Why);
@@ -660,9 +660,6 @@ public:
     reportReads(U);
     R.insert(includeOffset(U), headerText(U), /*First=*/true);
     Result.Pieces = R.render();
-    Result.Source.clear();
-    for (const SourcePiece &P : Result.Pieces)
-      Result.Source += P.Text;
     Result.Changed = true;
   }
 

@@ -25,10 +25,17 @@ struct SourcePiece {
 struct TransformResult {
   bool Success = false; // false: clang reported errors (in Diagnostics)
   bool Changed = false; // false: no read calls, the file is used as it is
-  std::string Source;   // the transformed file, as one text
-  // Source in its pieces, in order (empty when nothing was added): the driver compiles the
-  // generated ones from headers of their own (see writeTransformed in CompilerDriver.cpp).
+  // The transformed file in its pieces, in order (one piece, the file itself, when nothing
+  // was added): the driver compiles the generated ones from headers of their own (see
+  // writeTransformed in CompilerDriver.cpp).
   std::vector<SourcePiece> Pieces;
+  // The transformed file as one text (--emit-source).
+  std::string source() const {
+    std::string Text;
+    for (const SourcePiece &P : Pieces)
+      Text += P.Text;
+    return Text;
+  }
   // The file as the compiler was given it: the transformed file's #line name, so that
   // __FILE__ and diagnostics say what they would say without ppios-cc.
   std::string PresumedName;
