@@ -499,18 +499,13 @@ bool PrefetchPlanner::plan() {
   Units.forEach([&](const Unit &U) {
     HasGoto |= isa<GotoStmt>(U.S) || isa<IndirectGotoStmt>(U.S) || isa<LabelStmt>(U.S);
   });
-  llvm::SmallVector<const Stmt *, 32> Work{Units.function()->getBody()};
-  while (!Work.empty()) {
-    const Stmt *S = Work.pop_back_val();
-    if (!S)
-      continue;
+  const Stmt *Body = Units.function()->getBody();
+  forEachStmtIn(Body, [&](const Stmt *S) {
     if (isa<LabelStmt>(S))
       LabelLocs.push_back(S->getBeginLoc());
     else if (isa<IndirectGotoStmt>(S))
-      LabelLocs.push_back(Units.function()->getBody()->getBeginLoc());
-    for (const Stmt *Child : S->children())
-      Work.push_back(Child);
-  }
+      LabelLocs.push_back(Body->getBeginLoc());
+  });
   // A statement calling a function that sets globals (init() opening a global handle,
   // storing the file's size) sets them: a value the PT captured before it is stale after.
   for (const auto &Owned : Units.all())

@@ -441,23 +441,17 @@ bool FunctionUnits::gotoToCleanup(const Stmt *S) const {
   const SourceManager &SM = Ctx.getSourceManager();
   if (!Label || !FD->isMain() || !SM.isBeforeInTranslationUnit(GS->getEndLoc(), Label->getBeginLoc()))
     return false;
-  llvm::SmallVector<const Stmt *, 32> Work{FD->getBody()};
-  while (!Work.empty()) {
-    const Stmt *St = Work.pop_back_val();
-    if (!St)
-      continue;
+  bool ReadsAfter = false;
+  forEachStmtIn(FD->getBody(), [&](const Stmt *St) {
     const auto *Call = dyn_cast<CallExpr>(St);
-    if (Call && !SM.isBeforeInTranslationUnit(Call->getBeginLoc(), Label->getBeginLoc())) {
-      const IoCallInfo *Info = IoCallTable::lookup(Call);
-      const FunctionDecl *Callee = Call->getDirectCallee();
-      // A read, or a call that may lead to one (a function of the program, a pointer).
-      if ((Info && Info->Kind == IoKind::Read) || (!Info && (!Callee || Callee->hasBody())))
-        return false;
-    }
-    for (const Stmt *Child : St->children())
-      Work.push_back(Child);
-  }
-  return true;
+    if (!Call || SM.isBeforeInTranslationUnit(Call->getBeginLoc(), Label->getBeginLoc()))
+      return;
+    const IoCallInfo *Info = IoCallTable::lookup(Call);
+    const FunctionDecl *Callee = Call->getDirectCallee();
+    // A read, or a call that may lead to one (a function of the program, a pointer).
+    ReadsAfter |= (Info && Info->Kind == IoKind::Read) || (!Info && (!Callee || Callee->hasBody()));
+  });
+  return !ReadsAfter;
 }
 
 void FunctionUnits::analyze(Unit &U, const Stmt *Part) {

@@ -8,7 +8,9 @@
 #include "IoCallTable.h"
 #include "SideEffects.h"
 
+#include "clang/AST/Stmt.h"
 #include "llvm/ADT/SmallPtrSet.h"
+#include "llvm/ADT/SmallVector.h"
 #include <memory>
 #include <string>
 #include <vector>
@@ -86,6 +88,19 @@ const clang::CallExpr *programExitCall(const clang::Stmt *S);
 // True for a statement that one macro expands to and that runs its parts at most once
 // (`CHECK(pread(...));`, `do { ... } while (0)`): the slicer sees it as one statement.
 bool writtenAsOneMacro(const clang::Stmt *S);
+
+// Calls F on S and on every statement and expression below it.
+template <typename Fn> void forEachStmtIn(const clang::Stmt *S, Fn F) {
+  llvm::SmallVector<const clang::Stmt *, 32> Work{S};
+  while (!Work.empty()) {
+    const clang::Stmt *St = Work.pop_back_val();
+    if (!St)
+      continue;
+    F(St);
+    for (const clang::Stmt *Child : St->children())
+      Work.push_back(Child);
+  }
+}
 
 // A switch the slicer follows: a braced body whose `case`/`default` labels all stand at
 // its top level (not inside inner statements, as in Duff's device); any other switch is
