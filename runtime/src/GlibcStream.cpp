@@ -2,6 +2,18 @@
 
 #include <unistd.h>
 
+#include <algorithm>
+#include <cstring>
+#include <map>
+#include <memory>
+#include <mutex>
+
+#ifdef __GLIBC__
+// Gives a stream its buffer as its first read would (libio's allocation, exported since
+// glibc 2.2.5): a top-up before the first read needs somewhere to put the bytes.
+extern "C" int _IO_doallocbuf(FILE *);
+#endif
+
 namespace ppios {
 namespace {
 
@@ -43,17 +55,6 @@ bool buffer_holds(const FILE *s, off_t target) {
   return target >= start && target < s->_offset;
 }
 
-// The stream's lock for the scope (recursive: fseeko/ftello inside take it again).
-class StreamLock {
- public:
-  explicit StreamLock(FILE *s) : s_(s) { flockfile(s_); }
-  ~StreamLock() { funlockfile(s_); }
-  StreamLock(const StreamLock &) = delete;
-  StreamLock &operator=(const StreamLock &) = delete;
-
- private:
-  FILE *s_;
-};
 #endif
 
 }  // namespace
@@ -82,6 +83,94 @@ int seek_stream(FILE *stream, off_t offset, int whence) {
   return 0;
 #else
   return fseeko(stream, offset, whence);
+#endif
+}
+
+StreamRoom stream_room(FILE *stream, size_t want) {
+  StreamRoom room;
+#ifdef __GLIBC__
+  if (stream == nullptr || !understood(stream) || (stream->_flags & kEofSeen)) return room;
+  if (stream->_IO_buf_base == nullptr) _IO_doallocbuf(stream);
+  char *base = stream->_IO_buf_base;
+  if (base == nullptr || stream->_IO_buf_end <= base) return room;
+  const size_t size = static_cast<size_t>(stream->_IO_buf_end - base);
+  const size_t unread = stream->_IO_read_ptr < stream->_IO_read_end
+                            ? static_cast<size_t>(stream->_IO_read_end - stream->_IO_read_ptr)
+                            : 0;
+  want = std::min(want, size / 2);
+  room.enough = unread >= want;
+  if (room.enough) return room;
+  off_t at = stream->_offset;
+  if (at < 0) at = lseek(stream->_fileno, 0, SEEK_CUR);  // glibc has not needed it yet
+  if (at < 0) return room;
+  if (unread > 0 && stream->_IO_read_ptr != base) std::memmove(base, stream->_IO_read_ptr, unread);
+  // glibc's state after a refill that read nothing yet (libio's _IO_new_file_underflow).
+  stream->_IO_read_base = stream->_IO_read_ptr = base;
+  stream->_IO_read_end = base + unread;
+  stream->_IO_write_base = stream->_IO_write_ptr = stream->_IO_write_end = base;
+  stream->_offset = at;
+  room.to = base + unread;
+  room.room = size - unread;
+  room.needed = want - unread;
+  room.at = at;
+#else
+  (void)stream;
+  (void)want;
+#endif
+  return room;
+}
+
+void stream_filled(FILE *stream, const StreamRoom &room, size_t got) {
+#ifdef __GLIBC__
+  if (got == 0 || room.room == 0) return;
+  got = std::min(got, room.room);
+  // The descriptor's offset is where glibc's next refill reads from.
+  if (lseek(stream->_fileno, room.at + static_cast<off_t>(got), SEEK_SET) < 0) return;
+  stream->_IO_read_end = room.to + got;
+  stream->_offset = room.at + static_cast<off_t>(got);
+#else
+  (void)stream;
+  (void)room;
+  (void)got;
+#endif
+}
+
+namespace {
+// The buffers give_line_buffer() lent to streams (MT and PT streams alike).
+std::mutex g_line_buffers_mu;
+std::map<FILE *, std::unique_ptr<char[]>> g_line_buffers;
+}  // namespace
+
+bool stream_unbuffered(FILE *stream) {
+#ifdef __GLIBC__
+  if (stream == nullptr) return false;
+  StreamLock lock(stream);
+  return understood(stream) && stream->_IO_buf_base == nullptr;
+#else
+  (void)stream;
+  return false;
+#endif
+}
+
+void give_line_buffer(FILE *stream) {
+  std::unique_ptr<char[]> bytes(new (std::nothrow) char[kLineBufferBytes]);
+  if (bytes == nullptr) return;
+  std::lock_guard<std::mutex> lock(g_line_buffers_mu);
+  if (setvbuf(stream, bytes.get(), _IOFBF, kLineBufferBytes) == 0)
+    g_line_buffers[stream] = std::move(bytes);
+}
+
+void release_line_buffer(FILE *stream) {
+  std::lock_guard<std::mutex> lock(g_line_buffers_mu);
+  g_line_buffers.erase(stream);
+}
+
+off_t stream_file_offset(FILE *stream) {
+#ifdef __GLIBC__
+  return stream != nullptr && understood(stream) ? stream->_offset : -1;
+#else
+  (void)stream;
+  return -1;
 #endif
 }
 

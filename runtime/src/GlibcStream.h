@@ -40,4 +40,55 @@ inline off_t stream_buffer_bytes(blksize_t blksize) {
 // Returns 0, or -1 with errno set as fseeko would.
 int seek_stream(FILE *stream, off_t offset, int whence);
 
+// Topping up a stream's buffer from the cache, for the line-oriented reads (fgets,
+// getline) whose length only the data decides. glibc refills a stream's buffer only when
+// it is empty, in the middle of a call: a line that straddles the buffer's end makes the
+// stream read the next block itself, from the file. So before such a call the buffer is
+// topped up: its unread bytes move to its start and the bytes after them are appended
+// (from the cache for the MT, from a prefetch for the PT) as glibc's own refill would,
+// with the descriptor's offset moved past them, so that ftell, a later refill and a seek
+// are exactly as if glibc had read them. Both threads top up at the same points (when
+// fewer than `want` bytes are unread, at most half a buffer), so the PT prefetches the
+// ranges the MT asks the cache for.
+//
+// Only for the streams seek_stream() understands, without the end-of-file flag (glibc
+// reads nothing more then), with the stream's lock held by the caller (StreamLock)
+// from stream_room() to stream_filled().
+struct StreamRoom {
+  char *to = nullptr;  // where the next bytes of the file go
+  size_t room = 0;     // how many fit: 0 when no top-up is due (or the stream is not one)
+  size_t needed = 0;   // how many of them the call is sure to want
+  off_t at = -1;       // their file offset
+  bool enough = false; // no top-up is due: `want` bytes are buffered already
+};
+StreamRoom stream_room(FILE *stream, size_t want);
+
+// A regular file's stream whose first read is a line read gets a buffer of this size
+// instead of glibc's (st_blksize, at most BUFSIZ): with 4 KiB blocks, the top-up, the
+// PT's prefetch and the check of the file (an fstat: a round trip on a network file
+// system) would come once per 4 KiB and cost more than the bytes. Both threads give it
+// to their streams, so their top-ups stay the same ranges. The buffer is the runtime's
+// (setvbuf) until release_line_buffer() after the stream's fclose or freopen.
+constexpr size_t kLineBufferBytes = 64 * 1024;
+// True for a stream stream_room() understands that has not read anything yet.
+bool stream_unbuffered(FILE *stream);
+void give_line_buffer(FILE *stream);
+void release_line_buffer(FILE *stream);
+// Appends the `got` bytes now at room.to (got <= room.room).
+void stream_filled(FILE *stream, const StreamRoom &room, size_t got);
+// The file offset just past what the stream has buffered (glibc's _offset), or -1.
+off_t stream_file_offset(FILE *stream);
+
+// The stream's lock for the scope (recursive: stdio calls inside take it again).
+class StreamLock {
+ public:
+  explicit StreamLock(FILE *s) : s_(s) { flockfile(s_); }
+  ~StreamLock() { funlockfile(s_); }
+  StreamLock(const StreamLock &) = delete;
+  StreamLock &operator=(const StreamLock &) = delete;
+
+ private:
+  FILE *s_;
+};
+
 }  // namespace ppios

@@ -31,6 +31,7 @@ using ppios::ThreadRole;
 using ppios::t_thread;
 
 extern "C" void __chk_fail(void) __attribute__((noreturn));
+extern "C" char *__fgets_chk(char *s, size_t size, int n, FILE *stream);
 
 namespace {
 
@@ -240,6 +241,31 @@ size_t __wrap___fread_chk(void *ptr, size_t ptrlen, size_t size, size_t nmemb, F
   return __wrap_fread(ptr, size, nmemb, stream);
 }
 
+char *__wrap_fgets(char *s, int n, FILE *stream) {
+  if (on_pt()) return pt_owns(stream) ? fgets(s, n, stream) : nullptr;
+  if (ppios::pass_through()) return fgets(s, n, stream);
+  RuntimeScope scope(__builtin_return_address(0));
+  return ppios_fgets(s, n, stream);
+}
+
+char *__wrap___fgets_chk(char *s, size_t size, int n, FILE *stream) {
+  if (on_pt()) return pt_owns(stream) ? __fgets_chk(s, size, n, stream) : nullptr;
+  if (ppios::pass_through()) return __fgets_chk(s, size, n, stream);
+  RuntimeScope scope(__builtin_return_address(0));
+  return ppios_fgets_chk(s, size, n, stream);
+}
+
+ssize_t __wrap_getdelim(char **lineptr, size_t *n, int delim, FILE *stream) {
+  if (on_pt()) return pt_owns(stream) ? getdelim(lineptr, n, delim, stream) : -1;
+  if (ppios::pass_through()) return getdelim(lineptr, n, delim, stream);
+  RuntimeScope scope(__builtin_return_address(0));
+  return ppios_getdelim(lineptr, n, delim, stream);
+}
+
+ssize_t __wrap_getline(char **lineptr, size_t *n, FILE *stream) {
+  return __wrap_getdelim(lineptr, n, '\n', stream);
+}
+
 size_t __wrap_fwrite(const void *ptr, size_t size, size_t nmemb, FILE *stream) {
   if (on_pt()) return pt_owns(stream) ? fwrite(ptr, size, nmemb, stream) : 0;
   if (ppios::pass_through()) return fwrite(ptr, size, nmemb, stream);
@@ -283,7 +309,7 @@ off64_t __wrap_ftello64(FILE *stream) { return __wrap_ftello(stream); }
 
 void __wrap_rewind(FILE *stream) {
   if (on_pt()) {
-    if (pt_owns(stream)) rewind(stream);
+    if (pt_owns(stream) && ppios::seek_stream(stream, 0, SEEK_SET) == 0) clearerr(stream);
     return;
   }
   if (ppios::pass_through()) return rewind(stream);

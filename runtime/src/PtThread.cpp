@@ -1,5 +1,7 @@
 #include "PtThread.h"
 
+#include "GlibcStream.h"
+
 #include <fcntl.h>
 #include <setjmp.h>
 #include <sys/resource.h>
@@ -301,6 +303,7 @@ void PtResources::release_all(PrefetchCache &cache) {
   for (FILE *stream : streams) {
     disown_fd(fileno(stream));
     fclose(stream);
+    release_line_buffer(stream);
   }
   for (int word = 0; word < kMaxFds / 64; ++word) {
     uint64_t bits = fd_bits_[word].exchange(0, std::memory_order_acq_rel);

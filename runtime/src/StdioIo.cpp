@@ -11,8 +11,10 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cstdlib>
 #include <cstdint>
 #include <cstring>
+#include <functional>
 #include <map>
 #include <mutex>
 
@@ -31,6 +33,8 @@ using ppios::MtStorageAccess;
 using ppios::PtResources;
 using ppios::Runtime;
 using ppios::RuntimeScope;
+
+extern "C" char *__fgets_chk(char *s, size_t size, int n, FILE *stream);
 
 namespace {
 
@@ -83,6 +87,70 @@ thread_local ppios::HeldBlocks<FILE *> t_pt_stream_blocks;
 
 bool truncating_mode(const char *mode) { return mode != nullptr && mode[0] == 'w'; }
 
+// pread until `count` bytes, the end of the file or an error: the bytes read.
+size_t read_fully(int fd, char *to, size_t count, off_t offset) {
+  size_t got = 0;
+  while (got < count) {
+    ssize_t n = pread(fd, to + got, count - got, offset + static_cast<off_t>(got));
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) break;
+    got += static_cast<size_t>(n);
+  }
+  return got;
+}
+
+// One MT line read (fgets, getdelim) that may take `bound` bytes at most: the stream's
+// buffer is topped up from the cache (GlibcStream.h), then `call` runs the original call.
+// It is one transfer, whose bytes are what the stream took from the file meanwhile (the
+// top-up, and a refill of glibc's own if the line was longer than the buffer held) and
+// whose hit is the top-up's share from the cache. The file is asked (fstat) only when a
+// top-up is due, once per half buffer: the other calls are served by the buffer as
+// without prefetching.
+void mt_line_read(FILE *stream, size_t bound, const std::function<void()> &call) {
+  Runtime &rt = Runtime::get();
+  ppios::StreamLock lock(stream);
+  ppios::StreamRoom room;
+  CachedFile file;
+  bool cacheable = false, storage_io = true;
+  {
+    ppios::ErrnoGuard errno_guard;
+    int fd = fileno(stream);
+    if (rt.caching() && ppios::stream_unbuffered(stream) && ppios::probe_readable_file(fd, &file)) {
+      cacheable = true;
+      ppios::give_line_buffer(stream);
+    }
+    if (rt.caching()) room = ppios::stream_room(stream, bound);
+    if (room.room > 0 && !cacheable) cacheable = ppios::probe_readable_file(fd, &file);
+    // Whether storage is behind the stream matters only if the call may read the file.
+    if (!cacheable && !room.enough && fd >= 0 && rt.scheduling())
+      storage_io = ppios::storage_backed(fd);
+  }
+  const off_t before = room.room > 0 ? room.at : ppios::stream_file_offset(stream);
+  rt.mt_read(cacheable ? &file : nullptr, room.at, cacheable ? room.room : 0, room.to,
+             [&](size_t h, MtStorageAccess &storage) -> ssize_t {
+               if (!storage_io) storage.exempt();
+               size_t got = h;
+               if (room.room > 0 && h < room.room) {
+                 // The rest of the top-up from storage: exactly the range the PT's next
+                 // prefetch starts after (a refill of glibc's own would take a whole
+                 // buffer, over the PT's next prefetches).
+                 storage.acquire();
+                 ppios::ErrnoGuard errno_guard;  // a failure is the call's to meet
+                 got += read_fully(fileno(stream), room.to + h, room.room - h, room.at + static_cast<off_t>(h));
+               } else if (room.room == 0 && !room.enough) {
+                 storage.acquire();  // the stream reads the file itself
+               }
+               if (got > 0) {
+                 ppios::ErrnoGuard errno_guard;
+                 ppios::stream_filled(stream, room, got);
+               }
+               call();
+               const off_t after = ppios::stream_file_offset(stream);
+               return before >= 0 && after >= before ? static_cast<ssize_t>(after - before)
+                                                     : static_cast<ssize_t>(h);
+             });
+}
+
 // A stream just opened (or reopened) with `mode`: a truncated file's cached bytes are gone.
 FILE *opened(FILE *stream, const char *mode) {
   Runtime &rt = Runtime::get();
@@ -105,7 +173,9 @@ FILE *ppios_fopen(const char *path, const char *mode) {
 // The stream keeps its address (and mostly its descriptor number) for another file.
 FILE *ppios_freopen(const char *path, const char *mode, FILE *stream) {
   forget_mt_stream_block(stream);
-  return opened(freopen(path, mode, stream), mode);
+  FILE *reopened = freopen(path, mode, stream);
+  ppios::release_line_buffer(stream);  // the old file's buffer is no longer the stream's
+  return opened(reopened, mode);
 }
 
 int ppios_fclose(FILE *stream) {
@@ -122,6 +192,7 @@ int ppios_fclose(FILE *stream) {
     }
   }
   int r = fclose(stream);
+  ppios::release_line_buffer(stream);
   if (held) {
     ppios::ErrnoGuard errno_guard;
     Runtime &rt = Runtime::get();
@@ -171,6 +242,31 @@ size_t ppios_fread(void *ptr, size_t size, size_t nmemb, FILE *stream) {
   return bytes <= 0 || size == 0 ? 0 : static_cast<size_t>(bytes) / size;
 }
 
+char *ppios_fgets(char *s, int n, FILE *stream) {
+  char *line = nullptr;
+  mt_line_read(stream, n > 1 ? static_cast<size_t>(n) - 1 : 0, [&] { line = fgets(s, n, stream); });
+  return line;
+}
+
+// glibc's __fgets_chk reads at most min(n - 1, size) bytes and fails only when a line
+// filled all `size`: the original runs, after the same top-up as fgets.
+char *ppios_fgets_chk(char *s, size_t size, int n, FILE *stream) {
+  char *line = nullptr;
+  const size_t bound = n > 1 ? std::min(static_cast<size_t>(n) - 1, size) : 0;
+  mt_line_read(stream, bound, [&] { line = __fgets_chk(s, size, n, stream); });
+  return line;
+}
+
+ssize_t ppios_getdelim(char **lineptr, size_t *n, int delim, FILE *stream) {
+  ssize_t got = -1;
+  mt_line_read(stream, SIZE_MAX, [&] { got = getdelim(lineptr, n, delim, stream); });
+  return got;
+}
+
+ssize_t ppios_getline(char **lineptr, size_t *n, FILE *stream) {
+  return ppios_getdelim(lineptr, n, '\n', stream);
+}
+
 size_t ppios_fwrite(const void *ptr, size_t size, size_t nmemb, FILE *stream) {
   Runtime &rt = Runtime::get();
   FileKey key;
@@ -209,7 +305,13 @@ int ppios_fseeko(FILE *stream, off_t offset, int whence) {
 }
 long ppios_ftell(FILE *stream) { return ftell(stream); }
 off_t ppios_ftello(FILE *stream) { return ftello(stream); }
-void ppios_rewind(FILE *stream) { rewind(stream); }
+// rewind is fseek(stream, 0, SEEK_SET) that also clears the error flag: no read-ahead either.
+void ppios_rewind(FILE *stream) {
+  if (!Runtime::get().caching()) return rewind(stream);
+  ppios::ErrnoGuard errno_guard;  // rewind leaves errno alone when it succeeds
+  if (ppios::seek_stream(stream, 0, SEEK_SET) == 0) clearerr(stream);
+  else rewind(stream);
+}
 
 // ------------------------------------------------------------------ PT side
 
@@ -238,7 +340,9 @@ int ppios_pt_fclose(FILE *stream) {
   resources.disown_stream(stream);
   ppios::pt_disown_fd(fileno(stream));
   t_pt_stream_blocks.forget(stream);  // the address may name another stream next
-  return fclose(stream);
+  int r = fclose(stream);
+  ppios::release_line_buffer(stream);
+  return r;
 }
 
 // The MT's logical position counts bytes its buffer holds but the program has not
@@ -316,6 +420,82 @@ size_t ppios_prefetch_fread_copy(void *buf, size_t size, size_t nmemb, FILE *str
   if (n < 0) return 0;
   ppios::seek_stream(stream, offset + n, SEEK_SET);
   return static_cast<size_t>(n) / size;
+}
+
+// ------------------------------------------------------------------ PT line reads
+// The PT's stream is topped up by a prefetch of exactly what the MT's top-up will ask
+// the cache for (GlibcStream.h); then the original call runs on it, into memory of the
+// PT's own: the caller's buffer for the _copy variant, else a line buffer of the
+// runtime's (ppios_pt_realloc: within the PT's budget, freed when the PT ends).
+
+namespace {
+
+struct PtLineBuffer {
+  char *bytes = nullptr;
+  size_t size = 0;
+};
+thread_local PtLineBuffer t_pt_line;
+
+// getdelim's own line buffer (it grows it with realloc, so it is malloc'd, not the PT
+// allocator's), freed when the PT thread ends.
+struct PtDelimLine {
+  char *bytes = nullptr;
+  size_t size = 0;
+  ~PtDelimLine() { free(bytes); }
+};
+thread_local PtDelimLine t_pt_delim_line;
+
+char *pt_line_buffer(int n) {
+  const size_t size = n > 0 ? static_cast<size_t>(n) : 1;
+  if (t_pt_line.size < size) {
+    t_pt_line.bytes = static_cast<char *>(ppios_pt_realloc(t_pt_line.bytes, size));
+    t_pt_line.size = size;
+  }
+  return t_pt_line.bytes;
+}
+
+// False if the PT may not read `stream`; escapes if the runtime stopped meanwhile.
+bool pt_top_up(FILE *stream, size_t bound, ppios_seq_t seq, unsigned flags, const char *site) {
+  ppios::pt_checkpoint();
+  if (stream == nullptr || !ppios::pt_owns(stream)) return false;
+  bool stopped = false;
+  if (ppios::stream_unbuffered(stream)) ppios::give_line_buffer(stream);  // as the MT's
+  {
+    ppios::StreamLock lock(stream);
+    const ppios::StreamRoom room = ppios::stream_room(stream, bound);
+    if (room.room > 0) {
+      RuntimeScope scope;
+      ppios::t_thread.pt_site = site;
+      ssize_t got = Runtime::get().prefetch_copy(fileno(stream), room.at, room.room, seq, flags,
+                                                 room.to, &stopped);
+      if (got > 0) ppios::stream_filled(stream, room, static_cast<size_t>(got));
+    }
+  }
+  if (stopped) ppios::pt_checkpoint();
+  return true;
+}
+
+}  // namespace
+
+char *ppios_prefetch_fgets_copy(char *s, int n, FILE *stream, ppios_seq_t seq, unsigned flags,
+                                const char *site) {
+  if (!pt_top_up(stream, n > 1 ? static_cast<size_t>(n) - 1 : 0, seq, flags, site)) return nullptr;
+  return fgets(s, n, stream);
+}
+
+char *ppios_prefetch_fgets(int n, FILE *stream, ppios_seq_t seq, unsigned flags, const char *site) {
+  if (stream == nullptr || !ppios::pt_owns(stream)) return nullptr;
+  return ppios_prefetch_fgets_copy(pt_line_buffer(n), n, stream, seq, flags, site);
+}
+
+ssize_t ppios_prefetch_getdelim(int delim, FILE *stream, ppios_seq_t seq, unsigned flags,
+                                const char *site) {
+  if (!pt_top_up(stream, SIZE_MAX, seq, flags, site)) return -1;
+  return getdelim(&t_pt_delim_line.bytes, &t_pt_delim_line.size, delim, stream);
+}
+
+ssize_t ppios_prefetch_getline(FILE *stream, ppios_seq_t seq, unsigned flags, const char *site) {
+  return ppios_prefetch_getdelim('\n', stream, seq, flags, site);
 }
 
 }  // extern "C"

@@ -20,6 +20,9 @@ PARAMS = dict(header_bytes=1024, record_bytes=3000, records=480)
 # about as long as the computation on it on the emulated device; stop_flag's marker.
 SHAPES_BYTES = 8 * 2**20 + 4099
 STOP_MARKER, STOP_MARKER_AT = b"STOPSTOP", 6 * 2**20 + 1000
+# lines.txt: text_lines' "<id> <value> <label>" lines, 20 to 200 bytes, every 97th one
+# longer than text_lines' 256-byte line buffer.
+TEXT_LINES = 24_000
 
 
 def rand_bytes(seed, n):
@@ -78,6 +81,15 @@ def generate(d):
         tag = s["tag"] if sentinel else rng.getrandbits(31)
         out += struct.pack("<I", tag) + rng.randbytes(s["record_bytes"] - 4)
     write(os.path.join(d, "sentinel.bin"), bytes(out))
+
+    rng = random.Random(8)
+    text = bytearray()
+    for i in range(TEXT_LINES):
+        label = "".join(rng.choice("abcdefghij") for _ in range(rng.randint(4, 180)))
+        if i % 97 == 96:
+            label *= 4
+        text += f"{i} {rng.randint(-10**6, 10**6)} {label}\n".encode()
+    write(os.path.join(d, "lines.txt"), bytes(text))
 
     shapes = bytearray(rand_bytes(7, SHAPES_BYTES))
     shapes[STOP_MARKER_AT:STOP_MARKER_AT + len(STOP_MARKER)] = STOP_MARKER

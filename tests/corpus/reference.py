@@ -242,6 +242,39 @@ def sentinel_scan(d, np, args):
     return out, {}
 
 
+def _strtol(b):
+    """C's strtol(b, &end, 10): (value, the bytes after it), (0, b) without digits."""
+    s = b.lstrip(b" \t\n\v\f\r")
+    sign = 1
+    if s[:1] in (b"+", b"-"):
+        sign, s = (-1 if s[:1] == b"-" else 1), s[1:]
+    digits = len(s) - len(s.lstrip(b"0123456789"))
+    if digits == 0:
+        return 0, b
+    return sign * int(s[:digits]), s[digits:]
+
+
+def text_lines(d, np, args):
+    data = _read(d, "lines.txt")
+    lines = data.splitlines(keepends=True)
+    pieces = []  # what fgets into 256 bytes returns: at most 255 bytes, up to a newline
+    for line in lines:
+        pieces += [line[i:i + 255] for i in range(0, len(line), 255)]
+    out = ""
+    for r in range(np):
+        mine = total = crc = 0
+        for piece in pieces:
+            ident, rest = _strtol(piece)
+            value, _ = _strtol(rest)
+            if ident % np == r:
+                mine += 1
+                total += value
+                crc = zlib.crc32(piece, crc)
+        out += (f"rank {r}: pieces {len(pieces)} mine {mine} sum {total} crc {crc:08x}; "
+                f"lines {len(lines)} bytes {len(data)} longest {max(map(len, lines))}\n")
+    return out, {}
+
+
 def indexed_records(d, np, args):
     index, recs = _read(d, "index.bin"), _read(d, "records.bin")
     count = _le32(index, 4)

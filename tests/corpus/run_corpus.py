@@ -60,6 +60,7 @@ PROGRAMS = {
                             args=["{in}/data.bin", "{in}/second.bin", "16384", "24"]),
     "stream_idiom": dict(build="single", args=["{in}/part", "{in}/data.bin", "30"]),
     "sentinel_scan": dict(build="single", args=["{in}/sentinel.bin"], rounds=64),
+    "text_lines": dict(build="single", args=["{in}/lines.txt"], rounds=16),
     "indexed_records": dict(build="single", args=["{in}/index.bin", "{in}/records.bin"]),
     "write_then_read": dict(build="single", args=["{in}/data.bin", "8192", "48"]),
     "raw_same_loop": dict(build="single", args=["{in}/data.bin", "4096", "96"]),

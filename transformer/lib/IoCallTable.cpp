@@ -24,6 +24,12 @@ const IoCallInfo Table[] = {
     {"fopen", K::Open, I::Stdio, A::RenamePt, -1, 0, -1, -1, 0, {-1, -1}, false, true, -1},
     {"fclose", K::Close, I::Stdio, A::RenamePt, 0, 0, -1, -1, -1, {-1, -1}, false, false, -1},
     {"fread", K::Read, I::Stdio, A::Prefetch, 3, 0, 0, -1, -1, {-1, -1}, true, false, -1},
+    // Line reads: the PT runs them on its own stream, topped up by prefetches of what the
+    // MT's stream will take from the cache, so it follows the lines exactly. getline's
+    // buffer and size are the MT's memory: the PT's call drops both.
+    {"fgets", K::Read, I::Stdio, A::Prefetch, 2, 0, 0, -1, -1, {-1, -1}, true, false, -1},
+    {"getline", K::Read, I::Stdio, A::Prefetch, 2, 0, 0, -1, -1, {1, -1}, true, false, -1},
+    {"getdelim", K::Read, I::Stdio, A::Prefetch, 3, 0, 0, -1, -1, {1, -1}, true, false, -1},
     {"fwrite", K::Write, I::Stdio, A::CountOnly, 3, 0, 0, -1, -1, {-1, -1}, true, false, -1},
     {"fseek", K::Seek, I::Stdio, A::Keep, 0, 0, -1, -1, -1, {-1, -1}, false, false, -1},
     {"fseeko", K::Seek, I::Stdio, A::Keep, 0, 0, -1, -1, -1, {-1, -1}, false, false, -1},
@@ -73,9 +79,9 @@ const char *IoCallTable::unhandledReadReason(llvm::StringRef Name) {
     const char *Names[14];
     const char *Reason;
   } Families[] = {
-      {{"fgets", "fgetc", "getc", "getc_unlocked", "fgetc_unlocked", "fgets_unlocked", "getline",
-        "getdelim", "fscanf", "vfscanf", "__isoc99_fscanf", "__isoc99_vfscanf", "fgetws", "fgetwc"},
-       "a line- or character-oriented stdio read, which ppios-cc does not pre-execute (how "
+      {{"fgetc", "getc", "getc_unlocked", "fgetc_unlocked", "fgets_unlocked", "fscanf", "vfscanf",
+        "__isoc99_fscanf", "__isoc99_vfscanf", "fgetws", "fgetwc"},
+       "a character-oriented or formatted stdio read, which ppios-cc does not pre-execute (how "
        "much it reads is only known from the data)"},
       {{"MPI_File_iread", "MPI_File_iread_at", "MPI_File_iread_all", "MPI_File_iread_at_all",
         "MPI_File_read_all_begin", "MPI_File_read_at_all_begin", "MPI_File_read_ordered_begin",

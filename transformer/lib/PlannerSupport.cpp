@@ -130,7 +130,8 @@ const VarDecl *bufferOf(const IoCallSite &Site) {
 
 bool hasCopyVariant(const IoCallInfo &Info) {
   llvm::StringRef Name = Info.Name;
-  return Name == "read" || Name == "pread" || Name == "fread" || Name == "MPI_File_read_at" ||
+  return Name == "read" || Name == "pread" || Name == "fread" || Name == "fgets" ||
+         Name == "MPI_File_read_at" ||
          Name == "MPI_File_read_at_all";
 }
 

@@ -84,6 +84,22 @@ const char *const StdioHelpers =
     "                                                    ppios_seq_t q, unsigned fl,\n"
     "                                                    const char *at) {\n"
     "  return f ? ppios_prefetch_fread_copy(b, s, n, f, q, fl, at) : 0;\n"
+    "}\n"
+    "PPIOS_CC_HELPER char *ppios_cc_prefetch_fgets(int n, FILE *f, ppios_seq_t q, unsigned fl,\n"
+    "                                              const char *at) {\n"
+    "  return f ? ppios_prefetch_fgets(n, f, q, fl, at) : NULL;\n"
+    "}\n"
+    "PPIOS_CC_HELPER char *ppios_cc_prefetch_fgets_copy(char *b, int n, FILE *f, ppios_seq_t q,\n"
+    "                                                   unsigned fl, const char *at) {\n"
+    "  return f ? ppios_prefetch_fgets_copy(b, n, f, q, fl, at) : NULL;\n"
+    "}\n"
+    "PPIOS_CC_HELPER ssize_t ppios_cc_prefetch_getline(FILE *f, ppios_seq_t q, unsigned fl,\n"
+    "                                                  const char *at) {\n"
+    "  return f ? ppios_prefetch_getline(f, q, fl, at) : -1;\n"
+    "}\n"
+    "PPIOS_CC_HELPER ssize_t ppios_cc_prefetch_getdelim(int d, FILE *f, ppios_seq_t q,\n"
+    "                                                   unsigned fl, const char *at) {\n"
+    "  return f ? ppios_prefetch_getdelim(d, f, q, fl, at) : -1;\n"
     "}\n\n";
 
 PrefetchThreadEmitter::PrefetchThreadEmitter(const SourceText &Text, FunctionUnits &Units,
@@ -249,6 +265,8 @@ void PrefetchThreadEmitter::editCall(const IoCallSite &Site) {
     UsesStdio |= Info.Interface == IoInterface::Stdio;
     if (!D->Copy)
       DropArg(Info.BufferArg);
+    DropArg(Info.DropArgs[0]);
+    DropArg(Info.DropArgs[1]);
     // An MPI read's status: the PT's own copy gets the predicted outcome; the MT's
     // memory is never written.
     if (Info.StatusArg >= 0 && Info.StatusArg < static_cast<int>(Call->getNumArgs()) &&

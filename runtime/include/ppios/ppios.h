@@ -173,6 +173,11 @@ PPIOS_API FILE *ppios_freopen(const char *path, const char *mode, FILE *stream);
 PPIOS_API int ppios_fclose(FILE *stream);
 PPIOS_API size_t ppios_fread(void *ptr, size_t size, size_t nmemb, FILE *stream);
 PPIOS_API size_t ppios_fwrite(const void *ptr, size_t size, size_t nmemb, FILE *stream);
+/* Line reads: the stream's buffer is topped up from the cache before the original call. */
+PPIOS_API char *ppios_fgets(char *s, int n, FILE *stream);
+PPIOS_API char *ppios_fgets_chk(char *s, size_t size, int n, FILE *stream);
+PPIOS_API ssize_t ppios_getline(char **lineptr, size_t *n, FILE *stream);
+PPIOS_API ssize_t ppios_getdelim(char **lineptr, size_t *n, int delim, FILE *stream);
 PPIOS_API int ppios_fseek(FILE *stream, long offset, int whence);
 PPIOS_API int ppios_fseeko(FILE *stream, off_t offset, int whence);
 PPIOS_API long ppios_ftell(FILE *stream);
@@ -249,6 +254,21 @@ PPIOS_API ssize_t ppios_prefetch_read_copy(int fd, void *buf, size_t count, ppio
                                  unsigned flags, const char *site);
 PPIOS_API size_t ppios_prefetch_fread_copy(void *buf, size_t size, size_t nmemb, FILE *stream,
                                  ppios_seq_t seq, unsigned flags, const char *site);
+
+/* Line reads (fgets, getline, getdelim): the PT's stream is topped up by a prefetch of
+ * what the MT's stream will take from the cache before the same call (each once per half
+ * a stream buffer), then the original call runs on the PT's stream, so the PT follows
+ * the lines exactly. The line goes to `s` (_copy: the PT's own memory) or to a buffer of
+ * the runtime's; the result is the original call's (NULL / -1 on a stream the PT could
+ * not open). */
+PPIOS_API char *ppios_prefetch_fgets(int n, FILE *stream, ppios_seq_t seq, unsigned flags,
+                                     const char *site);
+PPIOS_API char *ppios_prefetch_fgets_copy(char *s, int n, FILE *stream, ppios_seq_t seq,
+                                          unsigned flags, const char *site);
+PPIOS_API ssize_t ppios_prefetch_getline(FILE *stream, ppios_seq_t seq, unsigned flags,
+                                         const char *site);
+PPIOS_API ssize_t ppios_prefetch_getdelim(int delim, FILE *stream, ppios_seq_t seq,
+                                          unsigned flags, const char *site);
 
 /* ---------------------------------------------------------------- PT: reopening
  * Called by the MT where the PT starts, for a descriptor, stream or MPI file the MT opened
