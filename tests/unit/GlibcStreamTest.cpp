@@ -7,6 +7,8 @@
 #include <fcntl.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <cstring>
 #include <random>
 #include <string>
 #include <vector>
@@ -120,16 +122,97 @@ TEST_F(GlibcStream, RandomWalkMatchesFseeko) {
         const bool a = fgets(x, sizeof x, ours) != nullptr;
         const bool b = fgets(y, sizeof y, theirs) != nullptr;
         ASSERT_EQ(a, b);
-        if (a) ASSERT_STREQ(x, y);
+        if (a) {
+          ASSERT_STREQ(x, y);
+        }
       } else {
         const int c = fgetc(theirs);
         ASSERT_EQ(fgetc(ours), c);
-        if (c != EOF) ASSERT_EQ(ungetc(c, ours), ungetc(c, theirs));
+        if (c != EOF) {
+          ASSERT_EQ(ungetc(c, ours), ungetc(c, theirs));
+        }
       }
       ASSERT_EQ(ftello(ours), ftello(theirs));
       ASSERT_EQ(feof(ours) != 0, feof(theirs) != 0);
     }
     fclose(ours);
+    fclose(theirs);
+  }
+}
+
+// A stream topped up before its line reads (stream_room, then the bytes at room.at, then
+// stream_filled) reads, tells, seeks and reaches the end of the file exactly as one glibc
+// alone reads, and its descriptor stays where glibc's next refill must read from; with
+// glibc's buffer and with the runtime's line buffer.
+TEST_F(GlibcStream, TopUpMatchesGlibc) {
+  std::mt19937 rng(1124);
+  const off_t size = static_cast<off_t>(content_.size());
+  for (int walk = 0; walk < 40; ++walk) {
+    FILE *ours = walk % 2 ? fdopen(open(path_.c_str(), O_RDONLY), "r") : fopen(path_.c_str(), "rb");
+    FILE *theirs = fopen(path_.c_str(), "rb");
+    ASSERT_TRUE(ours && theirs);
+    ASSERT_TRUE(stream_unbuffered(ours));
+    if (walk % 4 < 2) give_line_buffer(ours);
+    size_t topped_up = 0;
+    auto top_up = [&](size_t want) {
+      StreamLock lock(ours);
+      const StreamRoom room = stream_room(ours, want);
+      if (room.room == 0) return;
+      ASSERT_GE(room.at, 0);
+      // Sometimes the cache has only part of it (the rest is the stream's to read).
+      size_t got = room.at >= size ? 0 : std::min<size_t>(room.room, static_cast<size_t>(size - room.at));
+      if (rng() % 4 == 0) got /= 2;
+      memcpy(room.to, content_.data() + room.at, got);
+      stream_filled(ours, room, got);
+      topped_up += got;
+    };
+    for (int step = 0; step < 300; ++step) {
+      const int op = static_cast<int>(rng() % 6);
+      SCOPED_TRACE("walk " + std::to_string(walk) + " step " + std::to_string(step) + " op " +
+                   std::to_string(op));
+      if (op <= 2) {
+        const int n = 1 + static_cast<int>(rng() % 300);
+        std::vector<char> x(static_cast<size_t>(n) + 1, 'x'), y(static_cast<size_t>(n) + 1, 'y');
+        top_up(static_cast<size_t>(n - 1));
+        const bool a = fgets(x.data(), n, ours) != nullptr;
+        const bool b = fgets(y.data(), n, theirs) != nullptr;
+        ASSERT_EQ(a, b);
+        if (a) {
+          ASSERT_STREQ(x.data(), y.data());
+        }
+      } else if (op == 3) {
+        char *x = nullptr, *y = nullptr;
+        size_t xn = 0, yn = 0;
+        const int delim = static_cast<int>(rng() % 256);  // the content has every byte
+        top_up(SIZE_MAX);
+        const ssize_t a = getdelim(&x, &xn, delim, ours);
+        const ssize_t b = getdelim(&y, &yn, delim, theirs);
+        ASSERT_EQ(a, b);
+        if (a > 0) {
+          ASSERT_EQ(std::string(x, static_cast<size_t>(a)), std::string(y, static_cast<size_t>(b)));
+        }
+        free(x);
+        free(y);
+      } else if (op == 4) {
+        const off_t to = static_cast<off_t>(rng() % (size + 600));
+        ASSERT_EQ(seek_stream(ours, to, SEEK_SET), fseeko(theirs, to, SEEK_SET));
+      } else {
+        char x[64], y[64];
+        const size_t n = 1 + rng() % 64;
+        const size_t a = fread(x, 1, n, ours);
+        ASSERT_EQ(a, fread(y, 1, n, theirs));
+        ASSERT_EQ(std::string(x, a), std::string(y, a));
+      }
+      ASSERT_EQ(ftello(ours), ftello(theirs));
+      ASSERT_EQ(feof(ours) != 0, feof(theirs) != 0);
+      // glibc forgets the offset (-1) after a read reached the end of the file.
+      if (stream_file_offset(ours) >= 0) {
+        ASSERT_EQ(kernel_offset(ours), stream_file_offset(ours));
+      }
+    }
+    EXPECT_GT(topped_up, 0u);
+    fclose(ours);
+    release_line_buffer(ours);
     fclose(theirs);
   }
 }
