@@ -32,6 +32,7 @@ using ppios::t_thread;
 
 extern "C" void __chk_fail(void) __attribute__((noreturn));
 extern "C" char *__fgets_chk(char *s, size_t size, int n, FILE *stream);
+extern "C" int __isoc99_vfscanf(FILE *stream, const char *format, va_list ap);
 
 namespace {
 
@@ -264,6 +265,38 @@ ssize_t __wrap_getdelim(char **lineptr, size_t *n, int delim, FILE *stream) {
 
 ssize_t __wrap_getline(char **lineptr, size_t *n, FILE *stream) {
   return __wrap_getdelim(lineptr, n, '\n', stream);
+}
+
+int __wrap_fscanf(FILE *stream, const char *format, ...) {
+  va_list ap;
+  va_start(ap, format);
+  int r;
+  if (on_pt()) {
+    r = pt_owns(stream) ? vfscanf(stream, format, ap) : EOF;
+  } else if (ppios::pass_through()) {
+    r = vfscanf(stream, format, ap);
+  } else {
+    RuntimeScope scope(__builtin_return_address(0));
+    r = ppios_vfscanf(stream, format, ap, 0);
+  }
+  va_end(ap);
+  return r;
+}
+
+int __wrap___isoc99_fscanf(FILE *stream, const char *format, ...) {
+  va_list ap;
+  va_start(ap, format);
+  int r;
+  if (on_pt()) {
+    r = pt_owns(stream) ? __isoc99_vfscanf(stream, format, ap) : EOF;
+  } else if (ppios::pass_through()) {
+    r = __isoc99_vfscanf(stream, format, ap);
+  } else {
+    RuntimeScope scope(__builtin_return_address(0));
+    r = ppios_vfscanf(stream, format, ap, 1);
+  }
+  va_end(ap);
+  return r;
 }
 
 size_t __wrap_fwrite(const void *ptr, size_t size, size_t nmemb, FILE *stream) {

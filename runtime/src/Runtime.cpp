@@ -1,5 +1,7 @@
 #include "Runtime.h"
 
+#include "GlibcStream.h"
+
 #include <malloc.h>
 #include <sys/resource.h>
 
@@ -427,6 +429,40 @@ void Runtime::hold_speculation(uint64_t seq) {
   uint64_t started = now_ns();
   wait_for_mt_start(seq - kSpeculationWindow / 2);
   stats_.pt_speculation_wait_ns += now_ns() - started;
+}
+
+void Runtime::note_mt_stream_end(const FileKey &key, off_t end) {
+  const uint64_t now = mt_started_.load(std::memory_order_acquire);
+  std::lock_guard<std::mutex> lock(mt_streams_mu_);
+  MtStreamProgress &p = mt_streams_[key];
+  if (p.first_end < 0 || end < p.end) {  // the first top-up, or the stream went back
+    p.first_end = end;
+    p.first_transfer = now;
+  }
+  p.end = end;
+  p.transfer = now;
+}
+
+off_t Runtime::mt_stream_end(const FileKey &key) {
+  std::lock_guard<std::mutex> lock(mt_streams_mu_);
+  auto it = mt_streams_.find(key);
+  return it == mt_streams_.end() ? -1 : it->second.end;
+}
+
+uint64_t Runtime::mt_stream_transfer_at(const FileKey &key, off_t offset) {
+  const uint64_t next = mt_started_.load(std::memory_order_acquire) + 1;
+  std::lock_guard<std::mutex> lock(mt_streams_mu_);
+  auto it = mt_streams_.find(key);
+  if (it == mt_streams_.end()) return next + kSpeculationWindow;
+  const MtStreamProgress &p = it->second;
+  if (p.transfer <= p.first_transfer || p.end <= p.first_end) return next + kSpeculationWindow;
+  const off_t per_transfer =
+      std::max<off_t>(1, (p.end - p.first_end) / static_cast<off_t>(p.transfer - p.first_transfer));
+  // The MT's stream asks for `offset` once it has consumed all but half a line buffer
+  // before it; at the last top-up it had a full buffer, ending at p.end, unread.
+  const off_t to_go = offset - p.end + static_cast<off_t>(kLineBufferBytes / 2);
+  const uint64_t at = p.transfer + static_cast<uint64_t>(std::max<off_t>(0, to_go) / per_transfer);
+  return std::max(next, at);
 }
 
 // PPIOS_STATS "pt_sites": one prefetch of the calling PT's or WT's current source line.

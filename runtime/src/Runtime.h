@@ -178,6 +178,15 @@ class Runtime {
   // that ahead (one wake-up per half window).
   static constexpr uint64_t kSpeculationWindow = 16;
   void hold_speculation(uint64_t seq);
+  // How far the MT's stdio streams have read each file (the file offset just past their
+  // buffers, noted with the MT's transfer count at each top-up of a line or formatted
+  // read): the PT's speculative formatted reads stay a bounded lead ahead of it
+  // (mt_stream_end, -1 if unknown), and number each piece they prefetch with the MT
+  // transfer that will want it, estimated from the bytes per transfer so far
+  // (mt_stream_transfer_at): a piece is late only once the MT gets there.
+  void note_mt_stream_end(const FileKey &key, off_t end);
+  off_t mt_stream_end(const FileKey &key);
+  uint64_t mt_stream_transfer_at(const FileKey &key, off_t offset);
 
   // Stops the PT and WTs, writes stats and trace. Idempotent.
   void shutdown();
@@ -240,6 +249,13 @@ class Runtime {
   std::atomic<uint64_t> wake_at_done_{UINT64_MAX};
   void wait_progress(const std::atomic<uint64_t> &progress, uint64_t target,
                      std::multiset<uint64_t> &waits, std::atomic<uint64_t> &wake_at);
+
+  struct MtStreamProgress {
+    off_t first_end = -1, end = -1;
+    uint64_t first_transfer = 0, transfer = 0;
+  };
+  std::mutex mt_streams_mu_;
+  std::map<FileKey, MtStreamProgress> mt_streams_;  // guarded by mt_streams_mu_
 
   // Waiting threads and their jobs, lowest sequence number first.
   std::mutex wt_mu_;

@@ -10,13 +10,16 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cctype>
 #include <cerrno>
+#include <cstdarg>
 #include <cstdlib>
 #include <cstdint>
 #include <cstring>
 #include <functional>
 #include <map>
 #include <mutex>
+#include <string>
 
 #include "ErrnoGuard.h"
 #include "FileProbe.h"
@@ -35,6 +38,8 @@ using ppios::Runtime;
 using ppios::RuntimeScope;
 
 extern "C" char *__fgets_chk(char *s, size_t size, int n, FILE *stream);
+extern "C" int __isoc99_fscanf(FILE *stream, const char *format, ...);
+extern "C" int __isoc99_vfscanf(FILE *stream, const char *format, va_list ap);
 
 namespace {
 
@@ -62,6 +67,24 @@ void forget_mt_stream_block(FILE *stream) {
   if (t_mt_stream_block.stream == stream) t_mt_stream_block = MtStreamBlock{};
 }
 
+// Where a top-up found the end of the file, per thread (the MT's, the PT's), for one
+// stream: while that stream's buffered bytes end there, the calls that drain them ask
+// neither the cache nor the file (each would be an fstat and a read of nothing, on a
+// network file system round trips, for every line of the file's last half buffer).
+struct LineEnd {
+  FILE *stream = nullptr;
+  off_t at = -1;
+};
+thread_local LineEnd t_line_end;
+void forget_line_end(FILE *stream) {
+  if (t_line_end.stream == stream) t_line_end = LineEnd{};  // the address may be reused
+}
+
+bool at_line_end(FILE *stream, const ppios::StreamRoom &room) {
+  return room.room > 0 && t_line_end.stream == stream && t_line_end.at == room.at;
+}
+
+
 // Whether the MT's read of `total` bytes at the stream's position may come from the cache;
 // sets *file and *offset. Inside the stream's block, without asking the file again.
 bool mt_stream_cacheable(FILE *stream, int fd, size_t total, CachedFile *file, off_t *offset) {
@@ -84,6 +107,14 @@ bool mt_stream_cacheable(FILE *stream, int fd, size_t total, CachedFile *file, o
 // The PT's stdio reads are fetched by the block (PtBlocks.h): what the MT's stream itself
 // would read from the file. Only the PT touches this table (and only for its own streams).
 thread_local ppios::HeldBlocks<FILE *> t_pt_stream_blocks;
+
+// The PT's speculative formatted reads (see speculative_scan), per stream of its own.
+struct SpeculativeScan {
+  struct stat st;
+  off_t frontier;  // what is prefetched ends here
+};
+thread_local std::map<FILE *, SpeculativeScan> t_pt_scans;
+void forget_pt_scan(FILE *stream) { t_pt_scans.erase(stream); }
 
 bool truncating_mode(const char *mode) { return mode != nullptr && mode[0] == 'w'; }
 
@@ -120,6 +151,10 @@ void mt_line_read(FILE *stream, size_t bound, const std::function<void()> &call)
       ppios::give_line_buffer(stream);
     }
     if (rt.caching()) room = ppios::stream_room(stream, bound);
+    if (at_line_end(stream, room)) {
+      room = ppios::StreamRoom{};
+      room.enough = true;  // the stream reads at most the end of the file itself
+    }
     if (room.room > 0 && !cacheable) cacheable = ppios::probe_readable_file(fd, &file);
     // Whether storage is behind the stream matters only if the call may read the file.
     if (!cacheable && !room.enough && fd >= 0 && rt.scheduling())
@@ -137,6 +172,7 @@ void mt_line_read(FILE *stream, size_t bound, const std::function<void()> &call)
                  storage.acquire();
                  ppios::ErrnoGuard errno_guard;  // a failure is the call's to meet
                  got += read_fully(fileno(stream), room.to + h, room.room - h, room.at + static_cast<off_t>(h));
+                 if (got < room.room) t_line_end = LineEnd{stream, room.at + static_cast<off_t>(got)};
                } else if (room.room == 0 && !room.enough) {
                  storage.acquire();  // the stream reads the file itself
                }
@@ -146,6 +182,7 @@ void mt_line_read(FILE *stream, size_t bound, const std::function<void()> &call)
                }
                call();
                const off_t after = ppios::stream_file_offset(stream);
+               if (cacheable && after >= 0) rt.note_mt_stream_end(file.key, after);
                return before >= 0 && after >= before ? static_cast<ssize_t>(after - before)
                                                      : static_cast<ssize_t>(h);
              });
@@ -173,6 +210,7 @@ FILE *ppios_fopen(const char *path, const char *mode) {
 // The stream keeps its address (and mostly its descriptor number) for another file.
 FILE *ppios_freopen(const char *path, const char *mode, FILE *stream) {
   forget_mt_stream_block(stream);
+  forget_line_end(stream);
   FILE *reopened = freopen(path, mode, stream);
   ppios::release_line_buffer(stream);  // the old file's buffer is no longer the stream's
   return opened(reopened, mode);
@@ -180,6 +218,7 @@ FILE *ppios_freopen(const char *path, const char *mode, FILE *stream) {
 
 int ppios_fclose(FILE *stream) {
   forget_mt_stream_block(stream);
+  forget_line_end(stream);
   FileKey key;
   bool held = false;
   {
@@ -263,6 +302,17 @@ ssize_t ppios_getdelim(char **lineptr, size_t *n, int delim, FILE *stream) {
   return got;
 }
 
+// fscanf (c99: glibc's ISO C99 one, __isoc99_fscanf, what <stdio.h> names fscanf unless
+// _GNU_SOURCE is defined; else the GNU one): it may read any amount, so the buffer is
+// topped up as for a line of unknown length.
+int ppios_vfscanf(FILE *stream, const char *format, va_list ap, int c99) {
+  int result = EOF;
+  mt_line_read(stream, SIZE_MAX, [&] {
+    result = c99 ? __isoc99_vfscanf(stream, format, ap) : vfscanf(stream, format, ap);
+  });
+  return result;
+}
+
 ssize_t ppios_getline(char **lineptr, size_t *n, FILE *stream) {
   return ppios_getdelim(lineptr, n, '\n', stream);
 }
@@ -340,6 +390,8 @@ int ppios_pt_fclose(FILE *stream) {
   resources.disown_stream(stream);
   ppios::pt_disown_fd(fileno(stream));
   t_pt_stream_blocks.forget(stream);  // the address may name another stream next
+  forget_pt_scan(stream);
+  forget_line_end(stream);
   int r = fclose(stream);
   ppios::release_line_buffer(stream);
   return r;
@@ -463,12 +515,14 @@ bool pt_top_up(FILE *stream, size_t bound, ppios_seq_t seq, unsigned flags, cons
   {
     ppios::StreamLock lock(stream);
     const ppios::StreamRoom room = ppios::stream_room(stream, bound);
-    if (room.room > 0) {
+    if (room.room > 0 && !at_line_end(stream, room)) {
       RuntimeScope scope;
       ppios::t_thread.pt_site = site;
       ssize_t got = Runtime::get().prefetch_copy(fileno(stream), room.at, room.room, seq, flags,
                                                  room.to, &stopped);
       if (got > 0) ppios::stream_filled(stream, room, static_cast<size_t>(got));
+      if (got >= 0 && static_cast<size_t>(got) < room.room)
+        t_line_end = LineEnd{stream, room.at + static_cast<off_t>(got)};
     }
   }
   if (stopped) ppios::pt_checkpoint();
@@ -492,6 +546,162 @@ ssize_t ppios_prefetch_getdelim(int delim, FILE *stream, ppios_seq_t seq, unsign
                                 const char *site) {
   if (!pt_top_up(stream, SIZE_MAX, seq, flags, site)) return -1;
   return getdelim(&t_pt_delim_line.bytes, &t_pt_delim_line.size, delim, stream);
+}
+
+namespace {
+
+constexpr int kMaxScanConversions = 32;
+
+// The PT's version of a scanf call: a conversion whose destination the PT owns (ppios-cc
+// passes its own local scalars) keeps it; every other one is suppressed ('*'), so the PT
+// stores nothing of the program's. Each conversion is followed by %n into the next of
+// `marks`, whose count of set marks is how many conversions succeeded, suppressed or not.
+// The call then matches exactly the input the program's call matches. False for what
+// this does not follow: %n and the m (allocate) modifier, positional (n$) arguments, more
+// than kMaxScanConversions conversions.
+struct ScanCall {
+  std::string format;
+  void *args[2 * kMaxScanConversions] = {};
+  int marks[kMaxScanConversions];
+  int conversions = 0;
+  int assigned = 0;  // those whose destination the PT owns
+};
+
+bool pt_scan_call(const char *format, va_list destinations, ScanCall *call) {
+  std::string &out = call->format;
+  int nargs = 0;
+  const char *p = format;
+  while (*p != '\0') {
+    if (*p != '%') {
+      out.push_back(*p++);
+      continue;
+    }
+    out.push_back(*p++);
+    if (*p == '%') {
+      out.push_back(*p++);
+      continue;
+    }
+    const bool assigns = *p != '*';
+    void *to = assigns ? va_arg(destinations, void *) : nullptr;
+    if (to == nullptr) out.push_back('*');
+    if (!assigns) ++p;
+    while (std::isdigit(static_cast<unsigned char>(*p))) out.push_back(*p++);
+    if (*p == '$' || *p == 'm') return false;
+    while (*p != '\0' && std::strchr("hlLqjzt", *p) != nullptr) out.push_back(*p++);
+    if (*p == '\0' || *p == 'n') return false;
+    if (*p == '[') {  // a set: a ']' right after '[' or '[^' belongs to it
+      out.push_back(*p++);
+      if (*p == '^') out.push_back(*p++);
+      if (*p == ']') out.push_back(*p++);
+      while (*p != '\0' && *p != ']') out.push_back(*p++);
+      if (*p != ']') return false;
+    }
+    out.push_back(*p++);
+    if (!assigns) continue;
+    if (call->conversions == kMaxScanConversions) return false;
+    if (to != nullptr) {
+      call->args[nargs++] = to;
+      ++call->assigned;
+    }
+    call->marks[call->conversions] = -1;
+    call->args[nargs++] = &call->marks[call->conversions++];
+    out.append("%n");
+  }
+  return true;
+}
+
+}  // namespace
+
+// A formatted read none of whose results the PT needs (ppios-cc passed a null pointer for
+// every destination) is not scanned: parsing is most of what such a loop costs the
+// program, and the PT would do it twice. The PT speculates instead, as in a loop that
+// stops on the data: the scan matches, and the stream is prefetched in kScanChunk pieces
+// while what is prefetched ends less than kScanLead beyond what the MT's stream has read;
+// at the end of the file the scan fails (EOF). The PT's loop is held within the
+// speculation window of the MT's transfers. Afterwards the PT's stream stands where the
+// prefetching stopped: what the PT reads through it later is a guess.
+constexpr off_t kScanChunk = 64 * 1024;
+constexpr off_t kScanLead = 4 * kScanChunk;
+
+int speculative_scan(FILE *stream, int conversions, ppios_seq_t seq, unsigned flags,
+                     const char *site) {
+  ppios_pt_speculate(seq);
+  RuntimeScope scope;
+  ppios::t_thread.pt_site = site;
+  auto it = t_pt_scans.find(stream);
+  if (it == t_pt_scans.end()) {
+    SpeculativeScan scan;
+    scan.frontier = ftello(stream);
+    if (fstat(fileno(stream), &scan.st) != 0 || !S_ISREG(scan.st.st_mode) || scan.frontier < 0)
+      return EOF;
+    it = t_pt_scans.emplace(stream, scan).first;
+  }
+  SpeculativeScan &scan = it->second;
+  if (scan.frontier >= scan.st.st_size) return EOF;
+  Runtime &rt = Runtime::get();
+  const off_t mt_end = std::max<off_t>(rt.mt_stream_end(ppios::key_of(scan.st)), 0);
+  const off_t before = scan.frontier;
+  scan.frontier = std::max(scan.frontier, mt_end);  // never what the MT has read already
+  while (scan.frontier < scan.st.st_size && scan.frontier < mt_end + kScanLead) {
+    const size_t length = static_cast<size_t>(std::min(kScanChunk, scan.st.st_size - scan.frontier));
+    // A piece is for whichever top-up of the MT reaches it, not for this call.
+    const uint64_t wanted_at = rt.mt_stream_transfer_at(ppios::key_of(scan.st), scan.frontier);
+    rt.prefetch(fileno(stream), scan.st, scan.frontier, length, length, wanted_at, flags);
+    scan.frontier += static_cast<off_t>(length);
+  }
+  if (scan.frontier != before) ppios::seek_stream(stream, scan.frontier, SEEK_SET);
+  return conversions;
+}
+
+// The last format the PT rewrote whose call assigned nothing: a loop calls the same
+// format with the same null destinations, and its speculative calls then skip the rewrite.
+struct LastSpeculativeFormat {
+  const char *format = nullptr;
+  int conversions = 0;
+};
+thread_local LastSpeculativeFormat t_last_speculative;
+
+bool all_null(int count, va_list destinations) {
+  for (int i = 0; i < count; ++i)
+    if (va_arg(destinations, void *) != nullptr) return false;
+  return true;
+}
+
+int ppios_prefetch_fscanf(FILE *stream, ppios_seq_t seq, unsigned flags, const char *site,
+                          const char *format, ...) {
+  ppios::pt_checkpoint();
+  va_list destinations;
+  va_start(destinations, format);
+  const LastSpeculativeFormat last = t_last_speculative;
+  if (format != nullptr && format == last.format && all_null(last.conversions, destinations)) {
+    va_end(destinations);
+    if (stream == nullptr || !ppios::pt_owns(stream)) return EOF;
+    return speculative_scan(stream, last.conversions, seq, flags, site);
+  }
+  va_end(destinations);
+  ScanCall call;
+  va_start(destinations, format);
+  const bool followed = format != nullptr && pt_scan_call(format, destinations, &call);
+  va_end(destinations);
+  if (!followed) ppios_pt_exit();
+  if (stream == nullptr || !ppios::pt_owns(stream)) return EOF;
+  if (call.assigned == 0) {
+    t_last_speculative = LastSpeculativeFormat{format, call.conversions};
+    return speculative_scan(stream, call.conversions, seq, flags, site);
+  }
+  if (!pt_top_up(stream, SIZE_MAX, seq, flags, site)) return EOF;
+  // Extra arguments are evaluated and ignored (C11 7.21.6.2): one call for any count.
+  void **a = call.args;
+#define PPIOS_ARGS8(i) a[i], a[i + 1], a[i + 2], a[i + 3], a[i + 4], a[i + 5], a[i + 6], a[i + 7]
+  const int r = __isoc99_fscanf(stream, call.format.c_str(), PPIOS_ARGS8(0), PPIOS_ARGS8(8),
+                                PPIOS_ARGS8(16), PPIOS_ARGS8(24), PPIOS_ARGS8(32),
+                                PPIOS_ARGS8(40), PPIOS_ARGS8(48), PPIOS_ARGS8(56));
+#undef PPIOS_ARGS8
+  const int matched = static_cast<int>(std::count_if(
+      call.marks, call.marks + call.conversions, [](int m) { return m >= 0; }));
+  // glibc returns EOF for an input failure before anything was assigned; the program's
+  // call, which assigns every conversion, returns EOF only if none matched.
+  return r == EOF && matched == 0 ? EOF : matched;
 }
 
 ssize_t ppios_prefetch_getline(FILE *stream, ppios_seq_t seq, unsigned flags, const char *site) {

@@ -23,6 +23,8 @@ STOP_MARKER, STOP_MARKER_AT = b"STOPSTOP", 6 * 2**20 + 1000
 # lines.txt: text_lines' "<id> <value> <label>" lines, 20 to 200 bytes, every 97th one
 # longer than text_lines' 256-byte line buffer.
 TEXT_LINES = 24_000
+# scan.txt: scan_matrix's "rows cols nnz" header, its triplets and then plain values.
+SCAN = dict(rows=3000, cols=2000, nnz=50_000, values=30_000)
 
 
 def rand_bytes(seed, n):
@@ -90,6 +92,16 @@ def generate(d):
             label *= 4
         text += f"{i} {rng.randint(-10**6, 10**6)} {label}\n".encode()
     write(os.path.join(d, "lines.txt"), bytes(text))
+
+    rng = random.Random(9)
+    sc = SCAN
+    scan = [f"{sc['rows']} {sc['cols']} {sc['nnz']}\n"]
+    for _ in range(sc["nnz"]):
+        scan.append(f"{rng.randrange(sc['rows'])} {rng.randrange(sc['cols'])} "
+                    f"{rng.randint(-10**6, 10**6) / 1000:.3f}\n")
+    for n in range(sc["values"]):
+        scan.append(f"{rng.randint(-10**7, 10**7) / 1000:.3f}" + ("\n" if n % 7 == 6 else " "))
+    write(os.path.join(d, "scan.txt"), "".join(scan).encode())
 
     shapes = bytearray(rand_bytes(7, SHAPES_BYTES))
     shapes[STOP_MARKER_AT:STOP_MARKER_AT + len(STOP_MARKER)] = STOP_MARKER

@@ -275,6 +275,22 @@ def text_lines(d, np, args):
     return out, {}
 
 
+def scan_matrix(d, np, args):
+    tokens = _read(d, "scan.txt").split()
+    rows, cols, nnz = (int(t) for t in tokens[:3])
+    triplets = [(int(tokens[3 + 3 * k]), int(tokens[4 + 3 * k]), float(tokens[5 + 3 * k]))
+                for k in range(nnz)]
+    values = [float(t) for t in tokens[3 + 3 * nnz:]][:1 << 16]
+    out = ""
+    for r in range(np):
+        mine = [t for k, t in enumerate(triplets) if k % np == r]
+        total = sum(round(v * 1000) * (i + 2 * j) for i, j, v in mine)
+        value_sum = sum(round(v * 1000) for v in values[r::np])
+        out += (f"rank {r}: rows {rows} cols {cols} nnz {nnz} read {nnz} mine {len(mine)} "
+                f"sum {total}; values {len(values)} sum {value_sum}\n")
+    return out, {}
+
+
 def indexed_records(d, np, args):
     index, recs = _read(d, "index.bin"), _read(d, "records.bin")
     count = _le32(index, 4)

@@ -61,6 +61,7 @@ PROGRAMS = {
     "stream_idiom": dict(build="single", args=["{in}/part", "{in}/data.bin", "30"]),
     "sentinel_scan": dict(build="single", args=["{in}/sentinel.bin"], rounds=64),
     "text_lines": dict(build="single", args=["{in}/lines.txt"], rounds=16),
+    "scan_matrix": dict(build="single", args=["{in}/scan.txt"], rounds=16, libs=["-lm"]),
     "indexed_records": dict(build="single", args=["{in}/index.bin", "{in}/records.bin"]),
     "write_then_read": dict(build="single", args=["{in}/data.bin", "8192", "48"]),
     "raw_same_loop": dict(build="single", args=["{in}/data.bin", "4096", "96"]),
@@ -116,7 +117,7 @@ def build(program, spec, cc, builddir, log):
     if spec["build"] == "single":
         shutil.copy(os.path.join(HERE, program + ".c"), builddir)
         steps = [[cc, "-O2", *spec.get("cflags", []), "-I.", rounds, "-o", program,
-                  program + ".c"]]
+                  program + ".c", *spec.get("libs", [])]]
         binary = program
     elif spec["build"] == "units":
         for name in spec["units"] + spec["extra"]:
@@ -440,7 +441,7 @@ def emit_source(a, spec, top, runner, argv, np, baseline, env, failures):
         return
     libdir = os.path.dirname(os.path.abspath(a.runtime_lib))
     cmd = [a.mpicc, "-O2", "-I.", "-I" + a.runtime_include, "-o", "emitted", "out.c",
-           a.runtime_lib, "-Wl,-rpath," + libdir]
+           a.runtime_lib, "-Wl,-rpath," + libdir, *spec.get("libs", [])]
     code, out, err, _ = run(cmd, d, timeout=300)
     if code != 0:
         failures.add(f"--emit-source output does not compile with mpicc\n{out}{err}")

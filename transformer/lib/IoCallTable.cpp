@@ -30,6 +30,10 @@ const IoCallInfo Table[] = {
     {"fgets", K::Read, I::Stdio, A::Prefetch, 2, 0, 0, -1, -1, {-1, -1}, true, false, -1},
     {"getline", K::Read, I::Stdio, A::Prefetch, 2, 0, 0, -1, -1, {1, -1}, true, false, -1},
     {"getdelim", K::Read, I::Stdio, A::Prefetch, 3, 0, 0, -1, -1, {1, -1}, true, false, -1},
+    // A formatted read: the PT runs it on its own stream too, suppressing every conversion
+    // (it never stores into the program's destinations), so it matches exactly the input
+    // the program's call matches and returns the same count.
+    {"fscanf", K::Read, I::Stdio, A::Prefetch, 0, 0, -1, -1, -1, {-1, -1}, true, false, -1, true},
     {"fwrite", K::Write, I::Stdio, A::CountOnly, 3, 0, 0, -1, -1, {-1, -1}, true, false, -1},
     {"fseek", K::Seek, I::Stdio, A::Keep, 0, 0, -1, -1, -1, {-1, -1}, false, false, -1},
     {"fseeko", K::Seek, I::Stdio, A::Keep, 0, 0, -1, -1, -1, {-1, -1}, false, false, -1},
@@ -79,10 +83,10 @@ const char *IoCallTable::unhandledReadReason(llvm::StringRef Name) {
     const char *Names[14];
     const char *Reason;
   } Families[] = {
-      {{"fgetc", "getc", "getc_unlocked", "fgetc_unlocked", "fgets_unlocked", "fscanf", "vfscanf",
-        "__isoc99_fscanf", "__isoc99_vfscanf", "fgetws", "fgetwc"},
-       "a character-oriented or formatted stdio read, which ppios-cc does not pre-execute (how "
-       "much it reads is only known from the data)"},
+      {{"fgetc", "getc", "getc_unlocked", "fgetc_unlocked", "fgets_unlocked", "vfscanf",
+        "__isoc99_vfscanf", "fgetws", "fgetwc"},
+       "a character-oriented stdio read or a formatted one through a va_list, which ppios-cc "
+       "does not pre-execute (how much it reads is only known from the data)"},
       {{"MPI_File_iread", "MPI_File_iread_at", "MPI_File_iread_all", "MPI_File_iread_at_all",
         "MPI_File_read_all_begin", "MPI_File_read_at_all_begin", "MPI_File_read_ordered_begin",
         "MPI_File_read_ordered", "MPI_File_read_shared", "MPI_File_iread_shared"},

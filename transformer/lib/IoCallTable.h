@@ -38,6 +38,7 @@ struct IoCallInfo {
   bool UsesPosition;  // depends on the handle's file position (read, fread, MPI_File_read)
   bool WriteModeArg;  // open: argument 1 (flags/mode/amode) tells whether it may write
   int OutArg;         // a result stored through a pointer (MPI_File_get_size's size), -1 if none
+  bool Formatted = false; // fscanf: every argument after the format (HandleArg + 1) is a destination
 };
 
 class IoCallTable {
@@ -53,6 +54,16 @@ public:
   // MPI-IO, vectored and asynchronous POSIX reads): why ppios-cc leaves it alone, for its
   // remark; nullptr for any other function.
   static const char *unhandledReadReason(llvm::StringRef Name);
+  // True for the arguments a read stores the file's data into: its buffer, the arguments
+  // its PT call drops (getline's size), a formatted read's destinations. The PT never
+  // passes the MT's memory there, and what they hold afterwards is data.
+  static bool isDataDestination(const IoCallInfo &Info, unsigned Index) {
+    if (Info.Kind != IoKind::Read)
+      return false;
+    const int I = static_cast<int>(Index);
+    return I == Info.BufferArg || I == Info.DropArgs[0] || I == Info.DropArgs[1] ||
+           (Info.Formatted && I > Info.HandleArg + 1);
+  }
   // True if the MT's call becomes ppios_<name> (everything but MPI_File_get_size).
   static bool renamedInMainThread(const IoCallInfo &Info) {
     return !(Info.Kind == IoKind::Query && Info.Interface == IoInterface::MpiIo);

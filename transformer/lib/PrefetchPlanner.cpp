@@ -52,7 +52,7 @@ void PrefetchPlanner::activeOperands(const Unit &U, VarSet &Out) const {
     for (const ArmGuard &G : D->Guards)
       varsIn(G.Cond, Out);
     for (unsigned I = 0; I < Site.Call->getNumArgs(); ++I)
-      if (static_cast<int>(I) != Site.Info->BufferArg || D->Copy)
+      if (!IoCallTable::isDataDestination(*Site.Info, I) || D->Copy)
         varsIn(Site.Call->getArg(I), Out);
   }
   for (const CloneCallDecision &C : CloneCalls) {
@@ -147,6 +147,10 @@ void PrefetchPlanner::closeSlice(bool UseBad, int RegionStart) {
           if (D->Prefetched && Site.Info->StatusArg >= 0)
             if (const VarDecl *Status = ptOwnStatus(Site.Call->getArg(Site.Info->StatusArg)))
               Relevant.insert(Status);
+          if (D->Prefetched && Site.Info->Formatted)
+            for (unsigned I = Site.Info->HandleArg + 2; I < Site.Call->getNumArgs(); ++I)
+              if (const VarDecl *Scalar = ptOwnScalar(Site.Call->getArg(I)))
+                Relevant.insert(Scalar);
         }
     }
     for (const auto &Owned : Units.all()) {
@@ -250,7 +254,7 @@ void PrefetchPlanner::decideReads() {
       // The call's own operands (not the buffer) must be computable.
       for (unsigned I = 0; I < D.Site.Call->getNumArgs() && Why.empty(); ++I) {
         int Index = static_cast<int>(I);
-        if (Index == D.Site.Info->BufferArg || Index == D.Site.Info->StatusArg)
+        if (IoCallTable::isDataDestination(*D.Site.Info, I) || Index == D.Site.Info->StatusArg)
           continue;
         llvm::SmallVector<const Stmt *, 8> Work{D.Site.Call->getArg(I)};
         while (!Work.empty() && Why.empty()) {

@@ -259,14 +259,25 @@ void PrefetchThreadEmitter::editCall(const IoCallSite &Site) {
       return;
     }
     Edits.replace(CalleeBegin, CalleeEnd,
-                  std::string(Info.Interface == IoInterface::Stdio ? "ppios_cc_prefetch_"
-                                                                   : "ppios_prefetch_") +
+                  // (a variadic runtime call takes a NULL stream itself)
+                  std::string(Info.Interface == IoInterface::Stdio && !Info.Formatted
+                                  ? "ppios_cc_prefetch_"
+                                  : "ppios_prefetch_") +
                       Info.Name + (D->Copy ? "_copy" : ""));
     UsesStdio |= Info.Interface == IoInterface::Stdio;
     if (!D->Copy)
       DropArg(Info.BufferArg);
     DropArg(Info.DropArgs[0]);
     DropArg(Info.DropArgs[1]);
+    // A formatted read's destinations: the PT's own local scalars that the rest of its
+    // slice uses stay; for any other (the program's memory, or a value nothing needs) the
+    // PT's call suppresses that conversion (a null pointer). A call that assigns nothing
+    // is not scanned at all: the runtime speculates (ppios_prefetch_fscanf).
+    if (Info.Formatted)
+      for (unsigned I = Info.HandleArg + 2; I < Call->getNumArgs(); ++I)
+        if (const VarDecl *Own = ptOwnScalar(Call->getArg(I)); !Own || !usedElsewhere(Own, *D->Owner))
+          Edits.replace(Text.offset(Call->getArg(I)->getBeginLoc()),
+                        Text.tokenEnd(Call->getArg(I)->getEndLoc()), "(void *)0");
     // An MPI read's status: the PT's own copy gets the predicted outcome; the MT's
     // memory is never written.
     if (Info.StatusArg >= 0 && Info.StatusArg < static_cast<int>(Call->getNumArgs()) &&
@@ -290,8 +301,13 @@ void PrefetchThreadEmitter::editCall(const IoCallSite &Site) {
         Site += '\\';
       Site += C;
     }
-    Edits.insert(Text.offset(Call->getRParenLoc()),
-                 ", ++" + Seq + ", " + (Flags.empty() ? "0" : Flags) + ", " + Site + "\"");
+    // After the last argument, or, for a variadic formatted read, after its handle.
+    const std::string Numbering =
+        "++" + Seq + ", " + (Flags.empty() ? "0" : Flags) + ", " + Site + "\"";
+    if (Info.Formatted)
+      Edits.insert(Text.tokenEnd(Call->getArg(Info.HandleArg)->getEndLoc()), ", " + Numbering);
+    else
+      Edits.insert(Text.offset(Call->getRParenLoc()), ", " + Numbering);
     return;
   }
   if (Info.Kind == IoKind::Write) {

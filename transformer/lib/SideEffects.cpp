@@ -84,13 +84,26 @@ StoreTarget classifyStore(const Expr *LValue) {
   }
 }
 
-const VarDecl *ptOwnStatus(const Expr *Arg) {
+namespace {
+// The local variable `v` of an argument `&v`.
+const VarDecl *addressedLocal(const Expr *Arg) {
   const auto *UO = dyn_cast<UnaryOperator>(Arg->IgnoreParenCasts());
   if (!UO || UO->getOpcode() != UO_AddrOf)
     return nullptr;
   const auto *DRE = dyn_cast<DeclRefExpr>(UO->getSubExpr()->IgnoreParens());
   const auto *VD = DRE ? dyn_cast<VarDecl>(DRE->getDecl()) : nullptr;
-  return VD && VD->hasLocalStorage() && VD->getType()->isRecordType() ? VD : nullptr;
+  return VD && VD->hasLocalStorage() ? VD : nullptr;
+}
+} // namespace
+
+const VarDecl *ptOwnStatus(const Expr *Arg) {
+  const VarDecl *VD = addressedLocal(Arg);
+  return VD && VD->getType()->isRecordType() ? VD : nullptr;
+}
+
+const VarDecl *ptOwnScalar(const Expr *Arg) {
+  const VarDecl *VD = addressedLocal(Arg);
+  return VD && VD->getType()->isArithmeticType() ? VD : nullptr;
 }
 
 const VarDecl *addressedVariable(const Expr *Arg) {
@@ -129,9 +142,11 @@ CalleeEffect SideEffectOracle::classify(const FunctionDecl *Callee) {
     Result.Why = "makes the I/O call '" + Callee->getNameAsString() + "'";
     const IoCallInfo &Info = *IoCallTable::lookup(Callee->getName());
     Result.StoresKnown = true;
-    for (int Arg : {Info.BufferArg, Info.StatusArg, Info.OutArg,
-                    Info.HandleIsOut ? Info.HandleArg : -1})
+    for (int Arg : {Info.StatusArg, Info.OutArg, Info.HandleIsOut ? Info.HandleArg : -1})
       if (Arg >= 0 && Info.Kind != IoKind::Write)
+        Result.StoredArgs |= 1u << Arg;
+    for (unsigned Arg = 0; Arg < 32; ++Arg)
+      if (IoCallTable::isDataDestination(Info, Arg))
         Result.StoredArgs |= 1u << Arg;
     if (Info.Kind == IoKind::Write && Info.StatusArg >= 0)
       Result.StoredArgs |= 1u << Info.StatusArg;

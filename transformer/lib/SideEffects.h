@@ -57,6 +57,13 @@ const clang::VarDecl *addressedVariable(const clang::Expr *Arg);
 // MPI_STATUS_IGNORE instead.
 const clang::VarDecl *ptOwnStatus(const clang::Expr *Arg);
 
+// The local arithmetic variable `v` of a formatted read's destination `&v` (fscanf's
+// `&rows`): the PT keeps its own copy, which its own scan of the same input assigns, so
+// a loop bound read from a header is a value the PT computes. Any other destination
+// (an array element, a global, through a pointer) is the program's memory: the PT's
+// call suppresses that conversion.
+const clang::VarDecl *ptOwnScalar(const clang::Expr *Arg);
+
 class SideEffectOracle {
 public:
   CalleeEffect classify(const clang::FunctionDecl *Callee);

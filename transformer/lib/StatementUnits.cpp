@@ -104,11 +104,18 @@ public:
       const Expr *Arg = Call->getArg(I);
       // What the call stores into (data, status) depends on the file; the arguments the PT
       // drops (communicator, info) are only not evaluated.
-      bool Stored = static_cast<int>(I) == Info->BufferArg || static_cast<int>(I) == Info->StatusArg;
+      bool Stored = IoCallTable::isDataDestination(*Info, I) || static_cast<int>(I) == Info->StatusArg;
       // A local status the PT has a copy of holds the predicted outcome of the prefetch
       // (its count for MPI_Get_count), so it is defined there, not data.
       if (static_cast<int>(I) == Info->StatusArg && Info->Kind == IoKind::Read) {
         if (const VarDecl *VD = ptOwnStatus(Arg)) {
+          U.Defs.insert(VD);
+          continue;
+        }
+      }
+      // Likewise a formatted read's local scalar destination: the PT's own scan assigns it.
+      if (Info->Formatted && Stored) {
+        if (const VarDecl *VD = ptOwnScalar(Arg)) {
           U.Defs.insert(VD);
           continue;
         }

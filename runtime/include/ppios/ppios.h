@@ -56,6 +56,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <sys/types.h>
 
@@ -178,6 +179,8 @@ PPIOS_API char *ppios_fgets(char *s, int n, FILE *stream);
 PPIOS_API char *ppios_fgets_chk(char *s, size_t size, int n, FILE *stream);
 PPIOS_API ssize_t ppios_getline(char **lineptr, size_t *n, FILE *stream);
 PPIOS_API ssize_t ppios_getdelim(char **lineptr, size_t *n, int delim, FILE *stream);
+/* fscanf (c99: glibc's __isoc99_fscanf; else the GNU one), topped up the same way. */
+PPIOS_API int ppios_vfscanf(FILE *stream, const char *format, va_list ap, int c99);
 PPIOS_API int ppios_fseek(FILE *stream, long offset, int whence);
 PPIOS_API int ppios_fseeko(FILE *stream, off_t offset, int whence);
 PPIOS_API long ppios_ftell(FILE *stream);
@@ -269,6 +272,13 @@ PPIOS_API ssize_t ppios_prefetch_getline(FILE *stream, ppios_seq_t seq, unsigned
                                          const char *site);
 PPIOS_API ssize_t ppios_prefetch_getdelim(int delim, FILE *stream, ppios_seq_t seq,
                                           unsigned flags, const char *site);
+/* fscanf: the PT's stream is topped up the same way, then scanned with every conversion
+ * suppressed, so it matches exactly the input the program's call matches; the result is
+ * the count the program's call returns (EOF on a NULL stream). The destinations after
+ * `format` are never written (ppios-cc passes null pointers). A format it cannot follow
+ * (%n, the m modifier, n$ arguments, more than 32 conversions) ends the PT. */
+PPIOS_API int ppios_prefetch_fscanf(FILE *stream, ppios_seq_t seq, unsigned flags, const char *site,
+                                    const char *format, ...);
 
 /* ---------------------------------------------------------------- PT: reopening
  * Called by the MT where the PT starts, for a descriptor, stream or MPI file the MT opened
