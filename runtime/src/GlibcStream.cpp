@@ -160,9 +160,13 @@ void give_line_buffer(FILE *stream) {
     g_line_buffers[stream] = std::move(bytes);
 }
 
-void release_line_buffer(FILE *stream) {
+std::unique_ptr<char[]> take_line_buffer(FILE *stream) {
   std::lock_guard<std::mutex> lock(g_line_buffers_mu);
-  g_line_buffers.erase(stream);
+  auto it = g_line_buffers.find(stream);
+  if (it == g_line_buffers.end()) return nullptr;
+  std::unique_ptr<char[]> bytes = std::move(it->second);
+  g_line_buffers.erase(it);
+  return bytes;
 }
 
 off_t stream_file_offset(FILE *stream) {

@@ -26,6 +26,8 @@
 #include <sys/types.h>
 #include <sys/stat.h>
 
+#include <memory>
+
 namespace ppios {
 
 // The buffer glibc gives a stream on a file of this st_blksize: the block size when it is
@@ -68,12 +70,13 @@ StreamRoom stream_room(FILE *stream, size_t want);
 // PT's prefetch and the check of the file (an fstat: a round trip on a network file
 // system) would come once per 4 KiB and cost more than the bytes. Both threads give it
 // to their streams, so their top-ups stay the same ranges. The buffer is the runtime's
-// (setvbuf) until release_line_buffer() after the stream's fclose or freopen.
+// (setvbuf) until the stream's fclose or freopen: take_line_buffer() before it, and the
+// buffer is freed when the result goes out of scope, after the close.
 constexpr size_t kLineBufferBytes = 64 * 1024;
 // True for a stream stream_room() understands that has not read anything yet.
 bool stream_unbuffered(FILE *stream);
 void give_line_buffer(FILE *stream);
-void release_line_buffer(FILE *stream);
+std::unique_ptr<char[]> take_line_buffer(FILE *stream);
 // Appends the `got` bytes now at room.to (got <= room.room).
 void stream_filled(FILE *stream, const StreamRoom &room, size_t got);
 // The file offset just past what the stream has buffered (glibc's _offset), or -1.

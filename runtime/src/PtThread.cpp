@@ -302,8 +302,8 @@ void PtResources::release_all(PrefetchCache &cache) {
   }
   for (FILE *stream : streams) {
     disown_fd(fileno(stream));
+    auto line_buffer = take_line_buffer(stream);  // freed after the close
     fclose(stream);
-    release_line_buffer(stream);
   }
   for (int word = 0; word < kMaxFds / 64; ++word) {
     uint64_t bits = fd_bits_[word].exchange(0, std::memory_order_acq_rel);

@@ -22,6 +22,7 @@
 #include <string>
 
 #include "ErrnoGuard.h"
+#include "ScanFormat.h"
 #include "FileProbe.h"
 #include "GlibcStream.h"
 #include "PtBlocks.h"
@@ -38,7 +39,6 @@ using ppios::Runtime;
 using ppios::RuntimeScope;
 
 extern "C" char *__fgets_chk(char *s, size_t size, int n, FILE *stream);
-extern "C" int __isoc99_fscanf(FILE *stream, const char *format, ...);
 extern "C" int __isoc99_vfscanf(FILE *stream, const char *format, va_list ap);
 
 namespace {
@@ -211,9 +211,8 @@ FILE *ppios_fopen(const char *path, const char *mode) {
 FILE *ppios_freopen(const char *path, const char *mode, FILE *stream) {
   forget_mt_stream_block(stream);
   forget_line_end(stream);
-  FILE *reopened = freopen(path, mode, stream);
-  ppios::release_line_buffer(stream);  // the old file's buffer is no longer the stream's
-  return opened(reopened, mode);
+  auto line_buffer = ppios::take_line_buffer(stream);  // the old file's, freed after
+  return opened(freopen(path, mode, stream), mode);
 }
 
 int ppios_fclose(FILE *stream) {
@@ -230,8 +229,8 @@ int ppios_fclose(FILE *stream) {
       g_writers.erase(it);
     }
   }
+  auto line_buffer = ppios::take_line_buffer(stream);  // freed after the close
   int r = fclose(stream);
-  ppios::release_line_buffer(stream);
   if (held) {
     ppios::ErrnoGuard errno_guard;
     Runtime &rt = Runtime::get();
@@ -392,9 +391,8 @@ int ppios_pt_fclose(FILE *stream) {
   t_pt_stream_blocks.forget(stream);  // the address may name another stream next
   forget_pt_scan(stream);
   forget_line_end(stream);
-  int r = fclose(stream);
-  ppios::release_line_buffer(stream);
-  return r;
+  auto line_buffer = ppios::take_line_buffer(stream);  // freed after the close
+  return fclose(stream);
 }
 
 // The MT's logical position counts bytes its buffer holds but the program has not
@@ -550,66 +548,6 @@ ssize_t ppios_prefetch_getdelim(int delim, FILE *stream, ppios_seq_t seq, unsign
 
 namespace {
 
-constexpr int kMaxScanConversions = 32;
-
-// The PT's version of a scanf call: a conversion whose destination the PT owns (ppios-cc
-// passes its own local scalars) keeps it; every other one is suppressed ('*'), so the PT
-// stores nothing of the program's. Each conversion is followed by %n into the next of
-// `marks`, whose count of set marks is how many conversions succeeded, suppressed or not.
-// The call then matches exactly the input the program's call matches. False for what
-// this does not follow: %n and the m (allocate) modifier, positional (n$) arguments, more
-// than kMaxScanConversions conversions.
-struct ScanCall {
-  std::string format;
-  void *args[2 * kMaxScanConversions] = {};
-  int marks[kMaxScanConversions];
-  int conversions = 0;
-  int assigned = 0;  // those whose destination the PT owns
-};
-
-bool pt_scan_call(const char *format, va_list destinations, ScanCall *call) {
-  std::string &out = call->format;
-  int nargs = 0;
-  const char *p = format;
-  while (*p != '\0') {
-    if (*p != '%') {
-      out.push_back(*p++);
-      continue;
-    }
-    out.push_back(*p++);
-    if (*p == '%') {
-      out.push_back(*p++);
-      continue;
-    }
-    const bool assigns = *p != '*';
-    void *to = assigns ? va_arg(destinations, void *) : nullptr;
-    if (to == nullptr) out.push_back('*');
-    if (!assigns) ++p;
-    while (std::isdigit(static_cast<unsigned char>(*p))) out.push_back(*p++);
-    if (*p == '$' || *p == 'm') return false;
-    while (*p != '\0' && std::strchr("hlLqjzt", *p) != nullptr) out.push_back(*p++);
-    if (*p == '\0' || *p == 'n') return false;
-    if (*p == '[') {  // a set: a ']' right after '[' or '[^' belongs to it
-      out.push_back(*p++);
-      if (*p == '^') out.push_back(*p++);
-      if (*p == ']') out.push_back(*p++);
-      while (*p != '\0' && *p != ']') out.push_back(*p++);
-      if (*p != ']') return false;
-    }
-    out.push_back(*p++);
-    if (!assigns) continue;
-    if (call->conversions == kMaxScanConversions) return false;
-    if (to != nullptr) {
-      call->args[nargs++] = to;
-      ++call->assigned;
-    }
-    call->marks[call->conversions] = -1;
-    call->args[nargs++] = &call->marks[call->conversions++];
-    out.append("%n");
-  }
-  return true;
-}
-
 }  // namespace
 
 // A formatted read none of whose results the PT needs (ppios-cc passed a null pointer for
@@ -679,9 +617,9 @@ int ppios_prefetch_fscanf(FILE *stream, ppios_seq_t seq, unsigned flags, const c
     return speculative_scan(stream, last.conversions, seq, flags, site);
   }
   va_end(destinations);
-  ScanCall call;
+  ppios::ScanCall call;
   va_start(destinations, format);
-  const bool followed = format != nullptr && pt_scan_call(format, destinations, &call);
+  const bool followed = format != nullptr && ppios::prepare_scan(format, destinations, &call);
   va_end(destinations);
   if (!followed) ppios_pt_exit();
   if (stream == nullptr || !ppios::pt_owns(stream)) return EOF;
@@ -690,18 +628,7 @@ int ppios_prefetch_fscanf(FILE *stream, ppios_seq_t seq, unsigned flags, const c
     return speculative_scan(stream, call.conversions, seq, flags, site);
   }
   if (!pt_top_up(stream, SIZE_MAX, seq, flags, site)) return EOF;
-  // Extra arguments are evaluated and ignored (C11 7.21.6.2): one call for any count.
-  void **a = call.args;
-#define PPIOS_ARGS8(i) a[i], a[i + 1], a[i + 2], a[i + 3], a[i + 4], a[i + 5], a[i + 6], a[i + 7]
-  const int r = __isoc99_fscanf(stream, call.format.c_str(), PPIOS_ARGS8(0), PPIOS_ARGS8(8),
-                                PPIOS_ARGS8(16), PPIOS_ARGS8(24), PPIOS_ARGS8(32),
-                                PPIOS_ARGS8(40), PPIOS_ARGS8(48), PPIOS_ARGS8(56));
-#undef PPIOS_ARGS8
-  const int matched = static_cast<int>(std::count_if(
-      call.marks, call.marks + call.conversions, [](int m) { return m >= 0; }));
-  // glibc returns EOF for an input failure before anything was assigned; the program's
-  // call, which assigns every conversion, returns EOF only if none matched.
-  return r == EOF && matched == 0 ? EOF : matched;
+  return ppios::run_scan(stream, &call);
 }
 
 ssize_t ppios_prefetch_getline(FILE *stream, ppios_seq_t seq, unsigned flags, const char *site) {

@@ -211,8 +211,8 @@ TEST_F(GlibcStream, TopUpMatchesGlibc) {
       }
     }
     EXPECT_GT(topped_up, 0u);
+    auto line_buffer = take_line_buffer(ours);
     fclose(ours);
-    release_line_buffer(ours);
     fclose(theirs);
   }
 }

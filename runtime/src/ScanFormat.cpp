@@ -1,0 +1,71 @@
+#include "ScanFormat.h"
+
+#include <algorithm>
+#include <cctype>
+#include <cstring>
+
+// glibc's ISO C99 scanf, what <stdio.h> calls fscanf unless _GNU_SOURCE is defined (C++
+// defines it): "%a" is a float there, not an allocation.
+extern "C" int __isoc99_fscanf(FILE *stream, const char *format, ...);
+
+namespace ppios {
+
+bool prepare_scan(const char *format, va_list destinations, ScanCall *call) {
+  std::string &out = call->format;
+  int nargs = 0;
+  const char *p = format;
+  while (*p != '\0') {
+    if (*p != '%') {
+      out.push_back(*p++);
+      continue;
+    }
+    out.push_back(*p++);
+    if (*p == '%') {
+      out.push_back(*p++);
+      continue;
+    }
+    const bool assigns = *p != '*';
+    void *to = assigns ? va_arg(destinations, void *) : nullptr;
+    if (to == nullptr) out.push_back('*');
+    if (!assigns) ++p;
+    while (std::isdigit(static_cast<unsigned char>(*p))) out.push_back(*p++);
+    if (*p == '$' || *p == 'm') return false;
+    while (*p != '\0' && std::strchr("hlLqjzt", *p) != nullptr) out.push_back(*p++);
+    if (*p == '\0' || *p == 'n') return false;
+    if (*p == '[') {  // a set: a ']' right after '[' or '[^' belongs to it
+      out.push_back(*p++);
+      if (*p == '^') out.push_back(*p++);
+      if (*p == ']') out.push_back(*p++);
+      while (*p != '\0' && *p != ']') out.push_back(*p++);
+      if (*p != ']') return false;
+    }
+    out.push_back(*p++);
+    if (!assigns) continue;
+    if (call->conversions == kMaxScanConversions) return false;
+    if (to != nullptr) {
+      call->args[nargs++] = to;
+      ++call->assigned;
+    }
+    call->marks[call->conversions] = -1;
+    call->args[nargs++] = &call->marks[call->conversions++];
+    out.append("%n");
+  }
+  return true;
+}
+
+int run_scan(FILE *stream, ScanCall *call) {
+  // Extra arguments are evaluated and ignored (C11 7.21.6.2): one call for any count.
+  void **a = call->args;
+#define PPIOS_ARGS8(i) a[i], a[i + 1], a[i + 2], a[i + 3], a[i + 4], a[i + 5], a[i + 6], a[i + 7]
+  const int r = __isoc99_fscanf(stream, call->format.c_str(), PPIOS_ARGS8(0), PPIOS_ARGS8(8),
+                                PPIOS_ARGS8(16), PPIOS_ARGS8(24), PPIOS_ARGS8(32),
+                                PPIOS_ARGS8(40), PPIOS_ARGS8(48), PPIOS_ARGS8(56));
+#undef PPIOS_ARGS8
+  const int matched = static_cast<int>(std::count_if(
+      call->marks, call->marks + call->conversions, [](int m) { return m >= 0; }));
+  // glibc returns EOF for an input failure before anything was assigned; the program's
+  // call, which assigns every conversion, returns EOF only if none matched.
+  return r == EOF && matched == 0 ? EOF : matched;
+}
+
+}  // namespace ppios

@@ -1,0 +1,44 @@
+// scanf formats for the prefetch thread (ppios_prefetch_fscanf).
+//
+// The PT runs a program's fscanf on its own stream so that it consumes exactly the input
+// the program's call will, but it must never store into the program's memory. So the
+// call is rewritten: a conversion whose destination the PT owns (ppios-cc passes the
+// PT's own local scalars, those its slice needs) keeps it; every other one (a null
+// destination) is suppressed ('*'). Each conversion is followed by %n into a mark of the
+// call's own, so the count of set marks is how many conversions matched, suppressed or
+// not: the count the program's call returns.
+//
+// Not followed (prepare_scan returns false): %n and the m (allocate) modifier, which
+// store into the program's memory even when nothing matches, positional (n$) arguments,
+// more than kMaxScanConversions conversions.
+#pragma once
+
+#include <stdarg.h>
+#include <stdio.h>
+
+#include <string>
+
+namespace ppios {
+
+constexpr int kMaxScanConversions = 32;
+
+struct ScanCall {  // args points into marks: prepared and run in place
+  ScanCall() = default;
+  ScanCall(const ScanCall &) = delete;
+  ScanCall &operator=(const ScanCall &) = delete;
+  std::string format;                          // the rewritten format
+  void *args[2 * kMaxScanConversions] = {};    // kept destinations and marks, in order
+  int marks[kMaxScanConversions] = {};
+  int conversions = 0;                         // the format's assigning conversions
+  int assigned = 0;                            // those whose destination is kept
+};
+
+// Rewrites `format`, reading one destination pointer per assigning conversion from
+// `destinations` (null: suppress it).
+bool prepare_scan(const char *format, va_list destinations, ScanCall *call);
+
+// Scans `stream` with the prepared call; returns what the program's call returns for
+// the same input (the number of matched conversions, or EOF).
+int run_scan(FILE *stream, ScanCall *call);
+
+}  // namespace ppios
