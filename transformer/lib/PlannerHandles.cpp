@@ -44,7 +44,10 @@ void PrefetchPlanner::collectHandles() {
       if (Site.Info->Kind == IoKind::Write)
         WrittenHandles.insert(Site.Handle);
     }
-    BufferVars.insert(U.BufferVars.begin(), U.BufferVars.end());
+    for (const clang::VarDecl *VD : U.BufferVars) {
+      int &Last = LastBufferWrite.try_emplace(VD, U.TopIndex).first->second;
+      Last = std::max(Last, U.TopIndex);
+    }
   });
   // A clone reads through the descriptors its parameters bring (the caller passes its PT's).
   if (AsClone) {

@@ -422,6 +422,10 @@ bool PrefetchPlanner::synchronizesAfterStart() const {
 void PrefetchPlanner::analyze(int StartIndex) {
   resetAnalysis();
   Start = StartIndex;
+  BufferVars.clear();
+  for (const auto &[VD, Last] : LastBufferWrite)
+    if (AsClone || Last >= Start)
+      BufferVars.insert(VD);
   CopyBuffers.clear();
   markBad();
   collectUnsafeHandles();

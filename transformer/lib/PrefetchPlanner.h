@@ -243,7 +243,12 @@ private:
   std::vector<ReopenedHandle> Reopened;
   std::vector<HandoffPoint> Handoffs;
   llvm::DenseMap<const clang::VarDecl *, IoInterface> HandleInterface;
-  llvm::DenseSet<const clang::VarDecl *> WrittenHandles, WritableHandles, BufferVars;
+  llvm::DenseSet<const clang::VarDecl *> WrittenHandles, WritableHandles;
+  // Variables reads store file data into (buffers, destinations), with the last top-level
+  // statement that does; BufferVars, those of them the reads after the start point write
+  // (before it, the PT gets the MT's values: they are captured, not data).
+  llvm::DenseMap<const clang::VarDecl *, int> LastBufferWrite;
+  llvm::DenseSet<const clang::VarDecl *> BufferVars;
   // Descriptor fields this function writes through (the MT's writes invalidate the cache
   // anyway; the flag only orders a read after them).
   llvm::DenseSet<const clang::FieldDecl *> WrittenFields;
