@@ -69,6 +69,17 @@ void hold_mapped_file(int fd) {
   if (rt.caching() && ppios::probe_regular_file(fd, &key)) rt.cache().hold_file(key);
 }
 
+// fscanf and glibc's ISO C99 one (__isoc99_fscanf, what <stdio.h> names fscanf unless
+// _GNU_SOURCE is defined) differ only in the vfscanf that does the work.
+int scan_any(FILE *stream, const char *format, va_list ap, bool c99, const void *site) {
+  if (on_pt() || ppios::pass_through()) {
+    if (on_pt() && !pt_owns(stream)) return EOF;
+    return c99 ? __isoc99_vfscanf(stream, format, ap) : vfscanf(stream, format, ap);
+  }
+  RuntimeScope scope(site);
+  return ppios_vfscanf(stream, format, ap, c99 ? 1 : 0);
+}
+
 }  // namespace
 
 extern "C" {
@@ -270,15 +281,7 @@ ssize_t __wrap_getline(char **lineptr, size_t *n, FILE *stream) {
 int __wrap_fscanf(FILE *stream, const char *format, ...) {
   va_list ap;
   va_start(ap, format);
-  int r;
-  if (on_pt()) {
-    r = pt_owns(stream) ? vfscanf(stream, format, ap) : EOF;
-  } else if (ppios::pass_through()) {
-    r = vfscanf(stream, format, ap);
-  } else {
-    RuntimeScope scope(__builtin_return_address(0));
-    r = ppios_vfscanf(stream, format, ap, 0);
-  }
+  const int r = scan_any(stream, format, ap, false, __builtin_return_address(0));
   va_end(ap);
   return r;
 }
@@ -286,15 +289,7 @@ int __wrap_fscanf(FILE *stream, const char *format, ...) {
 int __wrap___isoc99_fscanf(FILE *stream, const char *format, ...) {
   va_list ap;
   va_start(ap, format);
-  int r;
-  if (on_pt()) {
-    r = pt_owns(stream) ? __isoc99_vfscanf(stream, format, ap) : EOF;
-  } else if (ppios::pass_through()) {
-    r = __isoc99_vfscanf(stream, format, ap);
-  } else {
-    RuntimeScope scope(__builtin_return_address(0));
-    r = ppios_vfscanf(stream, format, ap, 1);
-  }
+  const int r = scan_any(stream, format, ap, true, __builtin_return_address(0));
   va_end(ap);
   return r;
 }
