@@ -548,8 +548,6 @@ ssize_t ppios_prefetch_getdelim(int delim, FILE *stream, ppios_seq_t seq, unsign
 
 namespace {
 
-}  // namespace
-
 // A formatted read none of whose results the PT needs (ppios-cc passed a null pointer for
 // every destination) is not scanned: parsing is most of what such a loop costs the
 // program, and the PT would do it twice. The PT speculates instead, as in a loop that
@@ -604,6 +602,8 @@ bool all_null(int count, va_list destinations) {
     if (va_arg(destinations, void *) != nullptr) return false;
   return true;
 }
+
+}  // namespace
 
 int ppios_prefetch_fscanf(FILE *stream, ppios_seq_t seq, unsigned flags, const char *site,
                           const char *format, ...) {
