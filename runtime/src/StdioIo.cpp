@@ -472,6 +472,8 @@ size_t ppios_prefetch_fread_copy(void *buf, size_t size, size_t nmemb, FILE *str
   return static_cast<size_t>(n) / size;
 }
 
+}  // extern "C"
+
 // ------------------------------------------------------------------ PT line reads
 // The PT's stream is topped up by a prefetch of exactly what the MT's top-up will ask
 // the cache for (GlibcStream.h); then the original call runs on it, into memory of the
@@ -526,27 +528,6 @@ bool pt_top_up(FILE *stream, size_t bound, ppios_seq_t seq, unsigned flags, cons
   if (stopped) ppios::pt_checkpoint();
   return true;
 }
-
-}  // namespace
-
-char *ppios_prefetch_fgets_copy(char *s, int n, FILE *stream, ppios_seq_t seq, unsigned flags,
-                                const char *site) {
-  if (!pt_top_up(stream, n > 1 ? static_cast<size_t>(n) - 1 : 0, seq, flags, site)) return nullptr;
-  return fgets(s, n, stream);
-}
-
-char *ppios_prefetch_fgets(int n, FILE *stream, ppios_seq_t seq, unsigned flags, const char *site) {
-  if (stream == nullptr || !ppios::pt_owns(stream)) return nullptr;
-  return ppios_prefetch_fgets_copy(pt_line_buffer(n), n, stream, seq, flags, site);
-}
-
-ssize_t ppios_prefetch_getdelim(int delim, FILE *stream, ppios_seq_t seq, unsigned flags,
-                                const char *site) {
-  if (!pt_top_up(stream, SIZE_MAX, seq, flags, site)) return -1;
-  return getdelim(&t_pt_delim_line.bytes, &t_pt_delim_line.size, delim, stream);
-}
-
-namespace {
 
 // A formatted read none of whose results the PT needs (ppios-cc passed a null pointer for
 // every destination) is not scanned: parsing is most of what such a loop costs the
@@ -604,6 +585,25 @@ bool all_null(int count, va_list destinations) {
 }
 
 }  // namespace
+
+extern "C" {
+
+char *ppios_prefetch_fgets_copy(char *s, int n, FILE *stream, ppios_seq_t seq, unsigned flags,
+                                const char *site) {
+  if (!pt_top_up(stream, n > 1 ? static_cast<size_t>(n) - 1 : 0, seq, flags, site)) return nullptr;
+  return fgets(s, n, stream);
+}
+
+char *ppios_prefetch_fgets(int n, FILE *stream, ppios_seq_t seq, unsigned flags, const char *site) {
+  if (stream == nullptr || !ppios::pt_owns(stream)) return nullptr;
+  return ppios_prefetch_fgets_copy(pt_line_buffer(n), n, stream, seq, flags, site);
+}
+
+ssize_t ppios_prefetch_getdelim(int delim, FILE *stream, ppios_seq_t seq, unsigned flags,
+                                const char *site) {
+  if (!pt_top_up(stream, SIZE_MAX, seq, flags, site)) return -1;
+  return getdelim(&t_pt_delim_line.bytes, &t_pt_delim_line.size, delim, stream);
+}
 
 int ppios_prefetch_fscanf(FILE *stream, ppios_seq_t seq, unsigned flags, const char *site,
                           const char *format, ...) {
