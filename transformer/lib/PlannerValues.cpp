@@ -289,7 +289,8 @@ std::string PrefetchPlanner::pathWrittenAfterStart(const IoCallSite &Open) const
       CalleeEffect E = Units.oracle().classify(Call->getDirectCallee());
       for (unsigned I = 0; I < Call->getNumArgs() && !Writes; ++I)
         Writes = mentions(Call->getArg(I), VD) &&
-                 (E.Effect == CalleeEffect::Unsafe || (I < 32 && (E.StoredArgs & (1u << I))));
+                 ((E.Effect == CalleeEffect::Unsafe && !E.StoresKnown) ||
+                  (I < 32 && (E.StoredArgs & (1u << I))));
     }
     if (Writes)
       return "opens the file named by " + quoted(VD) + ", which line " +

@@ -15,6 +15,18 @@ namespace ppios {
 
 namespace {
 
+// libc's output calls: -1 for those that write to stdout or stderr, else the argument
+// that is the stream they write to; -2 for any other function. A %n conversion, the one
+// way printf stores through an argument, is not considered (no program relies on it, and
+// _FORTIFY_SOURCE refuses it in a writable format).
+int outputStreamArg(llvm::StringRef Name) {
+  return llvm::StringSwitch<int>(Name)
+      .Cases("printf", "vprintf", "puts", "putchar", "perror", "__printf_chk", -1)
+      .Cases("fprintf", "vfprintf", "fflush", "__fprintf_chk", "__vfprintf_chk", 0)
+      .Cases("fputs", "fputc", "putc", 1)
+      .Default(-2);
+}
+
 // libc and compiler builtins the PT may call. -1: pure; otherwise a mask of the pointer
 // arguments the function stores through (the PT must pass its own memory there).
 int libraryEffect(llvm::StringRef Name) {
@@ -152,6 +164,14 @@ CalleeEffect SideEffectOracle::classify(const FunctionDecl *Callee) {
       Result.StoredArgs |= 1u << Info.StatusArg;
   } else if (Callee->hasBody(Definition)) {
     Result = analyzeBody(Definition);
+  } else if (int Stream = Callee->getIdentifier() ? outputStreamArg(Callee->getName()) : -2;
+             Stream != -2) {
+    // Output (printf of a file name): the PT never runs it, but it changes none of the
+    // program's memory its arguments reach, except the stream it writes to.
+    Result.Why = "calls '" + Callee->getNameAsString() + "', which writes output";
+    Result.StoresKnown = true;
+    if (Stream >= 0)
+      Result.StoredArgs = 1u << Stream;
   } else if (int Mask = Callee->getIdentifier() ? libraryEffect(Callee->getName()) : 0) {
     if (Mask == -1) {
       Result.Effect = CalleeEffect::Pure;
