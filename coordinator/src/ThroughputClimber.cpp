@@ -19,6 +19,7 @@ void ThroughputClimber::begin(int start_k) {
   state_ = State::Settled;
   base_ = std::clamp(start_k, p_.min_k, p_.max_k);
   base_mibps_ = -1;  // measured by the first window
+  base_confirmed_ = false;
   slow_start_ = base_ == p_.min_k;
   warm_start_ = !slow_start_;
   came_from_below_ = false;
@@ -82,6 +83,13 @@ bool ThroughputClimber::expected(int k) const { return k == (state_ == State::Se
 int ThroughputClimber::overrun(int k, int level, double mibps, double now_s) {
   level = std::clamp(level, p_.min_k, p_.max_k);
   if (level <= k) return next(k, mibps, /*bound=*/true, now_s);
+  // What base is known to do: its own window, else the curve's point at it (a takeover).
+  double ref = base_mibps_;
+  bool trusted = base_confirmed_;
+  if (ref < 0 && expected(k)) {
+    const auto at = curve_.find(base_);
+    if (at != curve_.end()) ref = at->second, trusted = true;
+  }
   curve_[level] = mibps;
   if (last_probe_s_ < 0) last_probe_s_ = now_s;
   if (overrun_since_ < 0) overrun_since_ = now_s;
@@ -89,26 +97,39 @@ int ThroughputClimber::overrun(int k, int level, double mibps, double now_s) {
     // The MTs kept the device at base or above: a lower cap cannot be measured now.
     return settle();
   }
-  if (!expected(k) || base_mibps_ < 0 || mibps > base_mibps_ * (1 + margin())) {
+  if (expected(k) && ref < 0 && warm_start_) {
+    // A warm start (a cap a target kept or was given) not measured yet: MTs past it say
+    // nothing about it. Following them would put the cap wherever the MTs happen to be
+    // (E2 at P = 16: sixteen MTs past a knee of 8, and the PTs then filled a cap of 16-29
+    // whenever the MTs paused); the first window the MTs leave to the cap measures it.
+    return base_;
+  }
+  if (!expected(k) || ref < 0 || mibps > ref * (1 + margin())) {
     // Cold start, a cap set under us, or the MTs' concurrency beat base: the cap goes
     // there and probes up (down is what the MTs just measured against).
     if (!expected(k)) slow_start_ = false;
     base_ = level;
     base_mibps_ = mibps;
+    base_confirmed_ = false;
     came_from_below_ = true;
     return probe(State::ProbeUp, now_s);
   }
   // No better than base: the cap stays at base (settled, or back from a failed probe up).
   if (state_ == State::ProbeUp) return probe_up_failed(k, now_s);
   if (now_s - overrun_since_ >= p_.reprobe_s) {
+    overrun_since_ = now_s;  // the next such move waits reprobe_s again
+    // The MTs past the knee: base measured more than `shift` better than their level in
+    // windows that agreed (not one burst). A cap at their level would let PTs add to an
+    // overloaded device whenever the MTs pause; below it, the cap only keeps PTs out.
+    if (trusted && mibps < ref * (1 - p_.shift)) return base_;
     // Base's MiB/s cannot be measured again while the MTs keep the device above it, so it
     // may be stale (a burst): a cap below them only keeps PTs out. At the reprobe time
     // the cap goes to the MTs' level and looks further up; when they leave, the settled
     // checks take it back down if that is better.
     base_ = level;
     base_mibps_ = mibps;
+    base_confirmed_ = false;
     came_from_below_ = true;
-    overrun_since_ = now_s;  // the next such move waits reprobe_s again
     return probe(State::ProbeUp, now_s);
   }
   return base_;
@@ -141,6 +162,7 @@ int ThroughputClimber::next(int k, double mibps, bool bound, double now_s, int l
           const bool jumped = k > base_ + 1;
           base_ = k;
           base_mibps_ = mibps;
+          base_confirmed_ = false;
           came_from_below_ = true;
           if (bound) {
             // A warm start below the knee: climb the rest as a cold start does.
@@ -161,6 +183,7 @@ int ThroughputClimber::next(int k, double mibps, bool bound, double now_s, int l
         if (better) {
           base_ = k;
           base_mibps_ = mibps;
+          base_confirmed_ = false;
           return probe(State::ProbeDown, now_s);
         }
         return settle();
@@ -168,6 +191,7 @@ int ThroughputClimber::next(int k, double mibps, bool bound, double now_s, int l
         if (base_mibps_ < 0) {
           // First window at a new base: measure it, then look at the neighbours.
           base_mibps_ = mibps;
+          base_confirmed_ = false;
           came_from_below_ = false;
           return probe(bound ? State::ProbeUp : State::ProbeDown, now_s);
         }
@@ -182,6 +206,7 @@ int ThroughputClimber::next(int k, double mibps, bool bound, double now_s, int l
               curve_[k] = now_measured;
             }
             base_mibps_ = mibps;
+            base_confirmed_ = false;
             came_from_below_ = false;
             return probe(bound ? State::ProbeUp : State::ProbeDown, now_s);
           }
@@ -189,6 +214,7 @@ int ThroughputClimber::next(int k, double mibps, bool bound, double now_s, int l
         }
         off_windows_ = 0;
         base_mibps_ = 0.7 * base_mibps_ + 0.3 * mibps;
+        base_confirmed_ = true;
         if (now_s - last_probe_s_ >= p_.reprobe_s) {
           came_from_below_ = false;
           return probe(bound ? State::ProbeUp : State::ProbeDown, now_s);
@@ -200,6 +226,7 @@ int ThroughputClimber::next(int k, double mibps, bool bound, double now_s, int l
   // adopt it as the new base and measure from there.
   base_ = std::clamp(k, p_.min_k, p_.max_k);
   base_mibps_ = mibps;
+  base_confirmed_ = false;
   came_from_below_ = false;
   slow_start_ = warm_start_ = false;
   return probe(bound ? State::ProbeUp : State::ProbeDown, now_s);

@@ -50,8 +50,11 @@
 // to the MTs' concurrency in one window, then probes up as PTs fill it); a level no better
 // than base leaves the cap where it is (MTs bursting past the knee for less than
 // `reprobe_s` do not pull it up; past that the cap goes to their level, since base's
-// MiB/s cannot be measured again while they stay above it), and a probe down that MTs kept
-// above the cap settles (lowering the cap changed nothing).
+// MiB/s cannot be measured again while they stay above it, unless base measured more
+// than `shift` better in windows that agreed: then the MTs are past the knee and the cap
+// stays), and a probe down that MTs kept above the cap settles (lowering the cap changed
+// nothing). A warm start is not moved by MTs past it before one window has measured it
+// (the curve's point at it counts): the cap it was given is the better guess.
 //
 // Not thread-safe: one controller thread owns it.
 #pragma once
@@ -124,6 +127,7 @@ class ThroughputClimber {
   bool slow_start_;
   bool warm_start_;            // the first probe up of a start above min_k is still to come
   double base_mibps_ = -1;     // throughput at base_ (latest), -1 unknown
+  bool base_confirmed_ = false;  // a settled window agreed with base_mibps_ (not one burst)
   bool came_from_below_ = false;
   int off_windows_ = 0;        // settled windows in a row off base_mibps_ by > shift
   double last_probe_s_ = -1;

@@ -166,6 +166,48 @@ TEST(ThroughputClimber, ACapStuckBelowTheMtsMovesUpAtTheReprobe) {
   EXPECT_LE(c.base(), 9);
 }
 
+// E2 at P = 16: sixteen MTs (MTs pass the cap) keep a device of optimum 8 past its knee
+// for 2 s at a time, then pause for 1 s (four MTs; the PTs fill the cap). Returns the caps.
+std::vector<int> drive_mts_past_the_knee(ThroughputClimber &c, int start, int windows, unsigned seed) {
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<double> jitter(-0.03, 0.03);
+  std::vector<int> caps;
+  int k = start;
+  for (int w = 0; w < windows; ++w) {
+    caps.push_back(k);
+    const int mts = w % 12 < 8 ? 16 : 4;
+    const int level = std::max(k, mts);
+    const double b = device(level, 8) * (1 + jitter(rng));
+    k = level > k ? c.overrun(k, level, b, 0.25 * w) : c.next(k, b, /*bound=*/true, 0.25 * w);
+  }
+  return caps;
+}
+
+TEST(ThroughputClimber, MtsPastTheKneeDoNotPullTheCapUp) {
+  // The cap stays within one of the knee: the PTs only wait while the MTs overload the
+  // device, as with a fixed cap. Before, the first window moved a warm start to the MTs'
+  // 16 (nothing measured at 8 to compare with), and a settled cap went there at every
+  // reprobe: the PTs then filled caps of 16-29 whenever the MTs paused (auto x1.5-1.7 of
+  // the fixed 8 in E2 P = 16).
+  for (unsigned seed = 1; seed <= 10; ++seed) {
+    ThroughputClimber warm(8, ClimberParams{});  // the cap bench/run carried from P = 8
+    for (int cap : drive_mts_past_the_knee(warm, 8, 80, seed)) EXPECT_LE(std::abs(cap - 8), 1) << "seed " << seed;
+    std::map<int, double> stored;
+    for (int k : {4, 7, 8, 9}) stored[k] = device(k, 8);
+    ThroughputClimber takeover(2, ClimberParams{}, stored);  // a controller that takes the lease
+    ASSERT_EQ(takeover.base(), 8);
+    for (int cap : drive_mts_past_the_knee(takeover, 8, 80, seed)) EXPECT_LE(std::abs(cap - 8), 1) << "seed " << seed;
+    // Settled at the knee from a cold start, then the MTs stay past it for 5 s (longer
+    // than the reprobe interval): the cap stays, and the curve has their level.
+    ThroughputClimber cold(1, ClimberParams{});
+    CapTrace r = drive(cold, 1, 40, [](int) { return 8; }, 0.03, seed);
+    ASSERT_EQ(cold.base(), 8) << "seed " << seed;
+    CapTrace past = drive_with_mts(cold, r.next, 20, 8, 16, 0.03, seed, 10);
+    for (int cap : past.caps) EXPECT_LE(std::abs(cap - 8), 1) << "seed " << seed;
+    EXPECT_EQ(cold.curve().count(16), 1u);
+  }
+}
+
 TEST(ThroughputClimber, MtsOnlyLoadBelowTheKneeIsFollowed) {
   // Only MTs (no PT to fill a larger cap): the cap goes to their concurrency and stays
   // within one of it, whatever the optimum above.
