@@ -92,7 +92,7 @@ SlotTicket ShmCoordinator::acquire(IoClass cls, uint64_t lead) {
   request.lead = lead;
   request.mt_throttle = options_.mt_throttle;
   using Clock = std::chrono::steady_clock;
-  const auto start = Clock::now();
+  Clock::time_point start{};  // of the first attempt that was not granted (a grant needs no clock)
   auto since = [](Clock::time_point t) {
     return std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - t).count();
   };
@@ -101,6 +101,7 @@ SlotTicket ShmCoordinator::acquire(IoClass cls, uint64_t lead) {
     uint64_t ticket = 0, waiter = 0;
     auto outcome = table_->acquire_or_enqueue(&process_handle_, options_.lease_ms, request, &ticket, &waiter);
     if (outcome == ShmSlotTable::Outcome::Granted) return granted(ticket, cls);
+    if (start == Clock::time_point{}) start = Clock::now();
     if (outcome == ShmSlotTable::Outcome::Unavailable) return unscheduled(cls, "the segment's lock is not let go");
     if (outcome == ShmSlotTable::Outcome::TableFull) {
       if (since(start) >= stall_ms()) return unscheduled(cls, "the slot table stayed full");

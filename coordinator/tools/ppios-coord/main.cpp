@@ -366,7 +366,12 @@ int run_bench(const CoordinatorOptions &base, const std::vector<std::string> &re
   double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   const int64_t requests_after = ppios::server_requests_processed(options, &all_after, &err);
   std::vector<double> all, mt_all;
-  for (auto &l : latencies) all.insert(all.end(), l.begin(), l.end());
+  // The fewest pairs any client completed: a client starved by the others shows here.
+  size_t client_min = SIZE_MAX;
+  for (auto &l : latencies) {
+    all.insert(all.end(), l.begin(), l.end());
+    client_min = std::min(client_min, l.size());
+  }
   for (auto &l : mt_waits) mt_all.insert(mt_all.end(), l.begin(), l.end());
   std::sort(all.begin(), all.end());
   std::sort(mt_all.begin(), mt_all.end());
@@ -406,14 +411,14 @@ int run_bench(const CoordinatorOptions &base, const std::vector<std::string> &re
   for (auto &t : closers) t.join();
   if (json) {
     printf("{\"backend\":%s,\"target\":%s,\"clients\":%lld,\"nodes\":%lld,\"class\":\"%s\",\"hold_us\":%lld,"
-           "\"pairs\":%zu,\"p50_us\":%.2f,"
-           "\"p99_us\":%.2f,\"mt_wait_p50_us\":%.2f,\"mt_wait_p99_us\":%.2f,\"pairs_per_s\":%.0f,"
+           "\"pairs\":%zu,\"client_pairs_min\":%zu,\"p50_us\":%.2f,"
+           "\"p99_us\":%.2f,\"max_us\":%.2f,\"mt_wait_p50_us\":%.2f,\"mt_wait_p99_us\":%.2f,\"pairs_per_s\":%.0f,"
            "\"server_requests_per_s\":%.0f,\"server_commands_per_s\":%.0f,"
            "\"max_inflight_seen\":%lld,\"coordinator_max_inflight_seen\":%s,"
            "\"threshold\":%s,\"cap_exceeded\":%s}\n",
            json_string(backend).c_str(), json_string(options.target).c_str(), static_cast<long long>(clients),
-           static_cast<long long>(nodes), cls.c_str(), static_cast<long long>(hold_us), all.size(), pct(0.5),
-           pct(0.99), pct_of(mt_all, 0.5), pct_of(mt_all, 0.99), pairs_per_s, requests_per_s, commands_per_s, static_cast<long long>(max_seen.load()),
+           static_cast<long long>(nodes), cls.c_str(), static_cast<long long>(hold_us), all.size(), client_min, pct(0.5),
+           pct(0.99), all.empty() ? 0.0 : all.back(), pct_of(mt_all, 0.5), pct_of(mt_all, 0.99), pairs_per_s, requests_per_s, commands_per_s, static_cast<long long>(max_seen.load()),
            coordinator_max < 0 ? "null" : std::to_string(coordinator_max).c_str(), threshold < 0 ? "null" : std::to_string(threshold).c_str(), exceeded ? "true" : "false");
   } else {
     printf("backend %s, target %s, %lld client(s)", backend.c_str(), options.target.c_str(),
@@ -421,7 +426,10 @@ int run_bench(const CoordinatorOptions &base, const std::vector<std::string> &re
     if (nodes > 0) printf(" on %lld nodes", static_cast<long long>(nodes));
     printf(", class %s, threshold %s\n", cls.c_str(), threshold < 0 ? "none" : std::to_string(threshold).c_str());
     printf("pairs %zu in %.2f s: %.0f pairs/s\n", all.size(), elapsed, pairs_per_s);
-    printf("acquire+release latency: p50 %.2f us, p99 %.2f us\n", pct(0.5), pct(0.99));
+    printf("acquire+release latency: p50 %.2f us, p99 %.2f us, max %.2f us\n", pct(0.5), pct(0.99),
+           all.empty() ? 0.0 : all.back());
+    printf("fewest pairs of one client: %zu (of %.0f per client on average)\n", client_min,
+           static_cast<double>(all.size()) / static_cast<double>(clients));
     if (!mt_all.empty()) printf("MT acquire wait: p50 %.2f us, p99 %.2f us\n", pct_of(mt_all, 0.5), pct_of(mt_all, 0.99));
     if (counted)
       printf("server load: %.0f requests/s (%.0f commands/s counting those its scripts ran)\n", requests_per_s,
