@@ -82,6 +82,7 @@ std::unique_ptr<Coordinator> NodeCoordinator::create(const CoordinatorOptions &o
   if (c->table_) {  // without a segment the process schedules only within itself (warned)
     c->agent_ = std::thread([raw = c.get()] { raw->agent_loop(); });
     c->listener_ = std::thread([raw = c.get()] { raw->listener_loop(); });
+    c->local_->set_exit_hook([raw = c.get()] { raw->stop(); });
   }
   return c;
 }
@@ -97,6 +98,13 @@ NodeCoordinator::NodeCoordinator(const CoordinatorOptions &options, const RedisA
       table_(local_->table()) {}
 
 NodeCoordinator::~NodeCoordinator() {
+  local_->set_exit_hook(nullptr);
+  stop();
+}
+
+void NodeCoordinator::stop() {
+  if (stopped_) return;
+  stopped_ = true;
   {
     std::lock_guard<std::mutex> g(wake_mutex_);
     stopping_ = true;
@@ -135,6 +143,7 @@ void NodeCoordinator::agent_loop() {
     int64_t now = steady_ms();
     if (now >= next_lead_ms) {
       bool lead = table_->lead_controller(local_->process_handle(), options_.lease_ms);
+      std::lock_guard<std::mutex> g(agent_mutex_);
       if (lead && !acting_.load()) {
         // Taking over: what the previous agent knew is unknown here. The first sync
         // reports the floor. Without the server the local cap stands for one lease (a
@@ -148,17 +157,16 @@ void NodeCoordinator::agent_loop() {
       acting_.store(lead);
       next_lead_ms = now + lead_period_ms;
     }
-    if (acting_.load()) {
-      if (!online_ && now >= next_connect_ms_ && !connect_agent_link()) next_connect_ms_ = now + kReconnectMs;
-      if (online_ && !agent_step(woken)) {
+    {
+      std::lock_guard<std::mutex> g(agent_mutex_);
+      if (acting_.load()) {
+        if (!online_ && now >= next_connect_ms_ && !connect_agent_link()) next_connect_ms_ = now + kReconnectMs;
+        if (online_) step_or_go_offline(woken);
+        if (!online_) apply_offline_rule();
+      } else {
         online_ = false;
         link_.reset();
-        next_connect_ms_ = now + kReconnectMs;
       }
-      if (!online_) apply_offline_rule();
-    } else {
-      online_ = false;
-      link_.reset();
     }
     if (acting_.load()) {
       // The segment's bell: an MT started waiting, a lowered cap drained, our listener.
@@ -172,6 +180,13 @@ void NodeCoordinator::agent_loop() {
       break;
     }
   }
+}
+
+void NodeCoordinator::step_or_go_offline(bool woken) {
+  if (agent_step(woken)) return;
+  online_ = false;
+  link_.reset();
+  next_connect_ms_ = steady_ms() + kReconnectMs;
 }
 
 bool NodeCoordinator::connect_agent_link() {
@@ -302,16 +317,25 @@ void NodeCoordinator::listener_loop() {
     }
     if (r->type == REDIS_REPLY_ARRAY) {
       // Our PTs owe another node's waiting MTs k slots: lower the cap now (always safe),
-      // so they yield within a sub-read; the agent's sync settles the rest.
+      // so they yield within a sub-read. Slots still in use: the segment rings the agent
+      // once they are back (a sync before that could not pay anything).
       if (r->elements == 2 && r->element[1]->type == REDIS_REPLY_STRING && r->element[1]->str[0] == 'g') {
         long long k = atoll(r->element[1]->str + 1);
-        if (k > 0 && k <= kMaxThreshold) table_->lower_threshold(k);
+        if (k > 0 && k <= kMaxThreshold && table_->lower_threshold(k)) continue;
       }
-      {
-        std::lock_guard<std::mutex> g(wake_mutex_);
-        woken_ = true;
+      // Sync here rather than wake the agent: a hand-over between nodes is a chain of
+      // thread wake-ups, and this drops one (the agent's, on each end). The agent's state
+      // is ours while we hold its mutex; not acting or offline: its next pass does it.
+      std::lock_guard<std::mutex> g(agent_mutex_);
+      if (acting_.load() && online_) {
+        step_or_go_offline(true);
+      } else {
+        {
+          std::lock_guard<std::mutex> w(wake_mutex_);
+          woken_ = true;
+        }
+        table_->ring_agent();
       }
-      table_->ring_agent();
     }
   }
 }

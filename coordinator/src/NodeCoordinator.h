@@ -57,8 +57,10 @@
 // reads every node's record (O(nodes) per sync, cheap for hundreds of nodes).
 //
 // Threads: the caller's threads only touch the ShmCoordinator. The agent thread owns its
-// link and the agent state below; the listener thread owns its link; they share
-// wake_mutex_ (a leaf lock) for the wake flag.
+// link and the agent state below, which the listener thread (owning its own link) also
+// uses to sync at once when the server wakes it (one thread wake-up less per hand-over);
+// agent_mutex_ guards that state, wake_mutex_ (a leaf lock, taken under agent_mutex_ or
+// alone) the wake flag. Lock order: agent_mutex_, then the segment's lock, then wake_mutex_.
 #pragma once
 
 #include "RedisAddress.h"
@@ -90,10 +92,15 @@ class NodeCoordinator final : public Coordinator {
 
  private:
   NodeCoordinator(const CoordinatorOptions &options, const RedisAddress &address, std::unique_ptr<ShmCoordinator> local);
+  // Stops the agent and listener and, from the agent of the node's last process, gives the
+  // share back (node-leave). Once: from the destructor or at process exit (the runtime
+  // keeps its coordinator to the end; see ShmCoordinator's exit hook).
+  void stop();
   void agent_loop();
   void listener_loop();
   // One pass of the acting agent; false when the server failed us.
   bool agent_step(bool woken);
+  void step_or_go_offline(bool woken);
   bool connect_agent_link();
   void apply_offline_rule();
   bool sleep_or_stop(int ms, bool *woken);
@@ -106,7 +113,9 @@ class NodeCoordinator final : public Coordinator {
   std::unique_ptr<ShmCoordinator> local_;
   ShmSlotTable *table_ = nullptr;  // local_'s segment; null: no segment (fail-open)
 
-  // Agent state, agent thread only.
+  // Agent state: the agent thread's, and the listener's while it syncs for the agent
+  // (agent_mutex_ held by either; see listener_loop).
+  std::mutex agent_mutex_;
   std::unique_ptr<RedisLink> link_;
   bool online_ = false;
   int64_t share_ = 0;           // as last recorded by the server
@@ -120,6 +129,9 @@ class NodeCoordinator final : public Coordinator {
   std::mutex wake_mutex_;
   std::condition_variable wake_cv_;
   bool woken_ = false, stopping_ = false;
+  // stop() ran. The exit hook runs under ShmCoordinator's registry mutex and the
+  // destructor clears the hook under it before calling stop(): the two never overlap.
+  bool stopped_ = false;
   std::thread agent_, listener_;
 };
 

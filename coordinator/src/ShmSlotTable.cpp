@@ -520,6 +520,15 @@ struct Policy {
     return reap();
   }
 
+  // The process holds a slot or has a waiter queued.
+  bool proc_busy(uint32_t p) const {
+    for (uint32_t i = 0; i < holder_bound(); ++i)
+      if (s.holders[i].ticket.load(std::memory_order_relaxed) && s.holders[i].proc == p) return true;
+    for (uint32_t i = 0; i < waiter_bound(); ++i)
+      if (s.waiters[i].id != 0 && s.waiters[i].proc == p) return true;
+    return false;
+  }
+
   void drop_process(uint32_t p) {
     for (uint32_t i = 0; i < holder_bound(); ++i) {
       HolderEntry &h = s.holders[i];
@@ -901,10 +910,14 @@ void ShmSlotTable::renew(int lease_ms, std::atomic<uint64_t> *handle) {
   unlock();
 }
 
-void ShmSlotTable::unregister(std::atomic<uint64_t> *handle) {
+void ShmSlotTable::unregister(std::atomic<uint64_t> *handle, bool only_if_idle) {
   if (!lock()) return;  // the lease reaps what we held
   Policy p{*layout_};
   uint64_t h = handle->load(std::memory_order_relaxed);
+  if (only_if_idle && h != 0 && p.proc_alive(id_index(h), id_gen(h)) && p.proc_busy(id_index(h))) {
+    unlock();
+    return;
+  }
   if (h != 0 && p.proc_alive(id_index(h), id_gen(h))) {
     p.drop_process(id_index(h));
     p.promote();
@@ -1095,8 +1108,8 @@ void ShmSlotTable::set_threshold(int64_t n) {
   unlock();
 }
 
-void ShmSlotTable::lower_threshold(int64_t by) {
-  if (by <= 0 || !lock()) return;
+bool ShmSlotTable::lower_threshold(int64_t by) {
+  if (by <= 0 || !lock()) return false;
   ShmLayout &s = *layout_;
   const int64_t mts = int64_t{s.mt} + s.queued_mt;
   if (s.threshold > mts) {
@@ -1104,7 +1117,9 @@ void ShmSlotTable::lower_threshold(int64_t by) {
     s.draining = int64_t{s.mt} + s.pt > s.threshold;
     Policy{s}.request_yields_above_cap();
   }
+  const bool draining = s.draining != 0;
   unlock();
+  return draining;
 }
 
 int64_t ShmSlotTable::enable_auto() {

@@ -72,8 +72,11 @@ class ShmSlotTable {
   // Extends the lease; re-registers if the entry was reaped. Also reaps dead processes and
   // checks the derived counters against the tables.
   void renew(int lease_ms, std::atomic<uint64_t> *handle);
-  // Leaves; the last process to leave removes an unpinned segment.
-  void unregister(std::atomic<uint64_t> *handle);
+  // Leaves; the last process to leave removes an unpinned segment. `only_if_idle` (at
+  // process exit): stays registered while the process still holds a slot or waits for one
+  // (a thread that outlives the exit handlers), so those go only with its lease, as after
+  // a kill.
+  void unregister(std::atomic<uint64_t> *handle, bool only_if_idle = false);
 
   // Grants a slot at once (ticket in *ticket) or queues a waiter (*waiter_id).
   Outcome acquire_or_enqueue(std::atomic<uint64_t> *handle, int lease_ms, const Request &request,
@@ -101,8 +104,9 @@ class ShmSlotTable {
   void set_threshold(int64_t n);
   // The two-level backend's victim: lowers a cap by `by` slots at once, but not below the
   // MTs in flight and waiting (a remote node's MTs are owed slots; ours keep theirs), and
-  // asks PTs above it to yield, as set_threshold. No cap: nothing to lower.
-  void lower_threshold(int64_t by);
+  // asks PTs above it to yield, as set_threshold. No cap: nothing to lower. True when
+  // slots above the new cap are still in use (the agent's bell rings once they are back).
+  bool lower_threshold(int64_t by);
   // Turns learning on; with no cap stored, starts from 1. Returns the cap.
   int64_t enable_auto();
   // False when the lock could not be taken (message in *error).

@@ -439,6 +439,34 @@ TEST_P(Conformance, KilledHolderGivesSlotsBackWithinTheLease) {
   c->release(t);
 }
 
+// A rank that ends without destroying its coordinator (the runtime keeps it to the end)
+// leaves the target at exit all the same: with shm the last process out removes the
+// segment; with the two-level backend the node's last process also gives its share back
+// (its record goes at once, not after twice the lease).
+TEST_P(Conformance, ExitWithoutDestroyingLeavesTheTarget) {
+  if (GetParam().rfind("redis", 0) == 0) GTEST_SKIP() << "the redis backend's processes leave with their lease";
+  fflush(nullptr);  // the child's exit() flushes what it inherited
+  pid_t child = fork();
+  if (child == 0) {
+    std::string err;
+    auto c = make_coordinator(options(2, 3000), &err);
+    if (!c) _exit(3);
+    SlotTicket t = c->acquire(IoClass::PT, 1);
+    c->release(t);
+    c.release();  // kept to the end, as the runtime does
+    exit(0);
+  }
+  int st = 0;
+  ASSERT_EQ(waitpid(child, &st, 0), child);
+  ASSERT_TRUE(WIFEXITED(st) && WEXITSTATUS(st) == 0) << "child status " << st;
+  if (GetParam() == "shm") {
+    const std::string segment = "/dev/shm/ppios-coord-v5." + std::to_string(geteuid()) + "." + target_;
+    EXPECT_NE(access(segment.c_str(), F_OK), 0) << segment << " outlived its only process";
+  } else {
+    EXPECT_TRUE(status().nodes.empty()) << "the node's share outlived its only process";
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(Backends, Conformance, ::testing::Values("shm", "redis-unix", "redis-tcp", "node-one", "node-many"),
                          [](const auto &info) {
                            std::string n = info.param;
