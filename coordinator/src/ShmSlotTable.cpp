@@ -248,6 +248,14 @@ namespace {
 // Everything below runs with the table lock held.
 struct Policy {
   ShmLayout &s;
+  // The time of this operation in microseconds (0: not read yet). acquire and release read
+  // it before taking the lock: a clock read inside it lengthens every critical section of
+  // a busy segment, which its other threads then queue behind.
+  int64_t now = 0;
+  int64_t clock() {
+    if (now == 0) now = now_us();
+    return now;
+  }
 
   uint32_t holder_bound() const { return std::min(s.holder_hw, kMaxHolders); }
   uint32_t waiter_bound() const { return std::min(s.waiter_hw, kMaxWaiters); }
@@ -305,7 +313,7 @@ struct Policy {
       h.cls = static_cast<uint8_t>(cls);
       h.lead = lead;
       h.yield.store(0, std::memory_order_relaxed);
-      h.granted_us = now_us();
+      h.granted_us = clock();
       h.ticket.store(id, std::memory_order_release);
       s.holder_hint = (i + 1) % kMaxHolders;
       s.holder_hw = std::max(s.holder_hw, i + 1);
@@ -377,11 +385,11 @@ struct Policy {
 
   // True while a free slot may go to a PT that asks rather than to the queued PTs: no MT
   // waits and the oldest queued PT has waited less than kBargeUs (see kShortHoldUs).
-  bool pt_may_barge(int64_t now) const {
+  bool pt_may_barge() {
     if (s.queued_mt != 0) return false;
     if (s.queued_pt == 0) return true;
     const uint32_t i = oldest_pt_waiter();
-    return i != kMaxWaiters && now - s.waiters[i].since_us.load(std::memory_order_relaxed) < kBargeUs;
+    return i != kMaxWaiters && clock() - s.waiters[i].since_us.load(std::memory_order_relaxed) < kBargeUs;
   }
 
   // Hands free slots to waiters: MTs first, in arrival order, then PTs while no MT waits.
@@ -397,12 +405,11 @@ struct Policy {
         if (t) hand_over(w, t); else ++mt_left;
       }
     }
-    const int64_t now = barge ? now_us() : 0;
     while (mt_left == 0 && pt_grantable()) {
       const uint32_t i = oldest_pt_waiter();
       if (i == kMaxWaiters) break;
       WaiterEntry &w = s.waiters[i];
-      if (barge && now - w.since_us.load(std::memory_order_relaxed) < kBargeUs) break;
+      if (barge && clock() - w.since_us.load(std::memory_order_relaxed) < kBargeUs) break;
       uint64_t t = grant(w.proc, IoClass::PT, w.lead);
       if (!t) break;
       hand_over(w, t);
@@ -937,16 +944,17 @@ void ShmSlotTable::unregister(std::atomic<uint64_t> *handle, bool only_if_idle) 
 
 ShmSlotTable::Outcome ShmSlotTable::acquire_or_enqueue(std::atomic<uint64_t> *handle, int lease_ms,
                                                        const Request &r, uint64_t *ticket, uint64_t *waiter_id) {
+  const int64_t start_us = now_us();  // before the lock: see Policy::now
   if (!lock()) return Outcome::Unavailable;
   ShmLayout &s = *layout_;
-  Policy p{s};
+  Policy p{s, start_us};
   uint32_t proc;
   if (!p.ensure_registered(handle, lease_ms, &proc)) {
     unlock();
     return Outcome::TableFull;
   }
   bool grantable = r.cls == IoClass::MT ? p.mt_grantable(r.mt_throttle)
-                                        : p.pt_grantable() && p.pt_may_barge(now_us());
+                                        : p.pt_grantable() && p.pt_may_barge();
   if (grantable) {
     *ticket = p.grant(proc, r.cls, r.cls == IoClass::PT ? r.lead : 0);
     if (*ticket) {
@@ -963,7 +971,7 @@ ShmSlotTable::Outcome ShmSlotTable::acquire_or_enqueue(std::atomic<uint64_t> *ha
     w.throttle = r.mt_throttle;
     w.lead = r.lead;
     w.seq = ++s.next_seq;
-    w.since_us.store(now_us(), std::memory_order_relaxed);
+    w.since_us.store(p.clock(), std::memory_order_relaxed);
     w.ticket = 0;
     w.granted.store(0, std::memory_order_relaxed);
     s.waiter_hw = std::max(s.waiter_hw, i + 1);
@@ -1060,12 +1068,13 @@ void ShmSlotTable::release(uint64_t ticket, uint64_t bytes) {
   if (ticket == 0) return;
   uint32_t i = id_index(ticket);
   if (i >= kMaxHolders) return;
+  const int64_t start_us = now_us();  // before the lock: see Policy::now
   if (!lock()) return;  // the slot comes back with our lease, or when the lock is free again
   HolderEntry &h = layout_->holders[i];
   if (h.ticket.load(std::memory_order_relaxed) == ticket) {
     layout_->bytes_done += bytes;
-    Policy p{*layout_};
-    const bool short_pt = h.cls == static_cast<uint8_t>(IoClass::PT) && now_us() - h.granted_us < kShortHoldUs;
+    Policy p{*layout_, start_us};
+    const bool short_pt = h.cls == static_cast<uint8_t>(IoClass::PT) && start_us - h.granted_us < kShortHoldUs;
     p.free_holder(h);
     p.promote(short_pt);
   }
