@@ -143,7 +143,6 @@ void NodeCoordinator::agent_loop() {
     int64_t now = steady_ms();
     if (now >= next_lead_ms) {
       bool lead = table_->lead_controller(local_->process_handle(), options_.lease_ms);
-      std::lock_guard<std::mutex> g(agent_mutex_);
       if (lead && !acting_.load()) {
         // Taking over: what the previous agent knew is unknown here. The first sync
         // reports the floor. Without the server the local cap stands for one lease (a
@@ -157,16 +156,17 @@ void NodeCoordinator::agent_loop() {
       acting_.store(lead);
       next_lead_ms = now + lead_period_ms;
     }
-    {
-      std::lock_guard<std::mutex> g(agent_mutex_);
-      if (acting_.load()) {
-        if (!online_ && now >= next_connect_ms_ && !connect_agent_link()) next_connect_ms_ = now + kReconnectMs;
-        if (online_) step_or_go_offline(woken);
-        if (!online_) apply_offline_rule();
-      } else {
+    if (acting_.load()) {
+      if (!online_ && now >= next_connect_ms_ && !connect_agent_link()) next_connect_ms_ = now + kReconnectMs;
+      if (online_ && !agent_step(woken)) {
         online_ = false;
         link_.reset();
+        next_connect_ms_ = now + kReconnectMs;
       }
+      if (!online_) apply_offline_rule();
+    } else {
+      online_ = false;
+      link_.reset();
     }
     if (acting_.load()) {
       // The segment's bell: an MT started waiting, a lowered cap drained, our listener.
@@ -180,13 +180,6 @@ void NodeCoordinator::agent_loop() {
       break;
     }
   }
-}
-
-void NodeCoordinator::step_or_go_offline(bool woken) {
-  if (agent_step(woken)) return;
-  online_ = false;
-  link_.reset();
-  next_connect_ms_ = steady_ms() + kReconnectMs;
 }
 
 bool NodeCoordinator::connect_agent_link() {
@@ -323,19 +316,11 @@ void NodeCoordinator::listener_loop() {
         long long k = atoll(r->element[1]->str + 1);
         if (k > 0 && k <= kMaxThreshold && table_->lower_threshold(k)) continue;
       }
-      // Sync here rather than wake the agent: a hand-over between nodes is a chain of
-      // thread wake-ups, and this drops one (the agent's, on each end). The agent's state
-      // is ours while we hold its mutex; not acting or offline: its next pass does it.
-      std::lock_guard<std::mutex> g(agent_mutex_);
-      if (acting_.load() && online_) {
-        step_or_go_offline(true);
-      } else {
-        {
-          std::lock_guard<std::mutex> w(wake_mutex_);
-          woken_ = true;
-        }
-        table_->ring_agent();
+      {
+        std::lock_guard<std::mutex> g(wake_mutex_);
+        woken_ = true;
       }
+      table_->ring_agent();
     }
   }
 }

@@ -26,7 +26,8 @@
 // their records, which report PTs as they start) owe it slots (the script's ngive hash)
 // and tells them how many (RPUSH nw:<node> "g<k>"); their listener threads (BLPOP) lower
 // their caps by k at once (ShmSlotTable::lower_threshold, which asks the PTs above it to
-// yield; lowering is always safe) and wake their agents; the slots come back within one
+// yield; lowering is always safe) and wake their agents unless slots must drain first (a
+// sync before could pay nothing); the slots come back within one
 // PT sub-read, the drained segment rings its agent, whose sync pays the debt and wakes
 // the node short of slots, whose agent syncs and takes them. So a hand-over is three
 // syncs, two BLPOP wake-ups and one sub-read, each step woken by the previous one (no
@@ -57,10 +58,8 @@
 // reads every node's record (O(nodes) per sync, cheap for hundreds of nodes).
 //
 // Threads: the caller's threads only touch the ShmCoordinator. The agent thread owns its
-// link and the agent state below, which the listener thread (owning its own link) also
-// uses to sync at once when the server wakes it (one thread wake-up less per hand-over);
-// agent_mutex_ guards that state, wake_mutex_ (a leaf lock, taken under agent_mutex_ or
-// alone) the wake flag. Lock order: agent_mutex_, then the segment's lock, then wake_mutex_.
+// link and the agent state below; the listener thread owns its link; they share
+// wake_mutex_ (a leaf lock) for the wake flag.
 #pragma once
 
 #include "RedisAddress.h"
@@ -100,7 +99,6 @@ class NodeCoordinator final : public Coordinator {
   void listener_loop();
   // One pass of the acting agent; false when the server failed us.
   bool agent_step(bool woken);
-  void step_or_go_offline(bool woken);
   bool connect_agent_link();
   void apply_offline_rule();
   bool sleep_or_stop(int ms, bool *woken);
@@ -113,9 +111,7 @@ class NodeCoordinator final : public Coordinator {
   std::unique_ptr<ShmCoordinator> local_;
   ShmSlotTable *table_ = nullptr;  // local_'s segment; null: no segment (fail-open)
 
-  // Agent state: the agent thread's, and the listener's while it syncs for the agent
-  // (agent_mutex_ held by either; see listener_loop).
-  std::mutex agent_mutex_;
+  // Agent state, agent thread only.
   std::unique_ptr<RedisLink> link_;
   bool online_ = false;
   int64_t share_ = 0;           // as last recorded by the server
