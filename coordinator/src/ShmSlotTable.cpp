@@ -23,7 +23,10 @@
 //
 // Waiters sleep on a futex in their own WaiterEntry, and whoever frees a slot hands it to
 // the next waiter before waking it, so a wake-up cannot be lost and nobody races for a
-// slot after waking. Sleeps are bounded so a waiter also notices dead holders itself.
+// slot after waking. The one exception is bounded barging (kBargeUs): a short PT hold is
+// not handed to a PT that has waited less than kBargeUs, and that waiter's sleep ends
+// when it turns that old, so it takes such a slot itself. Sleeps are bounded so a waiter
+// also notices dead holders itself.
 #include "ShmSlotTable.h"
 
 #include <algorithm>

@@ -78,10 +78,14 @@ class ShmSlotTable {
   // a kill.
   void unregister(std::atomic<uint64_t> *handle, bool only_if_idle = false);
 
-  // Grants a slot at once (ticket in *ticket) or queues a waiter (*waiter_id).
+  // Grants a slot at once (ticket in *ticket) or queues a waiter (*waiter_id). A PT is
+  // granted a free slot ahead of queued PTs while the oldest of them has waited less than
+  // 2 ms and no MT waits (bounded barging: release() leaves a slot held under 100 us free
+  // for it then; ShmSlotTable.cpp, kBargeUs).
   Outcome acquire_or_enqueue(std::atomic<uint64_t> *handle, int lease_ms, const Request &request,
                              uint64_t *ticket, uint64_t *waiter_id);
-  // Sleeps until the waiter is granted or timeout_ms passes.
+  // Sleeps until the waiter is granted or timeout_ms passes; a PT also wakes when it has
+  // waited long enough to take a slot left free for barging (see poll()).
   void wait(uint64_t waiter_id, int timeout_ms);
   // After wait(): Granted with *ticket. Lost when the waiter was dropped (its process was
   // reaped or the table reset); the caller must start over. *grants is a count of the
