@@ -107,7 +107,7 @@ void ShmCoordinator::leave_at_exit() {
     if (c->creator_pid_ != getpid()) continue;  // a forked child exiting: the parent's registration
     if (c->exit_hook_) c->exit_hook_();
     c->stop_threads();
-    c->table_->unregister(&c->process_handle_, /*only_if_idle=*/true);
+    c->table_->unregister(&c->process_handle_, /*at_exit=*/true);
   }
   r.live.clear();
 }

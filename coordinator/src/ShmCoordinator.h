@@ -4,8 +4,9 @@
 // Exit: a rank that ends without destroying its coordinator (the runtime keeps it to the
 // end) leaves the segment from an atexit handler (in the process that created it, never in
 // a forked child): the coordinator's threads are stopped, then the process unregisters
-// unless a straggling thread still holds or waits for a slot. A killed process is reaped
-// by the others (its lease) and its segment removed by `ppios-coord gc`.
+// unless a straggling thread still holds or waits for a slot. The segment stays (what it
+// learned and saw is read after the job) until `ppios-coord gc` or `reset`. A killed
+// process is reaped by the others (its lease).
 //
 // Fail-open: when the segment cannot be used (someone else's, corrupt, another version)
 // the process schedules only within itself, and when a wait on the segment passes its

@@ -920,11 +920,11 @@ void ShmSlotTable::renew(int lease_ms, std::atomic<uint64_t> *handle) {
   unlock();
 }
 
-void ShmSlotTable::unregister(std::atomic<uint64_t> *handle, bool only_if_idle) {
+void ShmSlotTable::unregister(std::atomic<uint64_t> *handle, bool at_exit) {
   if (!lock()) return;  // the lease reaps what we held
   Policy p{*layout_};
   uint64_t h = handle->load(std::memory_order_relaxed);
-  if (only_if_idle && h != 0 && p.proc_alive(id_index(h), id_gen(h)) && p.proc_busy(id_index(h))) {
+  if (at_exit && h != 0 && p.proc_alive(id_index(h), id_gen(h)) && p.proc_busy(id_index(h))) {
     unlock();
     return;
   }
@@ -934,8 +934,9 @@ void ShmSlotTable::unregister(std::atomic<uint64_t> *handle, bool only_if_idle) 
   }
   handle->store(0, std::memory_order_relaxed);
   // The last one out removes the name (under the lock, so an opener that mapped it
-  // meanwhile sees `removed` when it registers and opens it again).
-  if (!layout_->pinned && !layout_->removed) {
+  // meanwhile sees `removed` when it registers and opens it again); not at exit, see the
+  // header.
+  if (!at_exit && !layout_->pinned && !layout_->removed) {
     p.reap();
     if (p.live_processes() == 0) {
       layout_->removed = 1;

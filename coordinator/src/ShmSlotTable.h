@@ -72,11 +72,13 @@ class ShmSlotTable {
   // Extends the lease; re-registers if the entry was reaped. Also reaps dead processes and
   // checks the derived counters against the tables.
   void renew(int lease_ms, std::atomic<uint64_t> *handle);
-  // Leaves; the last process to leave removes an unpinned segment. `only_if_idle` (at
-  // process exit): stays registered while the process still holds a slot or waits for one
-  // (a thread that outlives the exit handlers), so those go only with its lease, as after
-  // a kill.
-  void unregister(std::atomic<uint64_t> *handle, bool only_if_idle = false);
+  // Leaves; the last process to leave removes an unpinned segment. `at_exit` (a process
+  // ending without closing its coordinator, as ranks do): stays registered while the
+  // process still holds a slot or waits for one (a thread that outlives the exit
+  // handlers), so those go only with its lease, as after a kill; and keeps the segment,
+  // whose learned cap, curve and max_inflight_seen are then read after the job, as when
+  // ranks did not leave (`ppios-coord gc` or `reset` removes it).
+  void unregister(std::atomic<uint64_t> *handle, bool at_exit = false);
 
   // Grants a slot at once (ticket in *ticket) or queues a waiter (*waiter_id). A PT is
   // granted a free slot ahead of queued PTs while the oldest of them has waited less than
