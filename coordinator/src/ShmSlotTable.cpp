@@ -999,11 +999,10 @@ void ShmSlotTable::wait(uint64_t waiter_id, int timeout_ms) {
   WaiterEntry &w = layout_->waiters[i];
   int64_t timeout_us = int64_t{timeout_ms} * 1000;
   // A PT not yet kBargeUs old may find a slot left free for barging when it turns that
-  // old (nobody hands it over then): it wakes to take it (poll()).
-  if (w.cls == static_cast<uint8_t>(IoClass::PT)) {
-    const int64_t age = now_us() - w.since_us.load(std::memory_order_relaxed);
-    if (age >= 0 && age < kBargeUs) timeout_us = std::min(timeout_us, kBargeUs - age + 50);
-  }
+  // old (nobody hands it over then): it wakes to take it (poll()). Only atomics are read
+  // here, without the lock, so an MT wakes then too (one poll more, at most once).
+  const int64_t age = now_us() - w.since_us.load(std::memory_order_relaxed);
+  if (age >= 0 && age < kBargeUs) timeout_us = std::min(timeout_us, kBargeUs - age + 50);
   futex_wait_us(&w.granted, 0, timeout_us);
 }
 

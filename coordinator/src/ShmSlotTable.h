@@ -86,8 +86,8 @@ class ShmSlotTable {
   // for it then; ShmSlotTable.cpp, kBargeUs).
   Outcome acquire_or_enqueue(std::atomic<uint64_t> *handle, int lease_ms, const Request &request,
                              uint64_t *ticket, uint64_t *waiter_id);
-  // Sleeps until the waiter is granted or timeout_ms passes; a PT also wakes when it has
-  // waited long enough to take a slot left free for barging (see poll()).
+  // Sleeps until the waiter is granted or timeout_ms passes; it also wakes once when it
+  // has waited long enough to take a slot left free for barging (see poll()).
   void wait(uint64_t waiter_id, int timeout_ms);
   // After wait(): Granted with *ticket. Lost when the waiter was dropped (its process was
   // reaped or the table reset); the caller must start over. *grants is a count of the
