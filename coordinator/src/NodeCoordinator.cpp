@@ -82,6 +82,7 @@ std::unique_ptr<Coordinator> NodeCoordinator::create(const CoordinatorOptions &o
   if (c->table_) {  // without a segment the process schedules only within itself (warned)
     c->agent_ = std::thread([raw = c.get()] { raw->agent_loop(); });
     c->listener_ = std::thread([raw = c.get()] { raw->listener_loop(); });
+    c->local_->set_exit_hook([raw = c.get()] { raw->stop(); });
   }
   return c;
 }
@@ -97,6 +98,13 @@ NodeCoordinator::NodeCoordinator(const CoordinatorOptions &options, const RedisA
       table_(local_->table()) {}
 
 NodeCoordinator::~NodeCoordinator() {
+  local_->set_exit_hook(nullptr);
+  stop();
+}
+
+void NodeCoordinator::stop() {
+  if (stopped_) return;
+  stopped_ = true;
   {
     std::lock_guard<std::mutex> g(wake_mutex_);
     stopping_ = true;
@@ -302,10 +310,11 @@ void NodeCoordinator::listener_loop() {
     }
     if (r->type == REDIS_REPLY_ARRAY) {
       // Our PTs owe another node's waiting MTs k slots: lower the cap now (always safe),
-      // so they yield within a sub-read; the agent's sync settles the rest.
+      // so they yield within a sub-read. Slots still in use: the segment rings the agent
+      // once they are back (a sync before that could not pay anything).
       if (r->elements == 2 && r->element[1]->type == REDIS_REPLY_STRING && r->element[1]->str[0] == 'g') {
         long long k = atoll(r->element[1]->str + 1);
-        if (k > 0 && k <= kMaxThreshold) table_->lower_threshold(k);
+        if (k > 0 && k <= kMaxThreshold && table_->lower_threshold(k)) continue;
       }
       {
         std::lock_guard<std::mutex> g(wake_mutex_);

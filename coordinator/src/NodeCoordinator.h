@@ -26,7 +26,8 @@
 // their records, which report PTs as they start) owe it slots (the script's ngive hash)
 // and tells them how many (RPUSH nw:<node> "g<k>"); their listener threads (BLPOP) lower
 // their caps by k at once (ShmSlotTable::lower_threshold, which asks the PTs above it to
-// yield; lowering is always safe) and wake their agents; the slots come back within one
+// yield; lowering is always safe) and wake their agents unless slots must drain first (a
+// sync before could pay nothing); the slots come back within one
 // PT sub-read, the drained segment rings its agent, whose sync pays the debt and wakes
 // the node short of slots, whose agent syncs and takes them. So a hand-over is three
 // syncs, two BLPOP wake-ups and one sub-read, each step woken by the previous one (no
@@ -90,6 +91,10 @@ class NodeCoordinator final : public Coordinator {
 
  private:
   NodeCoordinator(const CoordinatorOptions &options, const RedisAddress &address, std::unique_ptr<ShmCoordinator> local);
+  // Stops the agent and listener and, from the agent of the node's last process, gives the
+  // share back (node-leave). Once: from the destructor or at process exit (the runtime
+  // keeps its coordinator to the end; see ShmCoordinator's exit hook).
+  void stop();
   void agent_loop();
   void listener_loop();
   // One pass of the acting agent; false when the server failed us.
@@ -120,6 +125,9 @@ class NodeCoordinator final : public Coordinator {
   std::mutex wake_mutex_;
   std::condition_variable wake_cv_;
   bool woken_ = false, stopping_ = false;
+  // stop() ran. The exit hook runs under ShmCoordinator's registry mutex and the
+  // destructor clears the hook under it before calling stop(): the two never overlap.
+  bool stopped_ = false;
   std::thread agent_, listener_;
 };
 

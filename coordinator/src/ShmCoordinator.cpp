@@ -1,15 +1,32 @@
 // Node-local coordinator: a thin client of ShmSlotTable plus a lease-renewal thread.
 //
-// Lock order: stop_mutex_ is only held around the stop flag; ShmSlotTable's own mutex is
-// never taken while holding it.
+// Lock order: the registry's mutex (below), then stop_mutex_, which is only held around
+// the stop flag; ShmSlotTable's own lock is never taken while holding stop_mutex_.
 #include "ShmCoordinator.h"
 
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
+#include <set>
 #include <string>
+#include <unistd.h>
 
 namespace ppios {
+namespace {
+
+// The coordinators of this process that have a segment, for the atexit handler. Leaked on
+// purpose: it must outlive the static destructors that run interleaved with atexit handlers.
+struct Registry {
+  std::mutex mutex;
+  std::set<ShmCoordinator *> live;
+};
+Registry &registry() {
+  static Registry *r = new Registry;
+  return *r;
+}
+
+}  // namespace
 
 std::unique_ptr<ShmCoordinator> ShmCoordinator::create(const CoordinatorOptions &options, std::string *error,
                                                        bool quiet_threshold_conflict) {
@@ -40,6 +57,12 @@ std::unique_ptr<ShmCoordinator> ShmCoordinator::create(const CoordinatorOptions 
             "obeying the stored one (change it with `ppios-coord set-threshold`)\n",
             static_cast<long long>(options.threshold), static_cast<long long>(stored), options.target.c_str());
   c->renewer_ = std::thread([raw = c.get()] { raw->renew_leases(); });
+  {
+    std::lock_guard<std::mutex> g(registry().mutex);
+    registry().live.insert(c.get());
+  }
+  static const bool at_exit = std::atexit(leave_at_exit) == 0;
+  (void)at_exit;
   if (options.auto_threshold)
     c->controller_ = std::make_unique<AutoThreshold>(control_plane(c->table_.get(), &c->process_handle_),
                                                      options.lease_ms);
@@ -47,9 +70,18 @@ std::unique_ptr<ShmCoordinator> ShmCoordinator::create(const CoordinatorOptions 
 }
 
 ShmCoordinator::ShmCoordinator(std::unique_ptr<ShmSlotTable> table, const CoordinatorOptions &options)
-    : table_(std::move(table)), options_(options) {}
+    : table_(std::move(table)), options_(options), creator_pid_(getpid()) {}
 
 ShmCoordinator::~ShmCoordinator() {
+  {
+    std::lock_guard<std::mutex> g(registry().mutex);
+    registry().live.erase(this);
+  }
+  stop_threads();
+  if (table_) table_->unregister(&process_handle_);
+}
+
+void ShmCoordinator::stop_threads() {
   controller_.reset();
   {
     std::lock_guard<std::mutex> g(stop_mutex_);
@@ -57,7 +89,27 @@ ShmCoordinator::~ShmCoordinator() {
   }
   stop_cv_.notify_all();
   if (renewer_.joinable()) renewer_.join();
-  if (table_) table_->unregister(&process_handle_);
+}
+
+void ShmCoordinator::set_exit_hook(std::function<void()> hook) {
+  std::lock_guard<std::mutex> g(registry().mutex);
+  exit_hook_ = std::move(hook);
+}
+
+void ShmCoordinator::leave_at_exit() {
+  Registry &r = registry();
+  // A coordinator destroyed meanwhile waits, then finds nothing to do. Held elsewhere (a
+  // coordinator being made or destroyed, or in a child forked while it was): the leases
+  // clean up instead, as after a kill; exit never waits for it.
+  std::unique_lock<std::mutex> g(r.mutex, std::try_to_lock);
+  if (!g.owns_lock()) return;
+  for (ShmCoordinator *c : r.live) {
+    if (c->creator_pid_ != getpid()) continue;  // a forked child exiting: the parent's registration
+    if (c->exit_hook_) c->exit_hook_();
+    c->stop_threads();
+    c->table_->unregister(&c->process_handle_, /*at_exit=*/true);
+  }
+  r.live.clear();
 }
 
 // Renews four times per lease so one late wake-up never costs the lease, and reaps dead
@@ -92,7 +144,7 @@ SlotTicket ShmCoordinator::acquire(IoClass cls, uint64_t lead) {
   request.lead = lead;
   request.mt_throttle = options_.mt_throttle;
   using Clock = std::chrono::steady_clock;
-  const auto start = Clock::now();
+  Clock::time_point start{};  // of the first attempt that was not granted (a grant needs no clock)
   auto since = [](Clock::time_point t) {
     return std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - t).count();
   };
@@ -101,6 +153,7 @@ SlotTicket ShmCoordinator::acquire(IoClass cls, uint64_t lead) {
     uint64_t ticket = 0, waiter = 0;
     auto outcome = table_->acquire_or_enqueue(&process_handle_, options_.lease_ms, request, &ticket, &waiter);
     if (outcome == ShmSlotTable::Outcome::Granted) return granted(ticket, cls);
+    if (start == Clock::time_point{}) start = Clock::now();
     if (outcome == ShmSlotTable::Outcome::Unavailable) return unscheduled(cls, "the segment's lock is not let go");
     if (outcome == ShmSlotTable::Outcome::TableFull) {
       if (since(start) >= stall_ms()) return unscheduled(cls, "the slot table stayed full");

@@ -1,6 +1,13 @@
 // The node-local backend: every process of the user (or of PPIOS_SHM_GROUP) on the node
 // shares one ShmSlotTable per target.
 //
+// Exit: a rank that ends without destroying its coordinator (the runtime keeps it to the
+// end) leaves the segment from an atexit handler (in the process that created it, never in
+// a forked child): the coordinator's threads are stopped, then the process unregisters
+// unless a straggling thread still holds or waits for a slot. The segment stays (what it
+// learned and saw is read after the job) until `ppios-coord gc` or `reset`. A killed
+// process is reaped by the others (its lease).
+//
 // Fail-open: when the segment cannot be used (someone else's, corrupt, another version)
 // the process schedules only within itself, and when a wait on the segment passes its
 // bound (a lock that is never let go, slots that never come back) the access proceeds
@@ -14,9 +21,11 @@
 #include <algorithm>
 #include <atomic>
 #include <condition_variable>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <string>
+#include <sys/types.h>
 #include <thread>
 
 namespace ppios {
@@ -48,9 +57,17 @@ class ShmCoordinator final : public Coordinator {
   // The ControlPlane of PPIOS_THRESHOLD=auto on a node-local table.
   static std::unique_ptr<ControlPlane> control_plane(ShmSlotTable *table, std::atomic<uint64_t> *process_handle);
 
+  // Runs at process exit before this process leaves the segment (not when the
+  // coordinator is destroyed first): the two-level backend stops its agent there, which
+  // would otherwise register the process again. nullptr clears it.
+  void set_exit_hook(std::function<void()> hook);
+
  private:
   ShmCoordinator(std::unique_ptr<ShmSlotTable> table, const CoordinatorOptions &options);
   void renew_leases();
+  void stop_threads();
+  // The atexit handler: every coordinator this process created and still has leaves.
+  static void leave_at_exit();
   // An access that proceeds without a slot (fail-open), with one warning per process.
   SlotTicket unscheduled(IoClass cls, const char *why);
   SlotTicket granted(uint64_t ticket, IoClass cls);
@@ -76,6 +93,8 @@ class ShmCoordinator final : public Coordinator {
   bool stopping_ = false;
   std::thread renewer_;
   std::unique_ptr<AutoThreshold> controller_;  // PPIOS_THRESHOLD=auto only; stopped first
+  const pid_t creator_pid_;                     // a forked child must not leave for its parent
+  std::function<void()> exit_hook_;             // guarded by the registry's mutex (.cpp)
 };
 
 }  // namespace ppios

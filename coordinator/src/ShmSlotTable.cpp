@@ -23,7 +23,10 @@
 //
 // Waiters sleep on a futex in their own WaiterEntry, and whoever frees a slot hands it to
 // the next waiter before waking it, so a wake-up cannot be lost and nobody races for a
-// slot after waking. Sleeps are bounded so a waiter also notices dead holders itself.
+// slot after waking. The one exception is bounded barging (kBargeUs): a short PT hold is
+// not handed to a PT that has waited less than kBargeUs, and that waiter's sleep ends
+// when it turns that old, so it takes such a slot itself. Sleeps are bounded so a waiter
+// also notices dead holders itself.
 #include "ShmSlotTable.h"
 
 #include <algorithm>
@@ -54,8 +57,8 @@ namespace {
 // The layout version is in the segment's name as well as in its magic: builds with
 // different layouts (an upgrade, or several checkouts on one machine) then use different
 // segments instead of refusing each other's. Bump both whenever ShmLayout changes.
-constexpr uint64_t kMagic = 0x3430434f53505050ULL;  // "PPPSOC04"
-constexpr const char *kSegmentPrefix = "/ppios-coord-v4.";
+constexpr uint64_t kMagic = 0x3530434f53505050ULL;  // "PPPSOC05"
+constexpr const char *kSegmentPrefix = "/ppios-coord-v5.";
 constexpr const char *kShmDir = "/dev/shm";
 constexpr uint32_t kMaxProcs = 1024;
 constexpr uint32_t kMaxHolders = 4096;
@@ -67,6 +70,18 @@ constexpr int kCurveMax = 256;  // learned B(k) is kept for k = 1..kCurveMax
 // cost a third of a saturated node's time. Waiters reap at most this often (renew() and
 // the admin paths always do), so a dead holder still frees its slots within a few ms.
 constexpr int64_t kReapEveryMs = 2;
+// Bounded barging. Handing a slot to a sleeping waiter costs a futex wake-up and a context
+// switch (some 7 us of CPU on the project machine): when every access holds its slot only
+// a few microseconds, that hand-over is all a saturated node does. So a PT slot held less
+// than kShortHoldUs is not handed over at release while the oldest PT waiter has waited
+// less than kBargeUs: it is left free, and the next PT to ask (usually the thread that
+// released it) takes it without a switch. A waiter wakes itself when it turns kBargeUs old
+// and takes a slot left free; from then on releases hand over to it. So a PT waits at
+// most kBargeUs longer than in arrival order, a slot stays free at most that long, and
+// neither MTs (never barged past; a waiting MT stops it) nor long holds (handed over as
+// ever) are affected.
+constexpr int64_t kShortHoldUs = 100;
+constexpr int64_t kBargeUs = 2000;
 
 struct ProcEntry {
   uint64_t gen;  // 0: free
@@ -82,6 +97,7 @@ struct HolderEntry {
   uint8_t cls;
   uint64_t lead;
   std::atomic<uint32_t> yield;
+  int64_t granted_us;  // when it was granted: a short hold may be barged (kShortHoldUs)
 };
 
 struct WaiterEntry {
@@ -93,6 +109,7 @@ struct WaiterEntry {
   uint8_t throttle;
   uint64_t lead;
   uint64_t seq;                    // arrival order
+  std::atomic<int64_t> since_us;   // when it was queued (read by its own wait() without the lock)
   std::atomic<uint32_t> granted;   // futex word: 0 waiting, 1 granted
   std::atomic<uint64_t> ticket;    // valid once granted (read by poll() without the lock)
 };
@@ -110,6 +127,12 @@ struct SegmentLock {
 uint64_t make_id(uint64_t gen, uint32_t index) { return (gen << kIndexBits) | (index + 1); }
 uint32_t id_index(uint64_t id) { return static_cast<uint32_t>(id & ((1u << kIndexBits) - 1)) - 1; }
 uint64_t id_gen(uint64_t id) { return id >> kIndexBits; }
+
+int64_t now_us() {
+  timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return static_cast<int64_t>(ts.tv_sec) * 1000000 + ts.tv_nsec / 1000;
+}
 
 int64_t now_ms() {
   timespec ts;
@@ -175,9 +198,13 @@ void flush_wakes() {
   p.count = 0;
 }
 
-void futex_wait(std::atomic<uint32_t> *word, uint32_t expected, int timeout_ms) {
-  timespec ts{timeout_ms / 1000, (timeout_ms % 1000) * 1000000L};
+void futex_wait_us(std::atomic<uint32_t> *word, uint32_t expected, int64_t timeout_us) {
+  timespec ts{static_cast<time_t>(timeout_us / 1000000), static_cast<long>(timeout_us % 1000000) * 1000L};
   syscall(SYS_futex, reinterpret_cast<uint32_t *>(word), FUTEX_WAIT, expected, &ts, nullptr, 0);
+}
+
+void futex_wait(std::atomic<uint32_t> *word, uint32_t expected, int timeout_ms) {
+  futex_wait_us(word, expected, int64_t{timeout_ms} * 1000);
 }
 
 // One warning per process and kind: a stuck lock or an unusable segment would otherwise
@@ -206,6 +233,7 @@ struct ShmLayout {
   std::atomic<uint32_t> agent_bell, agent_sleepers;
   uint32_t draining;
   uint32_t holder_hw, waiter_hw;  // one past the highest entry ever used: scans stop there
+  uint32_t proc_hw;               // the same for procs (a reap scanned all 1024 at every 2 ms)
   uint32_t holder_hint;
   // PPIOS_THRESHOLD=auto
   uint64_t bytes_done;        // completed bytes reported at release
@@ -223,9 +251,18 @@ namespace {
 // Everything below runs with the table lock held.
 struct Policy {
   ShmLayout &s;
+  // The time of this operation in microseconds (0: not read yet). acquire and release read
+  // it before taking the lock: a clock read inside it lengthens every critical section of
+  // a busy segment, which its other threads then queue behind.
+  int64_t now = 0;
+  int64_t clock() {
+    if (now == 0) now = now_us();
+    return now;
+  }
 
   uint32_t holder_bound() const { return std::min(s.holder_hw, kMaxHolders); }
   uint32_t waiter_bound() const { return std::min(s.waiter_hw, kMaxWaiters); }
+  uint32_t proc_bound() const { return std::min(s.proc_hw, kMaxProcs); }
   uint64_t new_gen() {
     s.next_gen = (s.next_gen + 1) & kGenMask;
     if (s.next_gen == 0) s.next_gen = 1;
@@ -236,6 +273,7 @@ struct Policy {
   void sanitize() {
     s.holder_hw = holder_bound();
     s.waiter_hw = waiter_bound();
+    s.proc_hw = proc_bound();
     s.holder_hint %= kMaxHolders;
     // 0 is a cap too: a node of the two-level backend whose share is empty (PTs wait).
     if (s.threshold < -1 || s.threshold > kMaxThreshold) s.threshold = -1;
@@ -244,7 +282,7 @@ struct Policy {
 
   // A process index that names an entry in use (holders and waiters of others are orphans).
   bool proc_entry_valid(uint32_t index) const {
-    return index < kMaxProcs && s.procs[index].gen != 0;
+    return index < proc_bound() && s.procs[index].gen != 0;
   }
 
   bool no_cap() const { return s.threshold < 0; }
@@ -259,12 +297,12 @@ struct Policy {
   bool pt_grantable() const { return no_cap() || static_cast<int64_t>(s.mt) + s.pt < s.threshold; }
 
   bool proc_alive(uint32_t index, uint64_t gen) const {
-    return index < kMaxProcs && s.procs[index].gen == gen && gen != 0;
+    return index < proc_bound() && s.procs[index].gen == gen && gen != 0;
   }
 
   uint32_t live_processes() const {
     uint32_t n = 0;
-    for (uint32_t i = 0; i < kMaxProcs; ++i) n += s.procs[i].gen != 0;
+    for (uint32_t i = 0; i < proc_bound(); ++i) n += s.procs[i].gen != 0;
     return n;
   }
 
@@ -278,6 +316,7 @@ struct Policy {
       h.cls = static_cast<uint8_t>(cls);
       h.lead = lead;
       h.yield.store(0, std::memory_order_relaxed);
+      h.granted_us = clock();
       h.ticket.store(id, std::memory_order_release);
       s.holder_hint = (i + 1) % kMaxHolders;
       s.holder_hw = std::max(s.holder_hw, i + 1);
@@ -347,9 +386,19 @@ struct Policy {
     return best;
   }
 
+  // True while a free slot may go to a PT that asks rather than to the queued PTs: no MT
+  // waits and the oldest queued PT has waited less than kBargeUs (see kShortHoldUs).
+  bool pt_may_barge() {
+    if (s.queued_mt != 0) return false;
+    if (s.queued_pt == 0) return true;
+    const uint32_t i = oldest_pt_waiter();
+    return i != kMaxWaiters && clock() - s.waiters[i].since_us.load(std::memory_order_relaxed) < kBargeUs;
+  }
+
   // Hands free slots to waiters: MTs first, in arrival order, then PTs while no MT waits.
   // A granted waiter stays in its entry (granted = 1) until its thread collects the ticket.
-  void promote() {
+  // `barge` (a release after a short hold): PTs younger than kBargeUs are not handed one.
+  void promote(bool barge = false) {
     if (s.queued_mt + s.queued_pt == 0) return;
     uint32_t mt_left = 0;
     if (s.queued_mt > 0) {
@@ -363,6 +412,7 @@ struct Policy {
       const uint32_t i = oldest_pt_waiter();
       if (i == kMaxWaiters) break;
       WaiterEntry &w = s.waiters[i];
+      if (barge && clock() - w.since_us.load(std::memory_order_relaxed) < kBargeUs) break;
       uint64_t t = grant(w.proc, IoClass::PT, w.lead);
       if (!t) break;
       hand_over(w, t);
@@ -440,7 +490,7 @@ struct Policy {
     int64_t now = now_ms();
     uint64_t ns = own_pid_namespace();
     bool freed = false;
-    for (uint32_t p = 0; p < kMaxProcs; ++p) {
+    for (uint32_t p = 0; p < proc_bound(); ++p) {
       ProcEntry &pe = s.procs[p];
       if (pe.gen == 0) continue;
       int64_t deadline = pe.lease_deadline_ms.load(std::memory_order_relaxed);
@@ -478,6 +528,15 @@ struct Policy {
     if (now >= s.last_reap_ms && now - s.last_reap_ms < kReapEveryMs) return false;
     s.last_reap_ms = now;
     return reap();
+  }
+
+  // The process holds a slot or has a waiter queued.
+  bool proc_busy(uint32_t p) const {
+    for (uint32_t i = 0; i < holder_bound(); ++i)
+      if (s.holders[i].ticket.load(std::memory_order_relaxed) && s.holders[i].proc == p) return true;
+    for (uint32_t i = 0; i < waiter_bound(); ++i)
+      if (s.waiters[i].id != 0 && s.waiters[i].proc == p) return true;
+    return false;
   }
 
   void drop_process(uint32_t p) {
@@ -520,13 +579,14 @@ struct Policy {
     for (int attempt = 0; attempt < 2; ++attempt) {
       for (uint32_t p = 0; p < kMaxProcs; ++p) {
         ProcEntry &pe = s.procs[p];
-        if (pe.gen != 0) continue;
+        if (pe.gen != 0 && p < proc_bound()) continue;  // past the mark: not in use, whatever it holds
         pe.gen = new_gen();
         pe.pid = static_cast<int32_t>(getpid());
         pe.pidns = own_pid_namespace();
         gethostname(pe.host, sizeof pe.host);
         pe.host[sizeof pe.host - 1] = 0;
         pe.lease_deadline_ms.store(now_ms() + lease_ms, std::memory_order_relaxed);
+        s.proc_hw = std::max(s.proc_hw, p + 1);
         return make_id(pe.gen, p);
       }
       if (reap()) promote();
@@ -779,9 +839,10 @@ ShmSlotTable::~ShmSlotTable() { munmap(layout_, sizeof(ShmLayout)); }
 bool ShmSlotTable::lock() const {
   SegmentLock &l = layout_->lock;
   const uint32_t me = current_tid();
-  const int64_t start = now_ms();
+  // The clock is read only once the lock was found taken: most locks are not.
+  int64_t start = -1;
   uint32_t seen_owner = 0, seen_taken = 0;
-  int64_t seen_since = start;
+  int64_t seen_since = 0;
   for (;;) {
     uint32_t cur = 0;
     if (l.owner.compare_exchange_strong(cur, me, std::memory_order_acquire)) {
@@ -792,6 +853,7 @@ bool ShmSlotTable::lock() const {
     }
     const uint32_t taken = l.taken.load(std::memory_order_relaxed);
     const int64_t now = now_ms();
+    if (start < 0) start = seen_since = now;
     if (cur != seen_owner || taken != seen_taken) {
       seen_owner = cur;
       seen_taken = taken;
@@ -858,18 +920,23 @@ void ShmSlotTable::renew(int lease_ms, std::atomic<uint64_t> *handle) {
   unlock();
 }
 
-void ShmSlotTable::unregister(std::atomic<uint64_t> *handle) {
+void ShmSlotTable::unregister(std::atomic<uint64_t> *handle, bool at_exit) {
   if (!lock()) return;  // the lease reaps what we held
   Policy p{*layout_};
   uint64_t h = handle->load(std::memory_order_relaxed);
+  if (at_exit && h != 0 && p.proc_alive(id_index(h), id_gen(h)) && p.proc_busy(id_index(h))) {
+    unlock();
+    return;
+  }
   if (h != 0 && p.proc_alive(id_index(h), id_gen(h))) {
     p.drop_process(id_index(h));
     p.promote();
   }
   handle->store(0, std::memory_order_relaxed);
   // The last one out removes the name (under the lock, so an opener that mapped it
-  // meanwhile sees `removed` when it registers and opens it again).
-  if (!layout_->pinned && !layout_->removed) {
+  // meanwhile sees `removed` when it registers and opens it again); not at exit, see the
+  // header.
+  if (!at_exit && !layout_->pinned && !layout_->removed) {
     p.reap();
     if (p.live_processes() == 0) {
       layout_->removed = 1;
@@ -881,16 +948,17 @@ void ShmSlotTable::unregister(std::atomic<uint64_t> *handle) {
 
 ShmSlotTable::Outcome ShmSlotTable::acquire_or_enqueue(std::atomic<uint64_t> *handle, int lease_ms,
                                                        const Request &r, uint64_t *ticket, uint64_t *waiter_id) {
+  const int64_t start_us = now_us();  // before the lock: see Policy::now
   if (!lock()) return Outcome::Unavailable;
   ShmLayout &s = *layout_;
-  Policy p{s};
+  Policy p{s, start_us};
   uint32_t proc;
   if (!p.ensure_registered(handle, lease_ms, &proc)) {
     unlock();
     return Outcome::TableFull;
   }
   bool grantable = r.cls == IoClass::MT ? p.mt_grantable(r.mt_throttle)
-                                        : p.pt_grantable() && s.queued_mt == 0 && s.queued_pt == 0;
+                                        : p.pt_grantable() && p.pt_may_barge();
   if (grantable) {
     *ticket = p.grant(proc, r.cls, r.cls == IoClass::PT ? r.lead : 0);
     if (*ticket) {
@@ -907,6 +975,7 @@ ShmSlotTable::Outcome ShmSlotTable::acquire_or_enqueue(std::atomic<uint64_t> *ha
     w.throttle = r.mt_throttle;
     w.lead = r.lead;
     w.seq = ++s.next_seq;
+    w.since_us.store(p.clock(), std::memory_order_relaxed);
     w.ticket = 0;
     w.granted.store(0, std::memory_order_relaxed);
     s.waiter_hw = std::max(s.waiter_hw, i + 1);
@@ -927,7 +996,14 @@ ShmSlotTable::Outcome ShmSlotTable::acquire_or_enqueue(std::atomic<uint64_t> *ha
 void ShmSlotTable::wait(uint64_t waiter_id, int timeout_ms) {
   uint32_t i = id_index(waiter_id);
   if (i >= kMaxWaiters) return;
-  futex_wait(&layout_->waiters[i].granted, 0, timeout_ms);
+  WaiterEntry &w = layout_->waiters[i];
+  int64_t timeout_us = int64_t{timeout_ms} * 1000;
+  // A PT not yet kBargeUs old may find a slot left free for barging when it turns that
+  // old (nobody hands it over then): it wakes to take it (poll()). Only atomics are read
+  // here, without the lock, so an MT wakes then too (one poll more, at most once).
+  const int64_t age = now_us() - w.since_us.load(std::memory_order_relaxed);
+  if (age >= 0 && age < kBargeUs) timeout_us = std::min(timeout_us, kBargeUs - age + 50);
+  futex_wait_us(&w.granted, 0, timeout_us);
 }
 
 ShmSlotTable::PollResult ShmSlotTable::poll(uint64_t waiter_id, uint64_t *ticket, uint64_t *grants) {
@@ -961,8 +1037,10 @@ ShmSlotTable::PollResult ShmSlotTable::poll(uint64_t waiter_id, uint64_t *ticket
   auto result = collect();
   if (!result) {
     Policy p{s};
-    if (p.reap_if_due()) p.promote();
-    else p.request_yields();  // the cap may have been lowered or a flagged PT finished
+    p.reap_if_due();
+    // Hands over what a dead holder or a barging release left free (and asks for yields:
+    // the cap may have been lowered or a flagged PT finished).
+    p.promote();
     result = collect();
   }
   *grants = s.next_gen;  // bumped by every grant (and registration)
@@ -993,13 +1071,15 @@ void ShmSlotTable::release(uint64_t ticket, uint64_t bytes) {
   if (ticket == 0) return;
   uint32_t i = id_index(ticket);
   if (i >= kMaxHolders) return;
+  const int64_t start_us = now_us();  // before the lock: see Policy::now
   if (!lock()) return;  // the slot comes back with our lease, or when the lock is free again
   HolderEntry &h = layout_->holders[i];
   if (h.ticket.load(std::memory_order_relaxed) == ticket) {
     layout_->bytes_done += bytes;
-    Policy p{*layout_};
+    Policy p{*layout_, start_us};
+    const bool short_pt = h.cls == static_cast<uint8_t>(IoClass::PT) && start_us - h.granted_us < kShortHoldUs;
     p.free_holder(h);
-    p.promote();
+    p.promote(short_pt);
   }
   unlock();
 }
@@ -1040,8 +1120,8 @@ void ShmSlotTable::set_threshold(int64_t n) {
   unlock();
 }
 
-void ShmSlotTable::lower_threshold(int64_t by) {
-  if (by <= 0 || !lock()) return;
+bool ShmSlotTable::lower_threshold(int64_t by) {
+  if (by <= 0 || !lock()) return false;
   ShmLayout &s = *layout_;
   const int64_t mts = int64_t{s.mt} + s.queued_mt;
   if (s.threshold > mts) {
@@ -1049,7 +1129,9 @@ void ShmSlotTable::lower_threshold(int64_t by) {
     s.draining = int64_t{s.mt} + s.pt > s.threshold;
     Policy{s}.request_yields_above_cap();
   }
+  const bool draining = s.draining != 0;
   unlock();
+  return draining;
 }
 
 int64_t ShmSlotTable::enable_auto() {
@@ -1201,7 +1283,7 @@ void ShmSlotTable::hold_lock_for_test(int hold_ms) {
 bool ShmSlotTable::forge_for_test(const std::string &kind) {
   ShmLayout &s = *layout_;
   if (kind == "bounds") {
-    s.holder_hw = s.waiter_hw = s.holder_hint = 0xFFFFFFFFu;
+    s.holder_hw = s.waiter_hw = s.proc_hw = s.holder_hint = 0xFFFFFFFFu;
   } else if (kind == "phantoms") {
     // A process entry with a pid that is always alive (init) and a lease as long as any,
     // owning 1000 PT slots.
@@ -1217,6 +1299,7 @@ bool ShmSlotTable::forge_for_test(const std::string &kind) {
       h.ticket.store(make_id(1, kMaxHolders - 1 - i), std::memory_order_relaxed);
     }
     s.holder_hw = kMaxHolders;
+    s.proc_hw = kMaxProcs;
     s.pt += 1000;
     s.threshold = 1;
   } else if (kind == "holder-index") {

@@ -72,13 +72,22 @@ class ShmSlotTable {
   // Extends the lease; re-registers if the entry was reaped. Also reaps dead processes and
   // checks the derived counters against the tables.
   void renew(int lease_ms, std::atomic<uint64_t> *handle);
-  // Leaves; the last process to leave removes an unpinned segment.
-  void unregister(std::atomic<uint64_t> *handle);
+  // Leaves; the last process to leave removes an unpinned segment. `at_exit` (a process
+  // ending without closing its coordinator, as ranks do): stays registered while the
+  // process still holds a slot or waits for one (a thread that outlives the exit
+  // handlers), so those go only with its lease, as after a kill; and keeps the segment,
+  // whose learned cap, curve and max_inflight_seen are then read after the job, as when
+  // ranks did not leave (`ppios-coord gc` or `reset` removes it).
+  void unregister(std::atomic<uint64_t> *handle, bool at_exit = false);
 
-  // Grants a slot at once (ticket in *ticket) or queues a waiter (*waiter_id).
+  // Grants a slot at once (ticket in *ticket) or queues a waiter (*waiter_id). A PT is
+  // granted a free slot ahead of queued PTs while the oldest of them has waited less than
+  // 2 ms and no MT waits (bounded barging: release() leaves a slot held under 100 us free
+  // for it then; ShmSlotTable.cpp, kBargeUs).
   Outcome acquire_or_enqueue(std::atomic<uint64_t> *handle, int lease_ms, const Request &request,
                              uint64_t *ticket, uint64_t *waiter_id);
-  // Sleeps until the waiter is granted or timeout_ms passes.
+  // Sleeps until the waiter is granted or timeout_ms passes; it also wakes once when it
+  // has waited long enough to take a slot left free for barging (see poll()).
   void wait(uint64_t waiter_id, int timeout_ms);
   // After wait(): Granted with *ticket. Lost when the waiter was dropped (its process was
   // reaped or the table reset); the caller must start over. *grants is a count of the
@@ -101,8 +110,9 @@ class ShmSlotTable {
   void set_threshold(int64_t n);
   // The two-level backend's victim: lowers a cap by `by` slots at once, but not below the
   // MTs in flight and waiting (a remote node's MTs are owed slots; ours keep theirs), and
-  // asks PTs above it to yield, as set_threshold. No cap: nothing to lower.
-  void lower_threshold(int64_t by);
+  // asks PTs above it to yield, as set_threshold. No cap: nothing to lower. True when
+  // slots above the new cap are still in use (the agent's bell rings once they are back).
+  bool lower_threshold(int64_t by);
   // Turns learning on; with no cap stored, starts from 1. Returns the cap.
   int64_t enable_auto();
   // False when the lock could not be taken (message in *error).

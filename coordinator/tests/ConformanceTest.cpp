@@ -439,6 +439,34 @@ TEST_P(Conformance, KilledHolderGivesSlotsBackWithinTheLease) {
   c->release(t);
 }
 
+// A rank that ends without destroying its coordinator (the runtime keeps it to the end)
+// leaves the target at exit all the same: it is no longer registered once it has exited,
+// even while its pid still exists (a zombie, which a reap takes for alive: without the
+// exit handler it stayed for its lease); with the two-level backend the node's last
+// process also gives its share back (its record goes at once, not after twice the lease).
+TEST_P(Conformance, ExitWithoutDestroyingLeavesTheTarget) {
+  if (GetParam().rfind("redis", 0) == 0) GTEST_SKIP() << "the redis backend's processes leave with their lease";
+  fflush(nullptr);  // the child's exit() flushes what it inherited
+  pid_t child = fork();
+  if (child == 0) {
+    std::string err;
+    auto c = make_coordinator(options(2, 3000), &err);
+    if (!c) _exit(3);
+    SlotTicket t = c->acquire(IoClass::PT, 1);
+    c->release(t);
+    c.release();  // kept to the end, as the runtime does
+    exit(0);
+  }
+  siginfo_t info{};
+  ASSERT_EQ(waitid(P_PID, static_cast<id_t>(child), &info, WEXITED | WNOWAIT), 0);  // a zombie from here
+  CoordinatorStatus s = status();
+  int st = 0;
+  ASSERT_EQ(waitpid(child, &st, 0), child);
+  ASSERT_TRUE(WIFEXITED(st) && WEXITSTATUS(st) == 0) << "child status " << st;
+  if (GetParam() == "shm") EXPECT_EQ(s.processes, 0u) << "the exited process is still registered";
+  else EXPECT_TRUE(s.nodes.empty()) << "the node's share outlived its only process";
+}
+
 INSTANTIATE_TEST_SUITE_P(Backends, Conformance, ::testing::Values("shm", "redis-unix", "redis-tcp", "node-one", "node-many"),
                          [](const auto &info) {
                            std::string n = info.param;

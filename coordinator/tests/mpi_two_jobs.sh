@@ -15,7 +15,7 @@ coordinator=shm
 redis_pid=
 cleanup() {
   if [ -n "$redis_pid" ]; then kill -9 "$redis_pid" 2>/dev/null || true; wait "$redis_pid" 2>/dev/null || true; fi
-  rm -f "/dev/shm/ppios-coord-v3.$(id -u).$target"
+  rm -f "/dev/shm/ppios-coord-v5.$(id -u).$target"
   rm -rf "$dir"
 }
 trap cleanup EXIT

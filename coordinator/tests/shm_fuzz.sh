@@ -17,7 +17,7 @@ pids=()
 cleanup() {
   for p in "${pids[@]}"; do kill -CONT "$p" 2>/dev/null; kill -9 "$p" 2>/dev/null; done
   wait 2>/dev/null
-  rm -f "/dev/shm/ppios-coord-v3.$(id -u).$target"
+  rm -f "/dev/shm/ppios-coord-v5.$(id -u).$target"
   rm -rf "$dir"
 }
 trap cleanup EXIT

@@ -107,10 +107,12 @@ const char *const kBenchHelp =
     "yield), so the cap binds. --nodes N --clients-per-node K (two-level backend only,\n"
     "--coordinator node+...) runs N simulated nodes (PPIOS_SIM_NODE bench-0..N-1) with K clients\n"
     "each in this process, all against one server; the clients' in-flight count is one atomic\n"
-    "over every node. With a redis server its load is printed: requests (script calls, BLPOP,\n"
+    "over every node; the first 0.5 s are a warm-up (the agents connect and take their shares)\n"
+    "that no figure counts but the cap check. With a redis server its load is printed: requests (script calls, BLPOP,\n"
     "connection set-up) per second, and every command it ran including inside scripts.\n"
     "  --json   one JSON object: clients, nodes, class, hold_us, pairs, p50_us, p99_us, mt_wait_p50_us,\n"
     "           mt_wait_p99_us, pairs_per_s, server_requests_per_s and server_commands_per_s (-1: shm),\n"
+    "           client_pairs_min (the fewest pairs of one client), max_us (the longest pair),\n"
     "           max_inflight_seen,\n"
     "           coordinator_max_inflight_seen, threshold, cap_exceeded, backend, target\n"
     "max_inflight_seen counts what the clients held between acquire and release (no hold time,\n"
@@ -309,7 +311,6 @@ int run_bench(const CoordinatorOptions &base, const std::vector<std::string> &re
   if (!ppios::make_coordinator_admin(options, &err))
     return fprintf(stderr, "ppios-coord: bench: %s\n", err.c_str()), 1;
   int64_t all_before = 0, all_after = 0;
-  const int64_t requests_before = ppios::server_requests_processed(options, &all_before, &err);
   // --nodes: one coordinator per simulated node (PPIOS_SIM_NODE bench-<i>), each with its
   // own node-local segment and agent, all against the same server.
   std::vector<std::unique_ptr<ppios::Coordinator>> coords;
@@ -320,7 +321,7 @@ int run_bench(const CoordinatorOptions &base, const std::vector<std::string> &re
     if (!coords.back()) return fprintf(stderr, "ppios-coord: bench: %s\n", err.c_str()), 1;
   }
   std::atomic<int64_t> inflight{0}, max_seen{0};
-  std::atomic<bool> stop{false};
+  std::atomic<bool> stop{false}, counting{nodes == 0};
   std::vector<std::vector<double>> latencies(static_cast<size_t>(clients)), mt_waits(static_cast<size_t>(clients));
   std::vector<std::thread> threads;
   for (int64_t c = 0; c < clients; ++c) {
@@ -337,10 +338,11 @@ int run_bench(const CoordinatorOptions &base, const std::vector<std::string> &re
                            : cls == "pt"  ? ppios::IoClass::PT
                            : cls == "cross" ? (c < per_node ? ppios::IoClass::MT : ppios::IoClass::PT)
                                           : ((n + c) % 2 ? ppios::IoClass::MT : ppios::IoClass::PT);
+        const bool counted = counting.load(std::memory_order_relaxed);  // pairs that start after the warm-up
         auto t0 = std::chrono::steady_clock::now();
         ppios::SlotTicket t = coord.acquire(k, k == ppios::IoClass::PT ? 1 + (n % 7) : 0);
         auto granted = std::chrono::steady_clock::now();
-        if (k == ppios::IoClass::MT) mtw.push_back(std::chrono::duration<double, std::micro>(granted - t0).count());
+        if (k == ppios::IoClass::MT && counted) mtw.push_back(std::chrono::duration<double, std::micro>(granted - t0).count());
         int64_t now = inflight.fetch_add(1) + 1;
         int64_t prev = max_seen.load();
         while (now > prev && !max_seen.compare_exchange_weak(prev, now)) {
@@ -351,7 +353,7 @@ int run_bench(const CoordinatorOptions &base, const std::vector<std::string> &re
         inflight.fetch_sub(1);
         coord.release(t);
         auto t1 = std::chrono::steady_clock::now();
-        lat.push_back(std::chrono::duration<double, std::micro>(t1 - t0).count());
+        if (counted) lat.push_back(std::chrono::duration<double, std::micro>(t1 - t0).count());
         ++n;
         // cross: node 0's MTs pause, so their node's share drifts to the PT nodes meanwhile
         // and the next MT must win slots back from them.
@@ -359,6 +361,12 @@ int run_bench(const CoordinatorOptions &base, const std::vector<std::string> &re
       }
     });
   }
+  // --nodes: a warm-up while the agents connect and take their first shares.
+  if (nodes > 0) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(500));
+    counting = true;
+  }
+  const int64_t requests_before = ppios::server_requests_processed(options, &all_before, &err);
   auto start = std::chrono::steady_clock::now();
   std::this_thread::sleep_for(std::chrono::duration<double>(seconds));
   stop = true;
@@ -366,7 +374,12 @@ int run_bench(const CoordinatorOptions &base, const std::vector<std::string> &re
   double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   const int64_t requests_after = ppios::server_requests_processed(options, &all_after, &err);
   std::vector<double> all, mt_all;
-  for (auto &l : latencies) all.insert(all.end(), l.begin(), l.end());
+  // The fewest pairs any client completed: a client starved by the others shows here.
+  size_t client_min = SIZE_MAX;
+  for (auto &l : latencies) {
+    all.insert(all.end(), l.begin(), l.end());
+    client_min = std::min(client_min, l.size());
+  }
   for (auto &l : mt_waits) mt_all.insert(mt_all.end(), l.begin(), l.end());
   std::sort(all.begin(), all.end());
   std::sort(mt_all.begin(), mt_all.end());
@@ -406,14 +419,14 @@ int run_bench(const CoordinatorOptions &base, const std::vector<std::string> &re
   for (auto &t : closers) t.join();
   if (json) {
     printf("{\"backend\":%s,\"target\":%s,\"clients\":%lld,\"nodes\":%lld,\"class\":\"%s\",\"hold_us\":%lld,"
-           "\"pairs\":%zu,\"p50_us\":%.2f,"
-           "\"p99_us\":%.2f,\"mt_wait_p50_us\":%.2f,\"mt_wait_p99_us\":%.2f,\"pairs_per_s\":%.0f,"
+           "\"pairs\":%zu,\"client_pairs_min\":%zu,\"p50_us\":%.2f,"
+           "\"p99_us\":%.2f,\"max_us\":%.2f,\"mt_wait_p50_us\":%.2f,\"mt_wait_p99_us\":%.2f,\"pairs_per_s\":%.0f,"
            "\"server_requests_per_s\":%.0f,\"server_commands_per_s\":%.0f,"
            "\"max_inflight_seen\":%lld,\"coordinator_max_inflight_seen\":%s,"
            "\"threshold\":%s,\"cap_exceeded\":%s}\n",
            json_string(backend).c_str(), json_string(options.target).c_str(), static_cast<long long>(clients),
-           static_cast<long long>(nodes), cls.c_str(), static_cast<long long>(hold_us), all.size(), pct(0.5),
-           pct(0.99), pct_of(mt_all, 0.5), pct_of(mt_all, 0.99), pairs_per_s, requests_per_s, commands_per_s, static_cast<long long>(max_seen.load()),
+           static_cast<long long>(nodes), cls.c_str(), static_cast<long long>(hold_us), all.size(), client_min, pct(0.5),
+           pct(0.99), all.empty() ? 0.0 : all.back(), pct_of(mt_all, 0.5), pct_of(mt_all, 0.99), pairs_per_s, requests_per_s, commands_per_s, static_cast<long long>(max_seen.load()),
            coordinator_max < 0 ? "null" : std::to_string(coordinator_max).c_str(), threshold < 0 ? "null" : std::to_string(threshold).c_str(), exceeded ? "true" : "false");
   } else {
     printf("backend %s, target %s, %lld client(s)", backend.c_str(), options.target.c_str(),
@@ -421,7 +434,10 @@ int run_bench(const CoordinatorOptions &base, const std::vector<std::string> &re
     if (nodes > 0) printf(" on %lld nodes", static_cast<long long>(nodes));
     printf(", class %s, threshold %s\n", cls.c_str(), threshold < 0 ? "none" : std::to_string(threshold).c_str());
     printf("pairs %zu in %.2f s: %.0f pairs/s\n", all.size(), elapsed, pairs_per_s);
-    printf("acquire+release latency: p50 %.2f us, p99 %.2f us\n", pct(0.5), pct(0.99));
+    printf("acquire+release latency: p50 %.2f us, p99 %.2f us, max %.2f us\n", pct(0.5), pct(0.99),
+           all.empty() ? 0.0 : all.back());
+    printf("fewest pairs of one client: %zu (of %.0f per client on average)\n", client_min,
+           static_cast<double>(all.size()) / static_cast<double>(clients));
     if (!mt_all.empty()) printf("MT acquire wait: p50 %.2f us, p99 %.2f us\n", pct_of(mt_all, 0.5), pct_of(mt_all, 0.99));
     if (counted)
       printf("server load: %.0f requests/s (%.0f commands/s counting those its scripts ran)\n", requests_per_s,
