@@ -135,6 +135,9 @@ void MtStorageAccess::end_claim() {
 }
 
 void MtStorageAccess::release() {
+  // After the program's call: its errno stands (a futex wake of the slot table or the
+  // token may fail with EAGAIN when a waiter moved on meanwhile).
+  ErrnoGuard errno_guard;
   if (slot_held_) {
     slot_held_ = false;
     const uint64_t bytes = slot_.bytes;
@@ -180,7 +183,8 @@ ssize_t Runtime::mt_read(const CachedFile *file, off_t offset, size_t length, ch
     errno = saved_errno;  // the call's errno is the original call's, not our probes'
     result = complete(from_cache, storage);
     if (result > 0 && static_cast<size_t>(result) > from_cache) storage.add_bytes(static_cast<size_t>(result) - from_cache);
-  }
+  }  // the slot's release keeps the call's errno
+  ErrnoGuard call_errno;  // and so does the bookkeeping below
   const uint64_t end = now_ns();
   stats_.mt_read_calls++;
   stats_.mt_read_wait_ns += end - begin;
@@ -220,7 +224,8 @@ ssize_t Runtime::mt_write(const FileKey *file, off_t offset, size_t length,
       bool known = refresh(&stamp);
       cache_.end_write(*file, offset, length, known ? &stamp : nullptr);
     }
-  }
+  }  // the slot's release keeps the call's errno
+  ErrnoGuard call_errno;  // and so does the bookkeeping below
   const uint64_t end = now_ns();
   stats_.mt_write_calls++;
   stats_.mt_write_wait_ns += end - begin;
