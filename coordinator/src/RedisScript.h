@@ -433,6 +433,14 @@ elseif op == 'node-sync' then
       others[#others + 1] = {all[i], s, nd, mn, pp, tonumber(ld)}
     end
   end
+  -- The server lost its records (it restarted empty) while nodes held slots: a node
+  -- reports slots it may be using (floor > 0) that no live record of its own covers. For
+  -- one lease from then, time for every node that may hold slots to report again, no
+  -- node grows beyond what it holds, so the recorded shares, each at least its node's
+  -- floor, never add up to more than the cap while they reconcile.
+  local K_RECOVER = prefix .. 'nrecover'
+  if floor > share then redis.call('SET', K_RECOVER, 1, 'PX', lease) end
+  local recovering = redis.call('EXISTS', K_RECOVER) == 1
   local target, free = -1, 0
   if n < 0 then
     share = math.max(floor, need)  -- no cap: recorded for status only
@@ -468,6 +476,7 @@ elseif op == 'node-sync' then
     -- Never beyond what the others leave: MTs past the cap (PPIOS_MT_THROTTLE=0) raise the
     -- floor, hence the recorded share, but must not raise the cap PTs see.
     target = math.min(target, math.max(0, n - total))
+    if recovering then target = math.min(target, math.max(share, floor)) end
   end
   local function wake(name)
     local k = prefix .. 'nw:' .. name
