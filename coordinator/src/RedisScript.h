@@ -416,12 +416,12 @@ elseif op == 'node-sync' then
   local lead = tonumber(ARGV[8]) or 0
   local t = clock()
   local all = redis.call('HGETALL', K_NODES)
-  local share, total, live, others_need, others_mt = 0, 0, 1, 0, 0
+  local share, total, live, others_need, others_mt, known = 0, 0, 1, 0, 0, false
   local others = {}
   for i = 1, #all, 2 do
     local s, nd, mn, pp, dl, ld = string.match(all[i + 1], '^(%d+)|(%d+)|(%d+)|(%d+)|(%d+)|(%d+)$')
     if all[i] == me then
-      if s and tonumber(dl) >= t then share = tonumber(s) end
+      if s and tonumber(dl) >= t then share, known = tonumber(s), true end
     elseif not s or tonumber(dl) < t then
       redis.call('HDEL', K_NODES, all[i])  -- its lease ended: the share returns
       redis.call('HDEL', K_GIVE, all[i])
@@ -434,12 +434,12 @@ elseif op == 'node-sync' then
     end
   end
   -- The server lost its records (it restarted empty) while nodes held slots: a node
-  -- reports slots it may be using (floor > 0) that no live record of its own covers. For
+  -- reports slots it may be using (floor > 0) and has no live record. For
   -- one lease from then, time for every node that may hold slots to report again, no
   -- node grows beyond what it holds, so the recorded shares, each at least its node's
   -- floor, never add up to more than the cap while they reconcile.
   local K_RECOVER = prefix .. 'nrecover'
-  if floor > share then redis.call('SET', K_RECOVER, 1, 'PX', lease) end
+  if not known and floor > 0 then redis.call('SET', K_RECOVER, 1, 'PX', lease) end
   local recovering = redis.call('EXISTS', K_RECOVER) == 1
   local target, free = -1, 0
   if n < 0 then
