@@ -67,10 +67,10 @@ COMBOS = [
       "--experiments", "e1,e3", "--e3-nprocs", "1"],
      rows("E1", ["SUM"], ["normal", "ppios", "ppios@2"], [1])
      | rows("E3", E3, ["normal", "ppios", "ppios@2"], [1]), {"thresholds": ["1", "2"]}),
-    # a fixed cap with MTs throttled at it (PPIOS_MT_THROTTLE=1) is a variant of its own
-    (["--thresholds", "2,opt-throttled", "--modes", "normal,ppios", "--nprocs", "1"],
-     rows("E1", ["SUM"], ["normal", "ppios", "ppios@opt-throttled"], [1]),
-     {"thresholds": ["2", "opt-throttled"]}),
+    # a fixed cap that MTs pass (PPIOS_MT_THROTTLE=0) is a variant of its own
+    (["--thresholds", "2,opt-passing", "--modes", "normal,ppios", "--nprocs", "1"],
+     rows("E1", ["SUM"], ["normal", "ppios", "ppios@opt-passing"], [1]),
+     {"thresholds": ["2", "opt-passing"]}),
     # --threshold N is --thresholds N
     (["--threshold", "3", "--modes", "normal,ppios", "--nprocs", "1"],
      rows("E1", ["SUM"], ["normal", "ppios"], [1]), {"thresholds": ["3"]}),
@@ -93,7 +93,7 @@ BAD = [
     (["--modes", "ppios"], "must include normal"),
     (["--thresholds", "0"], "--thresholds"),
     (["--thresholds", "two"], "--thresholds"),
-    (["--thresholds", "auto-cold-throttled"], "-throttled follows opt or an integer"),
+    (["--thresholds", "auto-cold-passing"], "-passing follows opt or an integer"),
     (["--threshold", "2", "--thresholds", "3"], "not allowed with"),
     (["--e3-nprocs", "0"], "--e3-nprocs"),
     (["--e2-optimal-streams", "65"], "--e2-optimal-streams"),

@@ -48,7 +48,10 @@ int ThroughputClimber::settle() {
 }
 
 int ThroughputClimber::probe(State s, double now_s) {
-  if (s == State::ProbeDown) slow_start_ = warm_start_ = false;
+  if (s == State::ProbeDown) {
+    if (state_ != State::ProbeDown) descent_mibps_ = base_mibps_;  // a descent starts
+    slow_start_ = warm_start_ = false;
+  }
   const int k = s == State::ProbeDown ? base_ - 1 : slow_start_ ? std::min(2 * base_, p_.max_k) : base_ + 1;
   if (k < p_.min_k || k > p_.max_k || k == base_) {
     if (s == State::ProbeUp && base_ > p_.min_k && !came_from_below_) return probe(State::ProbeDown, now_s);
@@ -180,7 +183,15 @@ int ThroughputClimber::next(int k, double mibps, bool bound, double now_s, int l
         }
         return probe_up_failed(k, now_s);
       case State::ProbeDown:
-        if (better) {
+        if (better || (bound && descent_mibps_ > 0 && mibps >= descent_mibps_ * (1 - margin_at(k, p_)))) {
+          // Better, or as good as the best of this descent within the margin while the
+          // cap bound: the same throughput with fewer accesses in flight is the smaller
+          // cap (Little: each access, the MTs' too, waits less). Measured in slots, the
+          // aggregate stays flat for a few caps past the device's knee (a slot is held
+          // across FUSE requests and the copy), so a climb that overshot into that
+          // plateau walks back to its start. Compared with the best of the descent, not
+          // the last step, so noise cannot ratchet it down past the knee.
+          descent_mibps_ = std::max(descent_mibps_, mibps);
           base_ = k;
           base_mibps_ = mibps;
           base_confirmed_ = false;

@@ -14,8 +14,10 @@
 //               `gain`: move there, and probe further up if the cap still bound (else
 //               the demand ended there: settle, or after a slow-start jump probe down).
 //               Otherwise probe base-1, unless base was reached from below.
-//   probe_down: the window ran at base-1. Better by more than `gain`: move, probe further
-//               down. Otherwise settle at base.
+//   probe_down: the window ran at base-1. Better by more than `gain`, or (the cap bound)
+//               within the margin of the best MiB/s of this descent: move, probe further
+//               down (the smallest cap of a plateau: as much throughput with fewer
+//               accesses in flight). Otherwise settle at base.
 //   settled:    stays at base. Two windows in a row off the settled throughput by more
 //               than `shift`, or `reprobe_s` since the last probe: probe base+1 again.
 // Hysteresis (gain) keeps it at one cap under noise; every probe after the first settle
@@ -127,6 +129,7 @@ class ThroughputClimber {
   bool slow_start_;
   bool warm_start_;            // the first probe up of a start above min_k is still to come
   double base_mibps_ = -1;     // throughput at base_ (latest), -1 unknown
+  double descent_mibps_ = -1;  // the best MiB/s since the probes down began (ProbeDown)
   bool base_confirmed_ = false;  // a settled window agreed with base_mibps_ (not one burst)
   bool came_from_below_ = false;
   int off_windows_ = 0;        // settled windows in a row off base_mibps_ by > shift

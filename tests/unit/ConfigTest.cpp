@@ -64,6 +64,23 @@ TEST(Config, ReadsEveryVariable) {
   EXPECT_EQ(c.trace_prefix, "/tmp/t");
 }
 
+// MTs wait at a cap given as a number (the paper's cap on every access), pass under auto
+// or without a threshold of their own, and an explicit PPIOS_MT_THROTTLE wins either way.
+TEST(Config, MtsAreThrottledByDefaultOnlyAtANumericThreshold) {
+  auto throttled = [](const std::map<std::string, std::string> &env) {
+    Config c;
+    std::string error;
+    EXPECT_TRUE(parse(env, &c, &error)) << error;
+    return c.coordinator.mt_throttle;
+  };
+  EXPECT_FALSE(throttled({}));
+  EXPECT_TRUE(throttled({{"PPIOS_THRESHOLD", "4"}}));
+  EXPECT_FALSE(throttled({{"PPIOS_THRESHOLD", "auto"}}));
+  EXPECT_FALSE(throttled({{"PPIOS_THRESHOLD", "4"}, {"PPIOS_MT_THROTTLE", "0"}}));
+  EXPECT_TRUE(throttled({{"PPIOS_THRESHOLD", "auto"}, {"PPIOS_MT_THROTTLE", "1"}}));
+  EXPECT_TRUE(throttled({{"PPIOS_MT_THROTTLE", "1"}}));
+}
+
 TEST(Config, BadValuesNameTheVariableAndTheAcceptedValues) {
   EXPECT_NE(error_for("PPIOS_THRESHOLD", "abc").find("PPIOS_THRESHOLD='abc'"), std::string::npos);
   EXPECT_NE(error_for("PPIOS_THRESHOLD", "abc").find("whole number"), std::string::npos);

@@ -36,7 +36,8 @@ struct CoordinatorOptions {
   std::string target = "default";
   int64_t threshold = -1;        // -1: not given by this process (use the stored cap, or none)
   int lease_ms = 3000;
-  bool mt_throttle = false;      // PPIOS_MT_THROTTLE: MTs also wait when m >= n
+  bool mt_throttle = false;      // PPIOS_MT_THROTTLE: MTs also wait when m >= n (the
+                                 // environment's default: on with a numeric PPIOS_THRESHOLD)
   bool auto_threshold = false;   // PPIOS_THRESHOLD=auto: the cap is learned (see AutoThreshold.h)
   int64_t shm_group = -1;        // PPIOS_SHM_GROUP: gid the node-local segment is shared with; -1: private
   // PPIOS_SIM_NODE (tests and benchmarks only): the node name the two-level backend (node+)

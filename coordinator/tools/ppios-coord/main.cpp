@@ -158,11 +158,11 @@ std::string json_string(const std::string &s) {
 }
 
 // What the cap promises, as README.md states it: MT accesses are only held at the cap by
-// processes that run with PPIOS_MT_THROTTLE=1.
+// processes with PPIOS_MT_THROTTLE=1 (the default of a numeric PPIOS_THRESHOLD).
 const char *const kGuarantee =
     "a PT access starts only while fewer than threshold accesses are in flight; an MT access "
-    "waits at the cap only for PTs to yield, unless its process has PPIOS_MT_THROTTLE=1, so MTs "
-    "may exceed the cap";
+    "waits at the cap for PTs to yield, and for MTs too if its process has PPIOS_MT_THROTTLE=1 "
+    "(the default with a numeric PPIOS_THRESHOLD), so MTs of other processes may exceed the cap";
 
 uint64_t over_cap(const CoordinatorStatus &s) {
   uint64_t inflight = uint64_t{s.mt_inflight} + s.pt_inflight;
