@@ -464,7 +464,9 @@ int __wrap_sigaction(int sig, const struct sigaction *act, struct sigaction *old
 }
 
 namespace {
-sighandler_t install_handler(int sig, sighandler_t handler, int flags, bool block_self) {
+// static: inside extern "C" an unnamed namespace does not keep GCC from exporting the
+// name, and a program's own global of that name would take its place.
+static sighandler_t install_handler(int sig, sighandler_t handler, int flags, bool block_self) {
   struct sigaction act{}, old{};
   act.sa_handler = handler;
   act.sa_flags = flags;

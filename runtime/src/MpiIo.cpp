@@ -352,14 +352,17 @@ int ppios_MPI_File_seek(MPI_File fh, MPI_Offset offset, int whence) {
 }
 
 // ------------------------------------------------------------------ PT side
+// The helpers below are static: inside extern "C" an unnamed namespace does not keep
+// GCC from exporting a name, and a program's own global of that name would take its place
+// (test runtime.exports).
 
 namespace {
 // A PT handle is a token of type MPI_File that encodes the PT's descriptor (fd + 1, so
 // that a failed open is the null token); it never reaches MPI.
-int pt_fd(ppios_pt_mpi_file fh) {
+static int pt_fd(ppios_pt_mpi_file fh) {
   return static_cast<int>(reinterpret_cast<uintptr_t>(fh)) - 1;
 }
-ppios_pt_mpi_file pt_token(int fd) {
+static ppios_pt_mpi_file pt_token(int fd) {
   return fd < 0 ? nullptr : reinterpret_cast<ppios_pt_mpi_file>(static_cast<uintptr_t>(fd) + 1);
 }
 }  // namespace
@@ -372,16 +375,16 @@ struct PtView {
   ViewMap map;
   bool usable = true;
 };
-std::mutex g_pt_views_mu;
-std::map<int, PtView> g_pt_views;
+static std::mutex g_pt_views_mu;
+static std::map<int, PtView> g_pt_views;
 
-void set_pt_view(int fd, const PtView *view) {
+static void set_pt_view(int fd, const PtView *view) {
   std::lock_guard<std::mutex> lock(g_pt_views_mu);
   if (view == nullptr) g_pt_views.erase(fd);
   else g_pt_views[fd] = *view;
 }
 
-PtView pt_view(int fd) {
+static PtView pt_view(int fd) {
   std::lock_guard<std::mutex> lock(g_pt_views_mu);
   auto it = g_pt_views.find(fd);
   return it == g_pt_views.end() ? PtView{} : it->second;
@@ -494,12 +497,12 @@ namespace {
 // What the PT's statuses say: the bytes each prefetch predicted for it (-1: unknown), by
 // the status's address. Only the PT reads and writes it. A handful of statuses in
 // practice; a program that walks an array of them is bounded by forgetting them all.
-thread_local std::unordered_map<const MPI_Status *, int64_t> t_pt_status_bytes;
+static thread_local std::unordered_map<const MPI_Status *, int64_t> t_pt_status_bytes;
 constexpr size_t kMaxPtStatuses = 4096;
 
 // Ends a PT prefetch of an MPI read: `items` predicted (-1: unknown) of `type_size` bytes.
 // Like the read, it returns an MPI code: the items are in the status.
-int predicted(MPI_Status *status, int64_t items, int64_t type_size) {
+static int predicted(MPI_Status *status, int64_t items, int64_t type_size) {
   if (status != MPI_STATUS_IGNORE) {
     std::memset(static_cast<void *>(status), 0, sizeof *status);  // MPI_SUCCESS, as predicted
     if (t_pt_status_bytes.size() >= kMaxPtStatuses) t_pt_status_bytes.clear();
@@ -512,7 +515,7 @@ int predicted(MPI_Status *status, int64_t items, int64_t type_size) {
 // sets *type_size and *view. A datatype or a view that is not contiguous (or that the
 // runtime does not know) is counted in pt_unmapped, so that a read ppios-cc reported as
 // prefetched, yet never served, has a visible reason.
-bool mappable(int fd, MPI_Datatype datatype, int64_t *type_size, PtView *view) {
+static bool mappable(int fd, MPI_Datatype datatype, int64_t *type_size, PtView *view) {
   if (fd < 0) return false;
   *type_size = ppios::mpi_type_size(datatype);
   *view = pt_view(fd);

@@ -1,6 +1,9 @@
 #!/usr/bin/env python3
 """Every PPIOS_INTERPOSE(sym) of interpose.def has its __wrap_sym in libppios: a wrapped
-link (-Wl,--wrap=sym) of a program calling sym would fail, or worse, resolve elsewhere."""
+link (-Wl,--wrap=sym) of a program calling sym would fail, or worse, resolve elsewhere.
+And libppios exports no C name of its own but ppios_* and __wrap_*: a program's global of
+the same name (a function `predicted`, a variable `pt_fd`) would take the library's place
+in every call the library makes to it (ELF interposition), and crash a correct program."""
 import re
 import subprocess
 import sys
@@ -16,7 +19,13 @@ def main():
     print(f"{len(wanted)} interposed calls, {len(wanted) - len(missing)} wrapped")
     for s in missing:
         print(f"FAIL: libppios defines no __wrap_{s}")
-    return 1 if missing or not wanted else 0
+    # C++ names are mangled (_Z...) into namespace ppios or std templates; the linker's own
+    # markers are no program's names.
+    linker = {"_init", "_fini", "_edata", "_end", "__bss_start"}
+    stray = sorted(s for s in defined if not s.startswith(("_Z", "ppios_", "__wrap_")) and s not in linker)
+    for s in stray:
+        print(f"FAIL: libppios exports the C name {s!r}: make it static (or ppios_-prefixed)")
+    return 1 if missing or stray or not wanted else 0
 
 if __name__ == "__main__":
     sys.exit(main())
