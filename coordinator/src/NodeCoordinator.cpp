@@ -9,6 +9,8 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
+#include <limits>
 #include <unistd.h>
 
 namespace ppios {
@@ -148,8 +150,10 @@ void NodeCoordinator::agent_loop() {
         // reports the floor. Without the server the local cap stands for one lease (a
         // connection refused once at start must not grant the fair share of a node that
         // never had one; the previous agent's record outlives it by about that much), then
-        // the offline rule applies.
+        // the offline rule applies. Credits wait for its first sync.
+        std::lock_guard<std::mutex> g(cap_mutex_);
         share_ = 0;
+        credit_seq_ = kNoCredits;
         lease_end_ms_ = now + options_.lease_ms;
         reported_unmet_ = reported_mt_unmet_ = -1;
       }
@@ -209,6 +213,8 @@ bool NodeCoordinator::connect_agent_link() {
 // rounded down, so the nodes' caps add up to the cap at most even when it is smaller than
 // the number of nodes (those nodes get 0: their PTs wait, see the header).
 void NodeCoordinator::apply_offline_rule() {
+  std::lock_guard<std::mutex> g(cap_mutex_);
+  credit_seq_ = kNoCredits;  // a credit left in our list is counted by the next sync
   if (steady_ms() < lease_end_ms_) return;
   int64_t fair = 0;  // never synced: nothing known about the cap or the nodes
   if (cap_seen_ < 0 && live_seen_ > 0) fair = -1;  // the target had no cap
@@ -222,6 +228,8 @@ void NodeCoordinator::apply_offline_rule() {
 }
 
 bool NodeCoordinator::agent_step(bool woken) {
+  // From the snapshot to the cap set from the reply: no credit in between (header).
+  std::lock_guard<std::mutex> g(cap_mutex_);
   CoordinatorStatus st;
   std::string err;
   if (!table_->snapshot(&st, &err)) return true;  // a lock that is not let go: next tick
@@ -254,7 +262,7 @@ bool NodeCoordinator::agent_step(bool woken) {
                       {"node-sync", node_, std::to_string(node_lease_ms_), std::to_string(floor), std::to_string(need),
                        std::to_string(mtneed), std::to_string(st.pt_inflight), std::to_string(lead)},
                       &err);
-  if (!r || r->type != REDIS_REPLY_ARRAY || r->elements != 7) return false;
+  if (!r || r->type != REDIS_REPLY_ARRAY || r->elements != 8) return false;
   auto at = [&](size_t i) { return r->element[i]->integer; };
   share_ = at(0);
   const int64_t target = at(1);
@@ -262,6 +270,7 @@ bool NodeCoordinator::agent_step(bool woken) {
   live_seen_ = at(3);
   free_seen_ = at(4);
   others_need_ = at(5);
+  credit_seq_ = at(7);
   // The record lives node_lease_ms_ from when the server ran the script, after we sent it.
   lease_end_ms_ = now + node_lease_ms_ - std::max(1, options_.lease_ms / 10);
   last_sync_ms_ = now;
@@ -274,6 +283,20 @@ bool NodeCoordinator::agent_step(bool woken) {
   next_renew_ms_ = now + std::max(10, options_.lease_ms / 3);  // every sync renews the lease
   // target <= share_: the invariant of the header.
   if (target != local_cap) table_->set_threshold(std::min(target, share_));
+  return true;
+}
+
+bool NodeCoordinator::apply_credit(const char *text) {
+  char *end = nullptr;
+  const long long seq = strtoll(text, &end, 10);
+  if (end == text || *end != ':') return false;
+  const long long k = atoll(end + 1);
+  if (seq <= 0 || k <= 0 || k > kMaxThreshold) return false;
+  std::lock_guard<std::mutex> g(cap_mutex_);
+  if (!acting_.load() || seq <= credit_seq_) return false;
+  credit_seq_ = seq;
+  share_ += k;
+  table_->raise_threshold(k);
   return true;
 }
 
@@ -312,10 +335,15 @@ void NodeCoordinator::listener_loop() {
       // Our PTs owe another node's waiting MTs k slots: lower the cap now (always safe),
       // so they yield within a sub-read. Slots still in use: the segment rings the agent
       // once they are back (a sync before that could not pay anything).
-      if (r->elements == 2 && r->element[1]->type == REDIS_REPLY_STRING && r->element[1]->str[0] == 'g') {
-        long long k = atoll(r->element[1]->str + 1);
+      const char *msg = r->elements == 2 && r->element[1]->type == REDIS_REPLY_STRING ? r->element[1]->str : "";
+      if (msg[0] == 'g') {
+        long long k = atoll(msg + 1);
         if (k > 0 && k <= kMaxThreshold && table_->lower_threshold(k)) continue;
       }
+      // Another node paid k slots straight into our share ("c<seq>:<k>"): raise the cap
+      // now, unless our agent's last sync counted that credit already (or it has not
+      // synced since taking over or losing the server): then its next sync picks it up.
+      if (msg[0] == 'c' && apply_credit(msg + 1)) continue;
       {
         std::lock_guard<std::mutex> g(wake_mutex_);
         woken_ = true;

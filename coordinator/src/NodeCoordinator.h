@@ -69,6 +69,7 @@
 
 #include <atomic>
 #include <condition_variable>
+#include <limits>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -102,6 +103,8 @@ class NodeCoordinator final : public Coordinator {
   bool connect_agent_link();
   void apply_offline_rule();
   bool sleep_or_stop(int ms, bool *woken);
+  // The listener's credit "<seq>:<k>"; false when it is left to the agent's next sync.
+  bool apply_credit(const char *text);
 
   const CoordinatorOptions options_;
   const RedisAddress address_;
@@ -111,10 +114,14 @@ class NodeCoordinator final : public Coordinator {
   std::unique_ptr<ShmCoordinator> local_;
   ShmSlotTable *table_ = nullptr;  // local_'s segment; null: no segment (fail-open)
 
-  // Agent state, agent thread only.
+  // Agent state, agent thread only; share_ and credit_seq_ also by the listener's credits,
+  // both under cap_mutex_, which the agent holds from its snapshot to setting the cap.
+  static constexpr int64_t kNoCredits = std::numeric_limits<int64_t>::max();
+  std::mutex cap_mutex_;
   std::unique_ptr<RedisLink> link_;
   bool online_ = false;
-  int64_t share_ = 0;           // as last recorded by the server
+  int64_t share_ = 0;           // as last recorded by the server, plus the credits since
+  int64_t credit_seq_ = kNoCredits;  // the last credit counted in share_ (kNoCredits: none may be applied)
   int64_t cap_seen_ = -1, live_seen_ = 0, free_seen_ = 0, others_need_ = 0;
   int64_t lease_end_ms_ = 0;    // local view of the record's lease (0: never synced)
   int64_t next_renew_ms_ = 0, next_connect_ms_ = 0, last_sync_ms_ = 0;
