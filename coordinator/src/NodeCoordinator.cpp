@@ -289,7 +289,15 @@ bool NodeCoordinator::agent_step(bool woken) {
   reported_mt_unmet_ = std::max<int64_t>(0, mtneed - std::max<int64_t>(target, 0));
   next_renew_ms_ = now + std::max(10, options_.lease_ms / 3);  // every sync renews the lease
   // target <= share_: the invariant of the header.
-  if (target != local_cap) table_->set_threshold(std::min(target, share_));
+  if (target >= 0 && local_cap >= 0 && target < local_cap) {
+    // Lowered (slots given back, or owed): but not below the MTs in flight and waiting now.
+    // MTs that came during the sync keep what it was giving away (MT-first) rather than
+    // wait for another sync: the recorded share covers them (it is at least the floor we
+    // sent, our cap then), and our next sync reports them.
+    table_->lower_threshold(local_cap - target);
+  } else if (target != local_cap) {
+    table_->set_threshold(std::min(target, share_));
+  }
   return true;
 }
 
