@@ -243,14 +243,16 @@ bool NodeCoordinator::agent_step(bool woken) {
   uint64_t lead = 0;
   for (const auto &h : st.holders)
     if (h.cls == IoClass::PT) lead = std::max(lead, h.lead);
-  // Our MTs wait beyond what the server knows: at once, not kMinGapMs after the last sync
-  // (an MT that came during a sync would wait out the gap; one sync is in flight at a time).
-  bool due = woken || now >= next_renew_ms_ || (cap_seen_ >= 0 && mtneed - local_cap > reported_mt_unmet_);
+  const bool more_mts = mtneed - local_cap > reported_mt_unmet_;
+  // MTs queue beyond what the server knows: at once, not kMinGapMs after the last sync (an
+  // MT that came during a sync would wait out the gap; one sync is in flight at a time).
+  // MTs past the cap that do not wait (PPIOS_MT_THROTTLE=0) keep the gap.
+  bool due = woken || now >= next_renew_ms_ || (cap_seen_ >= 0 && st.queued_mt > 0 && more_mts);
   if (!due && cap_seen_ >= 0 && now - last_sync_ms_ >= kMinGapMs) {
     const int64_t live = std::max<int64_t>(1, live_seen_);
     const int64_t fair = std::max<int64_t>(1, (cap_seen_ + live - 1) / live);  // as the script's fair_up
     due = share_ > floor                                                     // a lowered cap drained: hand back
-          || need - local_cap > reported_unmet_  // more wanted than known
+          || need - local_cap > reported_unmet_ || more_mts                  // more wanted than known
           || (others_need_ > 0 && local_cap > std::max(std::min(need, fair), mtneed) &&
               now - last_sync_ms_ >= kGiveBackMs)                            // others need what we do not use
           || (mtneed > local_cap && now - last_sync_ms_ >= kRefreshMs)  // our MTs wait: fresher victims

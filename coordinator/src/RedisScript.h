@@ -342,7 +342,7 @@ elseif op == 'set-threshold' then
   save()
   -- Two-level backend: every node agent syncs now and adopts the new cap.
   for _, node in ipairs(redis.call('HKEYS', prefix .. 'nodes')) do
-    if redis.call('LLEN', prefix .. 'nw:' .. node) == 0 then redis.call('RPUSH', prefix .. 'nw:' .. node, 1) end
+    if not redis.call('LPOS', prefix .. 'nw:' .. node, '1') then redis.call('RPUSH', prefix .. 'nw:' .. node, 1) end
   end
   return n
 elseif op == 'status' then
@@ -568,7 +568,7 @@ elseif op == 'node-leave' then
   local all = redis.call('HGETALL', K_NODES)
   for i = 1, #all, 2 do
     local s, nd = string.match(all[i + 1], '^(%d+)|(%d+)|')
-    if s and tonumber(nd) > tonumber(s) and redis.call('LLEN', prefix .. 'nw:' .. all[i]) == 0 then
+    if s and tonumber(nd) > tonumber(s) and not redis.call('LPOS', prefix .. 'nw:' .. all[i], '1') then
       redis.call('RPUSH', prefix .. 'nw:' .. all[i], 1)
     end
   end
