@@ -9,6 +9,8 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
+#include <limits>
 #include <unistd.h>
 
 namespace ppios {
@@ -25,6 +27,7 @@ constexpr int kGiveBackMs = 5;      // slots unused this long go to nodes that n
 constexpr int kListenMs = 100;      // BLPOP timeout of the listener (bounds shutdown)
 constexpr int kReconnectMs = 250;
 constexpr int kRefreshMs = 20;      // at most this often a sync only to report PTs and their lead
+constexpr int kLeadIdleMs = 100;    // ... while no other node's MTs wait
 
 int64_t steady_ms() {
   return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now().time_since_epoch())
@@ -148,8 +151,10 @@ void NodeCoordinator::agent_loop() {
         // reports the floor. Without the server the local cap stands for one lease (a
         // connection refused once at start must not grant the fair share of a node that
         // never had one; the previous agent's record outlives it by about that much), then
-        // the offline rule applies.
+        // the offline rule applies. Credits wait for its first sync.
+        std::lock_guard<std::mutex> g(cap_mutex_);
         share_ = 0;
+        credit_seq_ = kNoCredits;
         lease_end_ms_ = now + options_.lease_ms;
         reported_unmet_ = reported_mt_unmet_ = -1;
       }
@@ -209,6 +214,8 @@ bool NodeCoordinator::connect_agent_link() {
 // rounded down, so the nodes' caps add up to the cap at most even when it is smaller than
 // the number of nodes (those nodes get 0: their PTs wait, see the header).
 void NodeCoordinator::apply_offline_rule() {
+  std::lock_guard<std::mutex> g(cap_mutex_);
+  credit_seq_ = kNoCredits;  // a credit left in our list is counted by the next sync
   if (steady_ms() < lease_end_ms_) return;
   int64_t fair = 0;  // never synced: nothing known about the cap or the nodes
   if (cap_seen_ < 0 && live_seen_ > 0) fair = -1;  // the target had no cap
@@ -222,6 +229,8 @@ void NodeCoordinator::apply_offline_rule() {
 }
 
 bool NodeCoordinator::agent_step(bool woken) {
+  // From the snapshot to the cap set from the reply: no credit in between (header).
+  std::lock_guard<std::mutex> g(cap_mutex_);
   CoordinatorStatus st;
   std::string err;
   if (!table_->snapshot(&st, &err)) return true;  // a lock that is not let go: next tick
@@ -234,27 +243,34 @@ bool NodeCoordinator::agent_step(bool woken) {
   uint64_t lead = 0;
   for (const auto &h : st.holders)
     if (h.cls == IoClass::PT) lead = std::max(lead, h.lead);
-  bool due = woken || now >= next_renew_ms_;
+  const bool more_mts = mtneed - local_cap > reported_mt_unmet_;
+  // MTs queue beyond what the server knows: at once, not kMinGapMs after the last sync (an
+  // MT that came during a sync would wait out the gap; one sync is in flight at a time).
+  // MTs past the cap that do not wait (PPIOS_MT_THROTTLE=0) keep the gap.
+  bool due = woken || now >= next_renew_ms_ || (cap_seen_ >= 0 && st.queued_mt > 0 && more_mts);
   if (!due && cap_seen_ >= 0 && now - last_sync_ms_ >= kMinGapMs) {
     const int64_t live = std::max<int64_t>(1, live_seen_);
     const int64_t fair = std::max<int64_t>(1, (cap_seen_ + live - 1) / live);  // as the script's fair_up
     due = share_ > floor                                                     // a lowered cap drained: hand back
-          || need - local_cap > reported_unmet_ || mtneed - local_cap > reported_mt_unmet_  // more wanted than known
+          || need - local_cap > reported_unmet_ || more_mts                  // more wanted than known
           || (others_need_ > 0 && local_cap > std::max(std::min(need, fair), mtneed) &&
               now - last_sync_ms_ >= kGiveBackMs)                            // others need what we do not use
           || (mtneed > local_cap && now - last_sync_ms_ >= kRefreshMs)  // our MTs wait: fresher victims
-          // The server picks victims by PT lead: PTs starting or stopping, or leading further,
-          // are reported at once (a few ms apart), other lead changes every kRefreshMs.
+          // The server picks victims by PT lead, only for nodes whose MTs wait: PTs starting
+          // or stopping are reported at once; while another node's MTs wait (as of our last
+          // sync) a lead grown is reported a few ms apart, other changes every kRefreshMs;
+          // otherwise every kLeadIdleMs (these reports were 90% of the syncs in the cross bench).
           || (int64_t{st.pt_inflight} > 0) != (reported_pt_ > 0)
-          || (static_cast<int64_t>(lead) > reported_lead_ && now - last_sync_ms_ >= kGiveBackMs)
-          || (static_cast<int64_t>(lead) != reported_lead_ && now - last_sync_ms_ >= kRefreshMs);
+          || (static_cast<int64_t>(lead) > reported_lead_ && others_mt_ > 0 && now - last_sync_ms_ >= kGiveBackMs)
+          || (static_cast<int64_t>(lead) != reported_lead_ &&
+              now - last_sync_ms_ >= (others_mt_ > 0 ? kRefreshMs : kLeadIdleMs));
   }
   if (!due) return true;
   auto r = link_->run(options_.target,
                       {"node-sync", node_, std::to_string(node_lease_ms_), std::to_string(floor), std::to_string(need),
                        std::to_string(mtneed), std::to_string(st.pt_inflight), std::to_string(lead)},
                       &err);
-  if (!r || r->type != REDIS_REPLY_ARRAY || r->elements != 7) return false;
+  if (!r || r->type != REDIS_REPLY_ARRAY || r->elements != 8) return false;
   auto at = [&](size_t i) { return r->element[i]->integer; };
   share_ = at(0);
   const int64_t target = at(1);
@@ -262,6 +278,8 @@ bool NodeCoordinator::agent_step(bool woken) {
   live_seen_ = at(3);
   free_seen_ = at(4);
   others_need_ = at(5);
+  others_mt_ = at(6);
+  credit_seq_ = at(7);
   // The record lives node_lease_ms_ from when the server ran the script, after we sent it.
   lease_end_ms_ = now + node_lease_ms_ - std::max(1, options_.lease_ms / 10);
   last_sync_ms_ = now;
@@ -273,7 +291,29 @@ bool NodeCoordinator::agent_step(bool woken) {
   reported_mt_unmet_ = std::max<int64_t>(0, mtneed - std::max<int64_t>(target, 0));
   next_renew_ms_ = now + std::max(10, options_.lease_ms / 3);  // every sync renews the lease
   // target <= share_: the invariant of the header.
-  if (target != local_cap) table_->set_threshold(std::min(target, share_));
+  if (target >= 0 && local_cap >= 0 && target < local_cap) {
+    // Lowered (slots given back, or owed): but not below the MTs in flight and waiting now.
+    // MTs that came during the sync keep what it was giving away (MT-first) rather than
+    // wait for another sync: the recorded share covers them (it is at least the floor we
+    // sent, our cap then), and our next sync reports them.
+    table_->lower_threshold(local_cap - target);
+  } else if (target != local_cap) {
+    table_->set_threshold(std::min(target, share_));
+  }
+  return true;
+}
+
+bool NodeCoordinator::apply_credit(const char *text) {
+  char *end = nullptr;
+  const long long seq = strtoll(text, &end, 10);
+  if (end == text || *end != ':') return false;
+  const long long k = atoll(end + 1);
+  if (seq <= 0 || k <= 0 || k > kMaxThreshold) return false;
+  std::lock_guard<std::mutex> g(cap_mutex_);
+  if (!acting_.load() || seq <= credit_seq_) return false;
+  credit_seq_ = seq;
+  share_ += k;
+  table_->raise_threshold(k);
   return true;
 }
 
@@ -312,10 +352,15 @@ void NodeCoordinator::listener_loop() {
       // Our PTs owe another node's waiting MTs k slots: lower the cap now (always safe),
       // so they yield within a sub-read. Slots still in use: the segment rings the agent
       // once they are back (a sync before that could not pay anything).
-      if (r->elements == 2 && r->element[1]->type == REDIS_REPLY_STRING && r->element[1]->str[0] == 'g') {
-        long long k = atoll(r->element[1]->str + 1);
+      const char *msg = r->elements == 2 && r->element[1]->type == REDIS_REPLY_STRING ? r->element[1]->str : "";
+      if (msg[0] == 'g') {
+        long long k = atoll(msg + 1);
         if (k > 0 && k <= kMaxThreshold && table_->lower_threshold(k)) continue;
       }
+      // Another node paid k slots straight into our share ("c<seq>:<k>"): raise the cap
+      // now, unless our agent's last sync counted that credit already (or it has not
+      // synced since taking over or losing the server): then its next sync picks it up.
+      if (msg[0] == 'c' && apply_credit(msg + 1)) continue;
       {
         std::lock_guard<std::mutex> g(wake_mutex_);
         woken_ = true;

@@ -22,18 +22,35 @@
 //   local cap <= recorded share, and sum of recorded shares <= cap
 // (the cap grows only from free slots; a share shrinks only after the local cap was
 // lowered and the slots above it drained, i.e. after one sub-read).
-// A node whose MTs wait beyond its share makes the nodes whose PTs lead furthest (from
-// their records, which report PTs as they start) owe it slots (the script's ngive hash)
-// and tells them how many (RPUSH nw:<node> "g<k>"); their listener threads (BLPOP) lower
-// their caps by k at once (ShmSlotTable::lower_threshold, which asks the PTs above it to
-// yield; lowering is always safe) and wake their agents unless slots must drain first (a
-// sync before could pay nothing); the slots come back within one
-// PT sub-read, the drained segment rings its agent, whose sync pays the debt and wakes
-// the node short of slots, whose agent syncs and takes them. So a hand-over is three
-// syncs, two BLPOP wake-ups and one sub-read, each step woken by the previous one (no
-// sampling period on the path). While its MTs wait a node syncs every kRefreshMs, so a victim chosen from an old
-// record is followed by one chosen from a fresher one. MTs keep their node's slots
-// (MT-first), and inside a node the segment's own rules apply (local PT yields first).
+// A node whose MTs wait beyond its share syncs at once (not kMinGapMs after its last
+// sync) and makes the nodes whose PTs lead furthest (from their records) owe it slots (the
+// script's ngive hash) and tells them how many (RPUSH nw:<node> "g<k>"); their listener
+// threads (BLPOP) lower their caps by k at once (ShmSlotTable::lower_threshold, which asks
+// the PTs above it to yield; lowering is always safe) and wake their agents unless slots
+// must drain first (a sync before could pay nothing). The slots come back within one PT
+// sub-read, the drained segment rings its agent, and its sync pays the debt and, in the
+// same script call, credits the slots to the nodes whose MTs wait (their recorded shares
+// grow by what came back, from slots free now) with RPUSH nw:<node> "c<seq>:<k>": their
+// listeners raise their caps by k (ShmSlotTable::raise_threshold, which grants the waiting
+// MTs) without a sync of their own. So a hand-over is two syncs, two BLPOP wake-ups and
+// one sub-read, each step woken by the previous one (no sampling period on the path).
+// While its MTs wait a node syncs every kRefreshMs, so a victim chosen from an old record
+// is followed by one chosen from a fresher one. MTs keep their node's slots (MT-first),
+// and inside a node the segment's own rules apply (local PT yields first).
+//
+// Credits and the invariant: a credit is numbered per node (the script's ncseq) and every
+// sync reply carries the number of the last credit its share counts (credit_seq_). The
+// listener raises the cap only for a credit numbered above it, under cap_mutex_, which the
+// agent holds from its snapshot to setting the cap from the reply; so the local cap is at
+// most the share of the last sync plus the credits given after it, and the recorded share
+// is at least that (only the node's own sync lowers it, never below the floor it was
+// sent). An agent that took over, or lost the server, ignores credits until its next sync
+// (credit_seq_ = kNoCredits), as does a listener whose process no longer acts: the credit
+// stays in the recorded share, so that sync hands it out.
+//
+// PT leads matter only to pick victims for waiting MTs: a node reports a lead change every
+// kRefreshMs (a grown lead within kGiveBackMs) while another node's MTs wait, as of its
+// last sync, and every kLeadIdleMs otherwise (PTs starting or stopping at once).
 //
 // Leases: a node's record lives 2 x PPIOS_LEASE_MS on the server, renewed every third of
 // a lease. The agent counts it from the moment it sent the sync, so it expires locally
@@ -59,7 +76,8 @@
 //
 // Threads: the caller's threads only touch the ShmCoordinator. The agent thread owns its
 // link and the agent state below; the listener thread owns its link; they share
-// wake_mutex_ (a leaf lock) for the wake flag.
+// cap_mutex_ (share_ and credit_seq_; taken before the segment's lock) and wake_mutex_ (a
+// leaf lock) for the wake flag.
 #pragma once
 
 #include "RedisAddress.h"
@@ -69,6 +87,7 @@
 
 #include <atomic>
 #include <condition_variable>
+#include <limits>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -102,6 +121,8 @@ class NodeCoordinator final : public Coordinator {
   bool connect_agent_link();
   void apply_offline_rule();
   bool sleep_or_stop(int ms, bool *woken);
+  // The listener's credit "<seq>:<k>"; false when it is left to the agent's next sync.
+  bool apply_credit(const char *text);
 
   const CoordinatorOptions options_;
   const RedisAddress address_;
@@ -111,11 +132,15 @@ class NodeCoordinator final : public Coordinator {
   std::unique_ptr<ShmCoordinator> local_;
   ShmSlotTable *table_ = nullptr;  // local_'s segment; null: no segment (fail-open)
 
-  // Agent state, agent thread only.
+  // Agent state, agent thread only; share_ and credit_seq_ also by the listener's credits,
+  // both under cap_mutex_, which the agent holds from its snapshot to setting the cap.
+  static constexpr int64_t kNoCredits = std::numeric_limits<int64_t>::max();
+  std::mutex cap_mutex_;
   std::unique_ptr<RedisLink> link_;
   bool online_ = false;
-  int64_t share_ = 0;           // as last recorded by the server
-  int64_t cap_seen_ = -1, live_seen_ = 0, free_seen_ = 0, others_need_ = 0;
+  int64_t share_ = 0;           // as last recorded by the server, plus the credits since
+  int64_t credit_seq_ = kNoCredits;  // the last credit counted in share_ (kNoCredits: none may be applied)
+  int64_t cap_seen_ = -1, live_seen_ = 0, free_seen_ = 0, others_need_ = 0, others_mt_ = 0;
   int64_t lease_end_ms_ = 0;    // local view of the record's lease (0: never synced)
   int64_t next_renew_ms_ = 0, next_connect_ms_ = 0, last_sync_ms_ = 0;
   int64_t reported_unmet_ = -1, reported_mt_unmet_ = -1;  // need (MT need) beyond the cap, as last synced

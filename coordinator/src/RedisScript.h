@@ -31,8 +31,10 @@
 //   Two-level backend (node+): nodes, hash node -> "share|need|mtneed|pt|lease deadline ms|
 //   largest PT lead";
 //   nw:<node> a node's wake-up list (its listener BLPOPs it; "g<k>": its PTs owe k more
-//   slots, lower the cap now); ngive, hash node -> slots its PTs owe to MTs waiting on
-//   another node
+//   slots, lower the cap now; "c<seq>:<k>": k slots were credited to its share, raise the
+//   cap now); ngive, hash node -> slots its PTs owe to MTs waiting on another node; ncseq,
+//   hash node -> sequence number of its last credit; nrecover: set for a lease after the
+//   server lost its records
 // Ids are "<process id>#<n>", so the owning process of any id is the part before '#'.
 #pragma once
 
@@ -340,7 +342,7 @@ elseif op == 'set-threshold' then
   save()
   -- Two-level backend: every node agent syncs now and adopts the new cap.
   for _, node in ipairs(redis.call('HKEYS', prefix .. 'nodes')) do
-    if redis.call('LLEN', prefix .. 'nw:' .. node) == 0 then redis.call('RPUSH', prefix .. 'nw:' .. node, 1) end
+    if not redis.call('LPOS', prefix .. 'nw:' .. node, '1') then redis.call('RPUSH', prefix .. 'nw:' .. node, 1) end
   end
   return n
 elseif op == 'status' then
@@ -356,7 +358,7 @@ elseif op == 'status' then
   return out
 elseif op == 'reset' then
   redis.call('DEL', K_STATE, K_HOLD, K_YIELD, K_QMT, K_QPT, K_PROCS, K_INFO, prefix .. 'ctlr', prefix .. 'curve',
-             prefix .. 'nodes', prefix .. 'ngive')
+             prefix .. 'nodes', prefix .. 'ngive', prefix .. 'ncseq', prefix .. 'nrecover')
   return 1
 elseif op == 'set-auto' then
   redis.call('HSET', K_STATE, 'auto', 1)
@@ -409,8 +411,9 @@ elseif op == 'node-sync' then
   -- its share is never recorded below it, so the sum of the recorded shares bounds what is
   -- in use. need: in flight + queued on the node; mtneed: MTs in flight + queued; pt: PTs
   -- in flight; lead: the largest lead of those PTs. Returns {share, target, cap, live nodes, free, others' unmet need, others'
-  -- unmet MT need}; the node lowers its local cap to target (<= share) and reports again.
-  local K_NODES, K_GIVE = prefix .. 'nodes', prefix .. 'ngive'
+  -- unmet MT need, credit seq}; the node lowers its local cap to target (<= share) and
+  -- reports again. Credit seq: the last credit to this node its share includes.
+  local K_NODES, K_GIVE, K_CSEQ = prefix .. 'nodes', prefix .. 'ngive', prefix .. 'ncseq'
   local me, lease = ARGV[2], tonumber(ARGV[3])
   local floor, need, mtneed, pt = tonumber(ARGV[4]), tonumber(ARGV[5]), tonumber(ARGV[6]), tonumber(ARGV[7])
   local lead = tonumber(ARGV[8]) or 0
@@ -430,7 +433,7 @@ elseif op == 'node-sync' then
       total, live = total + s, live + 1
       others_need = others_need + math.max(0, nd - s)
       others_mt = others_mt + math.max(0, mn - s)
-      others[#others + 1] = {all[i], s, nd, mn, pp, tonumber(ld)}
+      others[#others + 1] = {all[i], s, nd, mn, pp, tonumber(ld), dl}
     end
   end
   -- The server lost its records (it restarted empty) while nodes held slots: a node
@@ -478,9 +481,10 @@ elseif op == 'node-sync' then
     target = math.min(target, math.max(0, n - total))
     if recovering then target = math.min(target, math.max(share, floor)) end
   end
+  -- A plain wake-up ("1") is pushed once; "g"/"c" messages in the list do not stand for it.
   local function wake(name)
     local k = prefix .. 'nw:' .. name
-    if redis.call('LLEN', k) == 0 then redis.call('RPUSH', k, 1); redis.call('PEXPIRE', k, lease) end
+    if not redis.call('LPOS', k, '1') then redis.call('RPUSH', k, 1); redis.call('PEXPIRE', k, lease) end
   end
   -- Our MTs wait beyond what is owed to us already: the nodes whose PTs lead furthest owe
   -- the rest (seed 003's victim rule across nodes) and are woken to lower their caps, which
@@ -524,8 +528,27 @@ elseif op == 'node-sync' then
     local owed = tonumber(redis.call('HGET', K_GIVE, me) or '0') or 0
     if owed > old - share then redis.call('HSET', K_GIVE, me, owed - (old - share))
     elseif owed > 0 then redis.call('HDEL', K_GIVE, me) end
-    -- As many nodes as slots came back, those whose MTs wait first.
-    local woken, freed = 0, old - share
+    -- The slots that came back go straight to the nodes whose MTs wait, up to what each
+    -- lacks: their recorded shares grow here (from slots free now, so the sum stays <= n)
+    -- and "c<seq>:<k>" tells their listeners to raise their caps by k at once, without a
+    -- sync of their own (NodeCoordinator.h: a credit newer than the node's last sync).
+    local freed = old - share
+    -- (Not while recovering: nodes without a record may hold what looks free.)
+    local avail = (n >= 0 and not recovering) and math.min(freed, n - total - share) or 0
+    for _, o in ipairs(others) do
+      if avail <= 0 then break end
+      if o[4] > o[2] then
+        local c = math.min(avail, o[4] - o[2])
+        o[2], total, avail, freed = o[2] + c, total + c, avail - c, freed - c
+        redis.call('HSET', K_NODES, o[1], o[2] .. '|' .. o[3] .. '|' .. o[4] .. '|' .. o[5] .. '|' .. o[7] .. '|' .. o[6])
+        local seq = redis.call('HINCRBY', K_CSEQ, o[1], 1)
+        local w = prefix .. 'nw:' .. o[1]
+        redis.call('RPUSH', w, 'c' .. seq .. ':' .. c)
+        redis.call('PEXPIRE', w, lease)
+      end
+    end
+    -- As many nodes as slots are left, those whose MTs wait first, sync to take them.
+    local woken = 0
     for pass = 1, 2 do
       for _, o in ipairs(others) do
         local short = pass == 1 and o[4] > o[2] or (pass == 2 and o[4] <= o[2] and o[3] > o[2])
@@ -534,7 +557,9 @@ elseif op == 'node-sync' then
     end
   end
   if n >= 0 then free = n - total - share end
-  return {share, target, n, live, math.max(free, 0), others_need, others_mt}
+  -- The last credit counted in our share: later ones are raised by our listener.
+  local cseq = tonumber(redis.call('HGET', K_CSEQ, me) or '0') or 0
+  return {share, target, n, live, math.max(free, 0), others_need, others_mt, cseq}
 elseif op == 'node-leave' then
   -- ARGV: node. Its processes are gone: the share returns now; nodes short of slots wake.
   local K_NODES = prefix .. 'nodes'
@@ -543,7 +568,7 @@ elseif op == 'node-leave' then
   local all = redis.call('HGETALL', K_NODES)
   for i = 1, #all, 2 do
     local s, nd = string.match(all[i + 1], '^(%d+)|(%d+)|')
-    if s and tonumber(nd) > tonumber(s) and redis.call('LLEN', prefix .. 'nw:' .. all[i]) == 0 then
+    if s and tonumber(nd) > tonumber(s) and not redis.call('LPOS', prefix .. 'nw:' .. all[i], '1') then
       redis.call('RPUSH', prefix .. 'nw:' .. all[i], 1)
     end
   end

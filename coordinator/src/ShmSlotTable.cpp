@@ -1134,6 +1134,17 @@ bool ShmSlotTable::lower_threshold(int64_t by) {
   return draining;
 }
 
+void ShmSlotTable::raise_threshold(int64_t by) {
+  if (by <= 0 || !lock()) return;
+  ShmLayout &s = *layout_;
+  if (s.threshold >= 0) {
+    // `draining` stays: slots above a cap lowered before still ring the agent when back.
+    s.threshold = std::min<int64_t>(kMaxThreshold, s.threshold + by);
+    Policy{s}.promote();
+  }
+  unlock();
+}
+
 int64_t ShmSlotTable::enable_auto() {
   if (!lock()) return -1;
   layout_->auto_mode = 1;

@@ -113,6 +113,9 @@ class ShmSlotTable {
   // asks PTs above it to yield, as set_threshold. No cap: nothing to lower. True when
   // slots above the new cap are still in use (the agent's bell rings once they are back).
   bool lower_threshold(int64_t by);
+  // The two-level backend's credit: raises a cap by `by` slots (the server grew the node's
+  // share by as much) and grants waiters, MTs first. No cap: nothing to raise.
+  void raise_threshold(int64_t by);
   // Turns learning on; with no cap stored, starts from 1. Returns the cap.
   int64_t enable_auto();
   // False when the lock could not be taken (message in *error).

@@ -11,6 +11,7 @@
 #include <atomic>
 #include <chrono>
 #include <csignal>
+#include <dirent.h>
 #include <future>
 #include <random>
 #include <sys/mman.h>
@@ -42,6 +43,24 @@ class Conformance : public ::testing::TestWithParam<std::string> {
     std::string err;
     if (auto a = admin()) a->reset(&err);
     server_.reset();
+    if (GetParam().rfind("node", 0) == 0) remove_node_segments();
+  }
+
+  // The node-local segments of this test's target ("<target>@node[-<sim node>]", stored as
+  // "ppios-coord-v<layout>.<uid>.<target>_node...-<hash>"): a node whose processes were
+  // killed never removes its own, and nothing of this test maps them any more.
+  void remove_node_segments() const {
+    const std::string mark = "." + target_ + "_node";
+    DIR *d = opendir("/dev/shm");
+    if (!d) return;
+    while (dirent *e = readdir(d)) {
+      const std::string name = e->d_name;
+      const size_t at = name.find(mark);
+      if (name.rfind("ppios-coord-", 0) == 0 && at != std::string::npos &&
+          (at + mark.size() == name.size() || name[at + mark.size()] == '-'))
+        unlink(("/dev/shm/" + name).c_str());
+    }
+    closedir(d);
   }
 
   CoordinatorOptions options(int64_t threshold, int lease_ms = 3000, bool mt_throttle = false) const {

@@ -138,6 +138,100 @@ TEST(NodeShares, CapNeverExceededWhileSharesMove) {
   munmap(sh, sizeof(Shared));
 }
 
+// The server's count of credits to a node (ncseq: the PT node's sync paid slots straight
+// into the share of the node whose MTs waited), read with redis-cli; -1 if unreadable.
+long long credits_to(const test::RedisServer &server, const std::string &target, const std::string &node) {
+  const std::string cmd = "redis-cli -s '" + server.socket_path() + "' HGET 'ppios:{" + target + "}:ncseq' 'sim-" +
+                          node + "/u" + std::to_string(geteuid()) + "' 2>/dev/null";
+  FILE *f = popen(cmd.c_str(), "r");
+  if (!f) return -1;
+  char line[64] = {0};
+  const bool got = fgets(line, sizeof line, f) != nullptr;
+  pclose(f);
+  return got ? atoll(line) : -1;
+}
+
+// The hand-over by credit: node "pts" runs PTs that fill the cap, node "mts" MTs that
+// pause between accesses (so its share drifts to "pts" and each MT must win slots back
+// from PTs of the other node). Those slots come back through the paying node's sync, which
+// credits them straight to "mts" (no sync of "mts" on the path). MTs get slots, the
+// credits happen, and neither the clients' count of slots in flight (one atomic word) nor
+// the sum of the recorded shares (one HGETALL) ever exceeds the cap: a credit of more than
+// was paid would show in both.
+TEST(NodeShares, MtsGetSlotsFromOtherNodesPtsByCreditWithinTheCap) {
+  test::RedisServer server(false);
+  ASSERT_TRUE(server.start());
+  const std::string target = unique_target("credit");
+  const int64_t cap = 4;
+  std::string err;
+  auto pts = make_coordinator(node_options(server, target, "pts", cap, 1000, true), &err);
+  ASSERT_TRUE(pts) << err;
+  auto mts = make_coordinator(node_options(server, target, "mts", cap, 1000, true), &err);
+  ASSERT_TRUE(mts) << err;
+  Shared *sh = shared_counters();
+  std::atomic<int> yields{0};
+  const auto until = Clock::now() + 3s;
+  auto count_in = [&](IoClass cls) {
+    const uint64_t one = cls == IoClass::MT ? (uint64_t{1} << 32) : 1;
+    uint64_t now = sh->inflight.fetch_add(one) + one;
+    if (static_cast<int64_t>((now >> 32) + (now & 0xffffffffu)) > cap) sh->violations.fetch_add(1);
+    sh->grants.fetch_add(1);
+    if (cls == IoClass::MT) sh->mt_grants.fetch_add(1);
+    return one;
+  };
+  std::vector<std::thread> clients;
+  for (int i = 0; i < 6; ++i)
+    clients.emplace_back([&, i] {
+      std::mt19937 rng(i);
+      while (Clock::now() < until) {
+        SlotTicket t = pts->acquire(IoClass::PT, 1 + rng() % 8);
+        const uint64_t one = count_in(IoClass::PT);
+        // Sub-reads of 1 ms, up to 5; a PT asked to yield stops at the next boundary.
+        for (int k = 0; k < 5; ++k) {
+          if (pts->yield_requested(t)) {
+            yields.fetch_add(1);
+            break;
+          }
+          std::this_thread::sleep_for(1ms);
+        }
+        sh->inflight.fetch_sub(one);
+        pts->release(t);
+      }
+    });
+  for (int i = 0; i < 2; ++i)
+    clients.emplace_back([&] {
+      while (Clock::now() < until) {
+        SlotTicket t = mts->acquire(IoClass::MT, 0);
+        const uint64_t one = count_in(IoClass::MT);
+        std::this_thread::sleep_for(1ms);
+        sh->inflight.fetch_sub(one);
+        mts->release(t);
+        std::this_thread::sleep_for(10ms);  // past kGiveBackMs: the share drifts to "pts"
+      }
+    });
+  int samples = 0, share_violations = 0;
+  const CoordinatorOptions admin_options = node_options(server, target, "", cap, 1000);
+  while (Clock::now() < until) {
+    int64_t sum = sum_of_shares(admin_options);
+    if (sum >= 0) ++samples;
+    if (sum > cap) ++share_violations;
+    std::this_thread::sleep_for(5ms);
+  }
+  for (auto &t : clients) t.join();
+  const long long credits = credits_to(server, target, "mts");
+  printf("%d MT grants, %d PT yields, %lld credits, %d share samples\n", sh->mt_grants.load(), yields.load(), credits,
+         samples);
+  EXPECT_EQ(sh->violations.load(), 0) << "more than " << cap << " slots in flight at once";
+  EXPECT_EQ(share_violations, 0) << "the recorded shares added up to more than the cap";
+  EXPECT_GT(samples, 20);
+  EXPECT_GT(sh->mt_grants.load(), 30) << "the MTs hardly got slots";
+  EXPECT_GT(yields.load(), 5) << "the PTs of the other node were not asked to yield for the MTs";
+  EXPECT_GE(credits, 5) << "the slots did not reach the MTs' node by credit";
+  pts.reset();
+  mts.reset();
+  munmap(sh, sizeof(Shared));
+}
+
 // A node holding the whole cap is killed (every process of it): another node's waiting PT
 // gets a slot once the node's lease (2 x PPIOS_LEASE_MS) has run out.
 TEST(NodeShares, KilledNodeShareComesBackWithinItsLease) {
