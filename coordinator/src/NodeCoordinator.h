@@ -69,8 +69,9 @@
 // floor even above the cap (so the sum stays truthful) and sends every node back to its
 // fair share until the sum is below the cap.
 //
-// Known limits: MTs past the cap still proceed when MTs alone fill it
-// (PPIOS_MT_THROTTLE=0, as in every backend); a node with share 0 whose PTs wait for
+// Known limits: MTs past the cap still proceed when MTs alone fill it if their process
+// has PPIOS_MT_THROTTLE=0 (as in every backend; the default is 1 with a numeric
+// PPIOS_THRESHOLD, the only kind node+ takes); a node with share 0 whose PTs wait for
 // twice the lease proceeds without a slot (the fail-open of ShmCoordinator); node-sync
 // reads every node's record (O(nodes) per sync, cheap for hundreds of nodes).
 //
