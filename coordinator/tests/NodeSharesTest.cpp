@@ -60,6 +60,24 @@ int64_t sum_of_shares(const CoordinatorOptions &o) {
   return sum;
 }
 
+// Samples the recorded shares every `period` until `until`: how many samples were read,
+// and how many added up to more than the cap.
+struct ShareSamples {
+  int samples = 0;
+  int violations = 0;
+};
+ShareSamples sample_shares(const CoordinatorOptions &admin_options, int64_t cap, Clock::time_point until,
+                           std::chrono::milliseconds period) {
+  ShareSamples r;
+  while (Clock::now() < until) {
+    int64_t sum = sum_of_shares(admin_options);
+    if (sum >= 0) ++r.samples;
+    if (sum > cap) ++r.violations;
+    std::this_thread::sleep_for(period);
+  }
+  return r;
+}
+
 // Counted by the clients: incremented after a grant, decremented before the release, so a
 // count above the cap is a real violation. One word (MTs << 32 | PTs) so every check sees
 // one consistent pair.
@@ -117,14 +135,8 @@ TEST(NodeShares, CapNeverExceededWhileSharesMove) {
     }
     kids.push_back(pid);
   }
-  int samples = 0, share_violations = 0;
-  const CoordinatorOptions admin_options = node_options(server, target, "", cap, 1000);
-  while (Clock::now() < until) {
-    int64_t sum = sum_of_shares(admin_options);
-    if (sum >= 0) ++samples;
-    if (sum > cap) ++share_violations;
-    std::this_thread::sleep_for(10ms);
-  }
+  const auto [samples, share_violations] =
+      sample_shares(node_options(server, target, "", cap, 1000), cap, until, 10ms);
   for (pid_t p : kids) {
     int st = 0;
     waitpid(p, &st, 0);
@@ -209,14 +221,8 @@ TEST(NodeShares, MtsGetSlotsFromOtherNodesPtsByCreditWithinTheCap) {
         std::this_thread::sleep_for(10ms);  // past kGiveBackMs: the share drifts to "pts"
       }
     });
-  int samples = 0, share_violations = 0;
-  const CoordinatorOptions admin_options = node_options(server, target, "", cap, 1000);
-  while (Clock::now() < until) {
-    int64_t sum = sum_of_shares(admin_options);
-    if (sum >= 0) ++samples;
-    if (sum > cap) ++share_violations;
-    std::this_thread::sleep_for(5ms);
-  }
+  const auto [samples, share_violations] =
+      sample_shares(node_options(server, target, "", cap, 1000), cap, until, 5ms);
   for (auto &t : clients) t.join();
   const long long credits = credits_to(server, target, "mts");
   printf("%d MT grants, %d PT yields, %lld credits, %d share samples\n", sh->mt_grants.load(), yields.load(), credits,
