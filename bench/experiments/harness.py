@@ -288,7 +288,7 @@ class Harness:
                     env["PPIOS_THRESHOLD"] = "auto"  # a fresh target: from cap 1
                 elif threshold.endswith("-passing"):
                     # a fixed cap that MTs pass when they alone fill it (the runtime's
-                    # default before session 10, and auto's)
+                    # default before session 10; auto's before session 11)
                     env.update(PPIOS_THRESHOLD=self.threshold_for(
                         threshold.removesuffix("-passing"), experiment), PPIOS_MT_THROTTLE="0")
         name = kernel if row_kernel == k.label else f"{kernel}-{row_kernel.lower()}"

@@ -73,7 +73,7 @@ void AutoThreshold::run() {
       climber = std::make_unique<ThroughputClimber>(static_cast<int>(k), climber_params_, plane_->stored_curve());
       k = climber->base();
     }
-    if (s0.cap != k) plane_->set_cap(k);
+    if (s0.cap != k || s0.mt_hold != climber->holds_mts()) plane_->set_cap(k, climber->holds_mts());
     if (!pause(timing_.settle_s)) break;
     ControlPlane::Sample s1;
     if (!plane_->sample(&s1)) continue;
@@ -125,7 +125,7 @@ void AutoThreshold::run() {
       if (bytes == 0) continue;  // idle target: nothing to learn
       const double mibps = bytes / (t2 - t1) / (1024.0 * 1024.0);
       const bool bound = 2 * bound_ticks >= ticks;
-      // MTs past the cap (no PPIOS_MT_THROTTLE) ran more accesses than k: the window
+      // MTs past the cap (a cold start's, or PPIOS_MT_THROTTLE=0) ran more accesses than k: the window
       // measured the device at that real concurrency, whatever the class.
       const double level = static_cast<double>(inflight_sum) / ticks;
       const int at = static_cast<int>(std::lround(level));
@@ -137,7 +137,7 @@ void AutoThreshold::run() {
       else
         next = climber->next(static_cast<int>(k), mibps, bound, t2, at);
       plane_->publish_curve(climber->curve());
-      if (next != k) plane_->set_cap(next);
+      if (next != k || s2.mt_hold != climber->holds_mts()) plane_->set_cap(next, climber->holds_mts());
     }
   }
   if (leading) plane_->resign();

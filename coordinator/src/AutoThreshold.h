@@ -9,10 +9,12 @@
 // adds its ticket's bytes to a counter of the target; a window is long enough to hold
 // many accesses, see ControllerTiming), feeds MiB/s to a
 // ThroughputClimber, stores the cap it picks and publishes the curve it learned (k ->
-// MiB/s) for `ppios-coord status`. In-flight counts include MTs: a window in which more
-// than k accesses ran on average (MTs pass a full cap unless PPIOS_MT_THROTTLE=1) measured
-// the device at that concurrency and is learned as such (ThroughputClimber::overrun), so
-// MT-only load drives the learning too and a cold start climbs to the MTs' concurrency.
+// MiB/s) for `ppios-coord status`, with whether MTs wait at the cap (the target's hold
+// flag, read by MtAtCap::Learned: ThroughputClimber::holds_mts). In-flight counts include
+// MTs: a window in which more than k accesses ran on average (MTs passing a cold start's
+// cap, or every cap with PPIOS_MT_THROTTLE=0) measured the device at that concurrency and
+// is learned as such (ThroughputClimber::overrun), so MT-only load drives the learning
+// too and a cold start climbs to the MTs' concurrency in one window.
 // A controller that takes the lease continues what the target learned: it seeds its
 // climber with the curve stored on the target (the previous controller's, or an earlier
 // run's) and starts at the curve's best cap (ThroughputClimber::best_cap), so the process
@@ -48,14 +50,16 @@ class ControlPlane {
     uint32_t inflight = 0;
     uint32_t queued = 0;
     bool auto_on = false;
+    bool mt_hold = false;   // MTs of MtAtCap::Learned wait at the cap
   };
   virtual ~ControlPlane() = default;
   // Takes the controller lease or renews ours; true while we hold it.
   virtual bool lead(int lease_ms) = 0;
   virtual void resign() = 0;
   virtual bool sample(Sample *out) = 0;
-  // Stores the cap, only while the auto flag is on.
-  virtual void set_cap(int64_t k) = 0;
+  // Stores the cap and whether MTs of MtAtCap::Learned wait at it, only while the auto
+  // flag is on.
+  virtual void set_cap(int64_t k, bool hold_mts) = 0;
   virtual void publish_curve(const std::map<int, double> &mibps_by_k) = 0;
   // The curve stored on the target (empty: none, or it could not be read).
   virtual std::map<int, double> stored_curve() = 0;

@@ -132,19 +132,20 @@ class RedisAdmin final : public CoordinatorAdmin {
     }
     auto a = link_->run(target_, {"status-auto"}, error);
     if (!a) return false;
-    if (a->type != REDIS_REPLY_ARRAY || a->elements < 2) {
+    if (a->type != REDIS_REPLY_ARRAY || a->elements < 3) {
       *error = "unexpected status reply";
       return false;
     }
     auto str = [&](size_t i) { return std::string(a->element[i]->str ? a->element[i]->str : "", a->element[i]->len); };
     out->auto_threshold = str(0) == "1";
-    std::string ctl = str(1);
+    out->mt_hold = str(1) == "1";
+    std::string ctl = str(2);
     if (!ctl.empty()) {
       size_t bar = ctl.rfind('|');
       out->controller_host = ctl.substr(0, bar);
       out->controller_pid = bar == std::string::npos ? 0 : std::atoi(ctl.c_str() + bar + 1);
     }
-    for (size_t i = 2; i + 1 < a->elements; i += 2) out->curve.emplace_back(std::atoi(str(i).c_str()), std::atof(str(i + 1).c_str()));
+    for (size_t i = 3; i + 1 < a->elements; i += 2) out->curve.emplace_back(std::atoi(str(i).c_str()), std::atof(str(i + 1).c_str()));
     std::sort(out->curve.begin(), out->curve.end());
     return true;
   }

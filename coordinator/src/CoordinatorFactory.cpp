@@ -131,14 +131,13 @@ bool parse_coordinator_env(const std::function<const char *(const char *)> &gete
   }
   if (const char *t = getenv_fn("PPIOS_MT_THROTTLE")) {
     if (!range("PPIOS_MT_THROTTLE", t, 0, 1, &v)) return false;
-    o.mt_throttle = v != 0;
+    o.mt_at_cap = v != 0 ? MtAtCap::Wait : MtAtCap::Pass;
   } else if (const char *th = getenv_fn("PPIOS_THRESHOLD"); th != nullptr && !o.auto_threshold) {
     // A cap the user gave as a number states the device's knee: every access obeys it,
-    // MTs too (the paper's system-wide cap; past the knee more streams lose bandwidth,
-    // bench/run measured 0.62-0.87x the time where the MTs alone exceed the cap). Under
-    // auto, or a stored cap, MTs pass: a learned cap below the knee (a cold start at 1, a
-    // probe down) would throttle the MTs themselves.
-    o.mt_throttle = true;
+    // MTs too (the paper's system-wide cap). Under auto or a stored cap MtAtCap::Learned
+    // (the default) lets the target's controller decide: a cap it has not measured yet
+    // (a cold start at 1) must not throttle the MTs themselves.
+    o.mt_at_cap = MtAtCap::Wait;
   }
   if (const char *a = getenv_fn("PPIOS_COORDINATOR")) {
     if (std::string problem = validate_coordinator_address(a); !problem.empty()) {

@@ -223,8 +223,9 @@ void NodeCoordinator::apply_offline_rule() {
   uint64_t bytes;
   int64_t cap;
   uint32_t inflight, queued;
-  bool auto_on;
-  if (table_->control_sample(&bytes, &cap, &inflight, &queued, &auto_on) && cap != fair) table_->set_threshold(fair);
+  bool auto_on, mt_hold;
+  if (table_->control_sample(&bytes, &cap, &inflight, &queued, &auto_on, &mt_hold) && cap != fair)
+    table_->set_threshold(fair);
   share_ = fair;
 }
 

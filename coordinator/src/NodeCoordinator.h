@@ -70,8 +70,8 @@
 // fair share until the sum is below the cap.
 //
 // Known limits: MTs past the cap still proceed when MTs alone fill it if their process
-// has PPIOS_MT_THROTTLE=0 (as in every backend; the default is 1 with a numeric
-// PPIOS_THRESHOLD, the only kind node+ takes); a node with share 0 whose PTs wait for
+// has PPIOS_MT_THROTTLE=0, or no numeric PPIOS_THRESHOLD of its own (MtAtCap::Learned:
+// node+ does not learn, so no controller ever holds MTs); a node with share 0 whose PTs wait for
 // twice the lease proceeds without a slot (the fail-open of ShmCoordinator); node-sync
 // reads every node's record (O(nodes) per sync, cheap for hundreds of nodes).
 //

@@ -58,15 +58,16 @@ class RedisControlPlane final : public ControlPlane {
   }
   bool sample(Sample *out) override {
     auto r = call({"ctl-sample"});
-    if (!r || r->type != REDIS_REPLY_ARRAY || r->elements != 5) return false;
+    if (!r || r->type != REDIS_REPLY_ARRAY || r->elements != 6) return false;
     out->bytes = static_cast<uint64_t>(r->element[0]->integer);
     out->cap = r->element[1]->integer;
     out->inflight = static_cast<uint32_t>(r->element[2]->integer);
     out->queued = static_cast<uint32_t>(r->element[3]->integer);
     out->auto_on = r->element[4]->integer != 0;
+    out->mt_hold = r->element[5]->integer != 0;
     return true;
   }
-  void set_cap(int64_t k) override { call({"ctl-set", std::to_string(k)}); }
+  void set_cap(int64_t k, bool hold_mts) override { call({"ctl-set", std::to_string(k), hold_mts ? "1" : "0"}); }
   void publish_curve(const std::map<int, double> &mibps_by_k) override {
     std::string arg;
     char buf[64];
@@ -77,11 +78,11 @@ class RedisControlPlane final : public ControlPlane {
     call({"curve-put", arg});
   }
   std::map<int, double> stored_curve() override {
-    // {auto, controller, k1, mibps1, ...}, all strings (RedisScript.h, status-auto).
+    // {auto, hold, controller, k1, mibps1, ...}, all strings (RedisScript.h, status-auto).
     std::map<int, double> curve;
     auto r = call({"status-auto"});
     if (!r || r->type != REDIS_REPLY_ARRAY) return curve;
-    for (size_t i = 2; i + 1 < r->elements; i += 2) {
+    for (size_t i = 3; i + 1 < r->elements; i += 2) {
       const redisReply *k = r->element[i], *v = r->element[i + 1];
       if (k->type == REDIS_REPLY_STRING && v->type == REDIS_REPLY_STRING)
         curve[std::atoi(std::string(k->str, k->len).c_str())] = std::atof(std::string(v->str, v->len).c_str());
@@ -254,7 +255,8 @@ RedisCoordinator::Attempt RedisCoordinator::acquire_on_server(IoClass cls, uint6
   };
   const char *cls_arg = cls == IoClass::MT ? "M" : "P";
   const std::string lead_arg = std::to_string(cls == IoClass::MT ? 0 : lead);
-  const char *throttle_arg = options_.mt_throttle ? "1" : "0";
+  // The MtAtCap rule as the script's queue entries carry it (RedisScript.h).
+  const char *throttle_arg = options_.mt_at_cap == MtAtCap::Wait ? "1" : options_.mt_at_cap == MtAtCap::Pass ? "0" : "L";
   auto r = link->run(options_.target,
                      {"acquire", proc, lease_arg_, host_pid_, holder, cls_arg, lead_arg, throttle_arg}, &err);
   if (!r) return fail();

@@ -21,11 +21,14 @@
 //   holders   hash: holder id -> "<cls>|<lead>" (cls M or P)
 //   yield     set: PT holders already asked to yield
 //   qmt, qpt  lists: waiting MTs / PTs in arrival order, entries "<id>|<lead>|<throttle>"
+//             (throttle: what an MT does at a full cap, ppios::MtAtCap: 0 pass, 1 wait,
+//             L wait while the state field hold is 1)
 //   procs     zset: process id scored by lease deadline (server ms)
 //   procinfo  hash: process id -> "host|pid"
 //   w:<id>    a waiter's wake-up list: the grant is pushed there (BLPOP)
 //   ctl:<proc> a process's yield requests (its helper thread BLPOPs it)
-//   PPIOS_THRESHOLD=auto: state fields auto (1: learning on) and bytes (completed bytes
+//   PPIOS_THRESHOLD=auto: state fields auto (1: learning on), hold (1: the controller holds
+//   MTs of rule L at the cap; cleared whenever auto is) and bytes (completed bytes
 //   reported at release); ctlr: the controller's process id, with the lease as its PX
 //   expiry; curve: hash k -> MiB/s learned
 //   Two-level backend (node+): nodes, hash node -> "share|need|mtneed|pt|lease deadline ms|
@@ -71,7 +74,7 @@ end
 -- Fast paths. They apply only when nobody waits, so no hand-over, yield request or reap
 -- can be due; otherwise they change nothing and the general code below does the work.
 if op == 'acquire' then
-  -- ARGV: proc lease hostpid id cls(M|P) lead throttle(0|1)
+  -- ARGV: proc lease hostpid id cls(M|P) lead throttle(0|1|L)
   -- Room under the cap, nobody queued (MTs before PTs, PTs in order), and our lease is
   -- known: a holder must always belong to a leased process, or a crash would leak its slot.
   if qm + qp == 0 and (n < 0 or m + p < n) and redis.call('ZSCORE', K_PROCS, ARGV[2]) then
@@ -119,11 +122,17 @@ end
 local function owner(id) return string.match(id, '^(.*)#') end
 -- A queue entry carries what the grant needs, so no per-waiter hash is kept.
 local function entry(id, lead, throttle) return id .. '|' .. lead .. '|' .. throttle end
-local function parse_entry(e) return string.match(e, '^(.*)|(%d+)|(%d)$') end
+local function parse_entry(e) return string.match(e, '^(.*)|(%d+)|([01L])$') end
 
+local hold = nil  -- the state's hold field, read once per call and only when rule L needs it
 local function mt_grantable(throttle)
   if n < 0 or m + p < n then return true end
-  return throttle == '0' and p == 0
+  if p > 0 then return false end
+  if throttle == 'L' then
+    if hold == nil then hold = redis.call('HGET', K_STATE, 'hold') == '1' end
+    return not hold
+  end
+  return throttle == '0'
 end
 local function pt_grantable() return n < 0 or m + p < n end
 
@@ -323,6 +332,8 @@ elseif op == 'adopt' then
   -- cap is stored.
   local wanted = tonumber(ARGV[2])
   if ARGV[3] == '1' then
+    -- Learning starts over when it was off: MTs pass until the controller measured.
+    if not redis.call('HGET', K_STATE, 'auto') then redis.call('HDEL', K_STATE, 'hold') end
     redis.call('HSET', K_STATE, 'auto', 1)
     if n < 1 then wanted = 1 end
   end
@@ -335,7 +346,7 @@ elseif op == 'adopt' then
   return n
 elseif op == 'set-threshold' then
   local v = tonumber(ARGV[2])
-  redis.call('HDEL', K_STATE, 'auto')
+  redis.call('HDEL', K_STATE, 'auto', 'hold')
   if v < 0 then redis.call('HDEL', K_STATE, 'n') else redis.call('HSET', K_STATE, 'n', v) end
   n = v < 0 and -1 or v
   promote()
@@ -361,6 +372,7 @@ elseif op == 'reset' then
              prefix .. 'nodes', prefix .. 'ngive', prefix .. 'ncseq', prefix .. 'nrecover')
   return 1
 elseif op == 'set-auto' then
+  if not redis.call('HGET', K_STATE, 'auto') then redis.call('HDEL', K_STATE, 'hold') end
   redis.call('HSET', K_STATE, 'auto', 1)
   if n < 1 then
     redis.call('HSET', K_STATE, 'n', 1)
@@ -379,13 +391,14 @@ elseif op == 'ctl-resign' then
   if redis.call('GET', prefix .. 'ctlr') == ARGV[2] then redis.call('DEL', prefix .. 'ctlr') end
   return 1
 elseif op == 'ctl-sample' then
-  local a = redis.call('HMGET', K_STATE, 'bytes', 'auto')
-  return {tonumber(a[1] or 0), n, m + p, qm + qp, tonumber(a[2] or 0)}
+  local a = redis.call('HMGET', K_STATE, 'bytes', 'auto', 'hold')
+  return {tonumber(a[1] or 0), n, m + p, qm + qp, tonumber(a[2] or 0), tonumber(a[3] or 0)}
 elseif op == 'ctl-set' then
-  -- ARGV: k. Only while learning is on: a cap set by hand wins.
+  -- ARGV: k hold(0|1). Only while learning is on: a cap set by hand wins.
   if redis.call('HGET', K_STATE, 'auto') then
-    redis.call('HSET', K_STATE, 'n', tonumber(ARGV[2]))
+    redis.call('HSET', K_STATE, 'n', tonumber(ARGV[2]), 'hold', ARGV[3] == '1' and 1 or 0)
     n = tonumber(ARGV[2])
+    hold = ARGV[3] == '1'
     promote()
     save()
   end
@@ -396,12 +409,12 @@ elseif op == 'curve-put' then
   for k, v in string.gmatch(ARGV[2], '(%d+):([%d%.]+)') do redis.call('HSET', prefix .. 'curve', k, v) end
   return 1
 elseif op == 'status-auto' then
-  -- {auto, controller "host|pid" or "", k1, mibps1, ...} (strings: MiB/s are fractional)
-  local a = redis.call('HGET', K_STATE, 'auto') or '0'
+  -- {auto, hold, controller "host|pid" or "", k1, mibps1, ...} (strings: MiB/s are fractional)
+  local a = redis.call('HMGET', K_STATE, 'auto', 'hold')
   local info = ''
   local ctl = redis.call('GET', prefix .. 'ctlr')
   if ctl then info = redis.call('HGET', K_INFO, ctl) or '?|0' end
-  local out = {a, info}
+  local out = {a[1] or '0', a[2] or '0', info}
   local c = redis.call('HGETALL', prefix .. 'curve')
   for i = 1, #c do out[#out + 1] = c[i] end
   return out

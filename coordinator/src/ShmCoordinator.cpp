@@ -142,7 +142,7 @@ SlotTicket ShmCoordinator::acquire(IoClass cls, uint64_t lead) {
   ShmSlotTable::Request request;
   request.cls = cls;
   request.lead = lead;
-  request.mt_throttle = options_.mt_throttle;
+  request.mt_at_cap = options_.mt_at_cap;
   using Clock = std::chrono::steady_clock;
   Clock::time_point start{};  // of the first attempt that was not granted (a grant needs no clock)
   auto since = [](Clock::time_point t) {
@@ -202,9 +202,10 @@ class ShmControlPlane final : public ControlPlane {
   bool lead(int lease_ms) override { return table_->lead_controller(handle_, lease_ms); }
   void resign() override { table_->resign_controller(handle_); }
   bool sample(Sample *out) override {
-    return table_->control_sample(&out->bytes, &out->cap, &out->inflight, &out->queued, &out->auto_on);
+    return table_->control_sample(&out->bytes, &out->cap, &out->inflight, &out->queued, &out->auto_on,
+                                  &out->mt_hold);
   }
-  void set_cap(int64_t k) override { table_->set_learned_cap(k); }
+  void set_cap(int64_t k, bool hold_mts) override { table_->set_learned_cap(k, hold_mts); }
   void publish_curve(const std::map<int, double> &mibps_by_k) override {
     table_->store_curve(std::vector<std::pair<int, double>>(mibps_by_k.begin(), mibps_by_k.end()));
   }

@@ -57,8 +57,8 @@ namespace {
 // The layout version is in the segment's name as well as in its magic: builds with
 // different layouts (an upgrade, or several checkouts on one machine) then use different
 // segments instead of refusing each other's. Bump both whenever ShmLayout changes.
-constexpr uint64_t kMagic = 0x3530434f53505050ULL;  // "PPPSOC05"
-constexpr const char *kSegmentPrefix = "/ppios-coord-v5.";
+constexpr uint64_t kMagic = 0x3630434f53505050ULL;  // "PPPSOC06"
+constexpr const char *kSegmentPrefix = "/ppios-coord-v6.";
 constexpr const char *kShmDir = "/dev/shm";
 constexpr uint32_t kMaxProcs = 1024;
 constexpr uint32_t kMaxHolders = 4096;
@@ -106,7 +106,7 @@ struct WaiterEntry {
   std::atomic<uint64_t> id;
   uint32_t proc;
   uint8_t cls;
-  uint8_t throttle;
+  uint8_t mt_at_cap;  // MtAtCap of an MT waiter
   uint64_t lead;
   uint64_t seq;                    // arrival order
   std::atomic<int64_t> since_us;   // when it was queued (read by its own wait() without the lock)
@@ -238,6 +238,8 @@ struct ShmLayout {
   // PPIOS_THRESHOLD=auto
   uint64_t bytes_done;        // completed bytes reported at release
   uint32_t auto_mode;         // 1: the controller may change the cap
+  uint32_t mt_hold;           // 1: the controller holds MTs of MtAtCap::Learned at the cap
+                              // (0 whenever auto_mode is: set_threshold clears it)
   uint64_t ctl_owner;         // process handle of the controller, 0: none
   int64_t ctl_deadline_ms;
   double curve_mibps[kCurveMax + 1];  // index k; 0: not measured
@@ -286,13 +288,15 @@ struct Policy {
   }
 
   bool no_cap() const { return s.threshold < 0; }
-  bool mt_grantable(bool throttle) const {
+  bool mt_grantable(uint8_t rule) const {
     if (no_cap()) return true;
     int64_t total = static_cast<int64_t>(s.mt) + s.pt;
     if (total < s.threshold) return true;
     // Past the cap an MT only waits for PTs to yield; when MTs alone fill it, it proceeds
-    // unless MT throttling was asked for.
-    return !throttle && s.pt == 0;
+    // unless it waits at the cap (MtAtCap).
+    if (s.pt != 0) return false;
+    if (rule == static_cast<uint8_t>(MtAtCap::Learned)) return s.mt_hold == 0;
+    return rule != static_cast<uint8_t>(MtAtCap::Wait);
   }
   bool pt_grantable() const { return no_cap() || static_cast<int64_t>(s.mt) + s.pt < s.threshold; }
 
@@ -404,7 +408,7 @@ struct Policy {
     if (s.queued_mt > 0) {
       for (uint32_t i : waiters_in_order(IoClass::MT)) {
         WaiterEntry &w = s.waiters[i];
-        uint64_t t = mt_grantable(w.throttle) ? grant(w.proc, IoClass::MT, 0) : 0;
+        uint64_t t = mt_grantable(w.mt_at_cap) ? grant(w.proc, IoClass::MT, 0) : 0;
         if (t) hand_over(w, t); else ++mt_left;
       }
     }
@@ -957,7 +961,7 @@ ShmSlotTable::Outcome ShmSlotTable::acquire_or_enqueue(std::atomic<uint64_t> *ha
     unlock();
     return Outcome::TableFull;
   }
-  bool grantable = r.cls == IoClass::MT ? p.mt_grantable(r.mt_throttle)
+  bool grantable = r.cls == IoClass::MT ? p.mt_grantable(static_cast<uint8_t>(r.mt_at_cap))
                                         : p.pt_grantable() && p.pt_may_barge();
   if (grantable) {
     *ticket = p.grant(proc, r.cls, r.cls == IoClass::PT ? r.lead : 0);
@@ -972,7 +976,7 @@ ShmSlotTable::Outcome ShmSlotTable::acquire_or_enqueue(std::atomic<uint64_t> *ha
     w.id = make_id(p.new_gen(), i);
     w.proc = proc;
     w.cls = static_cast<uint8_t>(r.cls);
-    w.throttle = r.mt_throttle;
+    w.mt_at_cap = static_cast<uint8_t>(r.mt_at_cap);
     w.lead = r.lead;
     w.seq = ++s.next_seq;
     w.since_us.store(p.clock(), std::memory_order_relaxed);
@@ -1114,6 +1118,7 @@ void ShmSlotTable::set_threshold(int64_t n) {
   if (!lock()) return;
   layout_->threshold = n < 0 || n > kMaxThreshold ? -1 : n;
   layout_->auto_mode = 0;
+  layout_->mt_hold = 0;
   layout_->draining = layout_->threshold >= 0 && int64_t{layout_->mt} + layout_->pt > layout_->threshold;
   Policy{*layout_}.promote();
   Policy{*layout_}.request_yields_above_cap();
@@ -1147,6 +1152,7 @@ void ShmSlotTable::raise_threshold(int64_t by) {
 
 int64_t ShmSlotTable::enable_auto() {
   if (!lock()) return -1;
+  if (!layout_->auto_mode) layout_->mt_hold = 0;  // learning starts over: MTs pass until measured
   layout_->auto_mode = 1;
   if (layout_->threshold < 1) {
     layout_->threshold = 1;
@@ -1198,7 +1204,8 @@ void ShmSlotTable::resign_controller(std::atomic<uint64_t> *handle) {
   unlock();
 }
 
-bool ShmSlotTable::control_sample(uint64_t *bytes, int64_t *cap, uint32_t *inflight, uint32_t *queued, bool *auto_on) {
+bool ShmSlotTable::control_sample(uint64_t *bytes, int64_t *cap, uint32_t *inflight, uint32_t *queued, bool *auto_on,
+                                  bool *mt_hold) {
   if (!lock()) return false;
   const ShmLayout &s = *layout_;
   *bytes = s.bytes_done;
@@ -1206,14 +1213,16 @@ bool ShmSlotTable::control_sample(uint64_t *bytes, int64_t *cap, uint32_t *infli
   *inflight = s.mt + s.pt;
   *queued = s.queued_mt + s.queued_pt;
   *auto_on = s.auto_mode != 0;
+  *mt_hold = s.mt_hold != 0;
   unlock();
   return true;
 }
 
-void ShmSlotTable::set_learned_cap(int64_t k) {
+void ShmSlotTable::set_learned_cap(int64_t k, bool hold_mts) {
   if (!lock()) return;
   if (layout_->auto_mode && k >= 1 && k <= kMaxThreshold) {
     layout_->threshold = k;
+    layout_->mt_hold = hold_mts;
     Policy{*layout_}.promote();
   }
   unlock();
@@ -1270,6 +1279,7 @@ bool ShmSlotTable::snapshot(CoordinatorStatus *out, std::string *error) {
     out->holders.push_back(info);
   }
   out->auto_threshold = s.auto_mode != 0;
+  out->mt_hold = s.mt_hold != 0;
   out->controller_host.clear();
   out->controller_pid = 0;
   if (s.ctl_owner != 0 && p.proc_alive(id_index(s.ctl_owner), id_gen(s.ctl_owner)) && s.ctl_deadline_ms >= now_ms()) {

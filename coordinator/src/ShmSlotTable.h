@@ -33,7 +33,7 @@ class ShmSlotTable {
   struct Request {
     IoClass cls = IoClass::MT;
     uint64_t lead = 0;
-    bool mt_throttle = false;
+    MtAtCap mt_at_cap = MtAtCap::Learned;
   };
   // Unavailable: the segment's lock could not be taken within twice the lease (a holder
   // that keeps it): the caller proceeds without a slot (fail-open).
@@ -134,9 +134,11 @@ class ShmSlotTable {
   // registered process (its handle) and lapses with it.
   bool lead_controller(std::atomic<uint64_t> *handle, int lease_ms);
   void resign_controller(std::atomic<uint64_t> *handle);
-  bool control_sample(uint64_t *bytes, int64_t *cap, uint32_t *inflight, uint32_t *queued, bool *auto_on);
-  // Stores k only while learning is on (a hand-set cap wins).
-  void set_learned_cap(int64_t k);
+  bool control_sample(uint64_t *bytes, int64_t *cap, uint32_t *inflight, uint32_t *queued, bool *auto_on,
+                      bool *mt_hold);
+  // Stores k, and whether MTs of MtAtCap::Learned wait at it, only while learning is on (a
+  // hand-set cap wins).
+  void set_learned_cap(int64_t k, bool hold_mts);
   void store_curve(const std::vector<std::pair<int, double>> &curve);
 
   // For tests of a stuck or hostile process. hold_lock_for_test takes the lock and keeps

@@ -14,6 +14,7 @@
 #include <cmath>
 #include <csignal>
 #include <functional>
+#include <future>
 #include <map>
 #include <random>
 #include <sys/wait.h>
@@ -40,16 +41,17 @@ struct CapTrace {
 
 // Drives the climber for `windows` windows of 0.25 s with +-noise relative error. `mts`
 // MT accesses always run, PTs fill the cap above them (the backends' rule: an MT waits at
-// a full cap only for PTs to yield), so a window above the cap is an overrun.
+// a full cap only for PTs to yield), so a window above the cap is an overrun. With
+// `learned`, MTs follow MtAtCap::Learned: they wait at the cap while c.holds_mts().
 CapTrace drive(ThroughputClimber &c, int start, int windows, const std::function<int(int)> &opt_at, double noise,
-               unsigned seed, double t0 = 0, int mts = 0) {
+               unsigned seed, double t0 = 0, int mts = 0, bool learned = false) {
   std::mt19937 rng(seed);
   std::uniform_real_distribution<double> jitter(-noise, noise);
   CapTrace r;
   int k = start;
   for (int w = 0; w < windows; ++w) {
     r.caps.push_back(k);
-    const int level = std::max(k, mts);
+    const int level = learned && c.holds_mts() ? k : std::max(k, mts);
     const double b = device(level, opt_at(w)) * (1 + jitter(rng));
     k = level > k ? c.overrun(k, level, b, t0 + 0.25 * w) : c.next(k, b, /*bound=*/true, t0 + 0.25 * w);
   }
@@ -122,6 +124,28 @@ TEST(ThroughputClimber, ACapSetByHandBecomesTheNewBase) {
 CapTrace drive_with_mts(ThroughputClimber &c, int start, int windows, int opt, int mts, double noise, unsigned seed,
                         double t0 = 0) {
   return drive(c, start, windows, [opt](int) { return opt; }, noise, seed, t0, mts);
+}
+
+// MtAtCap::Learned: a cold start lets MTs pass its cap of 1 and jumps to their level in
+// one window; from then on MTs wait at the cap, so the probes down can measure the knee
+// below them. Sixteen MTs past a knee of 8 (E2 at P = 16): the cap comes down to 8 and
+// stays within one. With MTs passing every cap it could not: the device stays at 16.
+TEST(ThroughputClimber, HeldMtsLetTheCapComeDownToTheKneeBelowThem) {
+  for (unsigned seed = 1; seed <= 20; ++seed) {
+    ThroughputClimber c(1, ClimberParams{});
+    EXPECT_FALSE(c.holds_mts()) << "MTs held at a cold start's cap of 1";
+    CapTrace r = drive(c, 1, 80, [](int) { return 8; }, 0.03, seed, 0, 16, /*learned=*/true);
+    EXPECT_TRUE(c.holds_mts());
+    EXPECT_EQ(r.caps[1], 32) << "seed " << seed << ": the MTs' level 16 adopted, 32 probed (slow start)";
+    const int at = settled_from(r, 8);
+    ASSERT_GE(at, 0) << "seed " << seed << ": ended at " << c.base();
+    EXPECT_LE(at, 16) << "seed " << seed << ": from 16, one window per step down";
+  }
+  // A warm start (a kept or stored cap) and a stored curve hold MTs from the first window.
+  EXPECT_TRUE(ThroughputClimber(6, ClimberParams{}).holds_mts());
+  EXPECT_TRUE(ThroughputClimber(1, ClimberParams{}, {{1, 50.0}, {2, 80.0}}).holds_mts());
+  EXPECT_TRUE(ThroughputClimber(1, ClimberParams{}, {{1, 80.0}, {2, 60.0}}).holds_mts())
+      << "a stored curve whose best is 1 is not a cold start";
 }
 
 TEST(ThroughputClimber, AColdStartJumpsToTheMtsConcurrency) {
@@ -584,6 +608,7 @@ TEST_P(ControllerLease, MtLoadPastTheCapDrivesTheLearning) {
   std::string err;
   CoordinatorOptions o = options();
   o.lease_ms = 3000;
+  o.mt_at_cap = MtAtCap::Pass;  // PPIOS_MT_THROTTLE=0: learned from MTs past every cap
   auto c = make_coordinator(o, &err);
   ASSERT_TRUE(c) << err;
   std::atomic<bool> stop{false};
@@ -614,6 +639,80 @@ TEST_P(ControllerLease, MtLoadPastTheCapDrivesTheLearning) {
   for (auto &[k, mibps] : s.curve) curve += " " + std::to_string(k) + ":" + std::to_string(mibps);
   ASSERT_TRUE(learned) << "cap " << s.threshold << " (four MTs, no PT: 3-8 expected), curve" << curve;
   EXPECT_FALSE(left) << "the cap left 3-8 after settling: " << s.threshold << ", curve" << curve;
+}
+
+// MtAtCap::Learned (the default under auto): MTs pass the cold start's cap of 1 (the
+// controller has measured nothing), so their first window measures their own concurrency;
+// once the controller has measured a cap it holds them at it, as a numeric cap does. A
+// process with PPIOS_MT_THROTTLE=0 still passes.
+TEST_P(ControllerLease, MtsPassTheColdStartCapAndWaitOnceItIsMeasured) {
+  std::string err;
+  CoordinatorOptions o = options();
+  o.lease_ms = 3000;  // a lost lease on a loaded machine would start over at a cold 1
+  ASSERT_EQ(o.mt_at_cap, MtAtCap::Learned);
+  auto c = make_coordinator(o, &err);
+  ASSERT_TRUE(c) << err;
+  CoordinatorStatus s;
+  ASSERT_TRUE(wait_for([](const CoordinatorStatus &st) { return st.controller_pid == getpid() && st.threshold == 1; },
+                       5, &s))
+      << "controller pid " << s.controller_pid << ", cap " << s.threshold;
+  EXPECT_FALSE(s.mt_hold) << "MTs held at a cold start's cap of 1";
+  // Two MTs at a cap of 1, no PT: the second passes (no bytes released: no window learns).
+  SlotTicket a = c->acquire(IoClass::MT, 0);
+  auto b = std::async(std::launch::async, [&] { return c->acquire(IoClass::MT, 0); });
+  ASSERT_EQ(b.wait_for(std::chrono::seconds(2)), std::future_status::ready) << "an MT waited at the cold start's cap";
+  SlotTicket bt = b.get();
+  c->release(a);
+  c->release(bt);
+
+  // Four MTs under load: the controller measures, moves the cap and holds them.
+  std::atomic<bool> stop{false};
+  std::vector<std::thread> readers;
+  for (int i = 0; i < 4; ++i)
+    readers.emplace_back([&] {
+      while (!stop) {
+        SlotTicket t = c->acquire(IoClass::MT, 0);
+        std::this_thread::sleep_for(std::chrono::milliseconds(10));
+        t.bytes = 1 << 20;
+        c->release(t);
+      }
+    });
+  const bool held = wait_for([](const CoordinatorStatus &st) { return st.mt_hold && st.threshold >= 2; }, 10, &s);
+  stop = true;
+  for (auto &t : readers) t.join();
+  ASSERT_TRUE(held) << "MTs not held after 10 s of load: cap " << s.threshold << ", mt_hold " << s.mt_hold;
+  // No load now: no window learns, the cap and the hold stay.
+  ASSERT_TRUE(wait_for([](const CoordinatorStatus &st) { return st.mt_inflight + st.pt_inflight == 0; }, 2, &s));
+  ASSERT_TRUE(s.mt_hold);
+  const int64_t k = s.threshold;
+  std::vector<SlotTicket> full;
+  for (int64_t i = 0; i < k; ++i) full.push_back(c->acquire(IoClass::MT, 0));
+  auto waiting = std::async(std::launch::async, [&] { return c->acquire(IoClass::MT, 0); });
+  EXPECT_EQ(waiting.wait_for(std::chrono::milliseconds(300)), std::future_status::timeout)
+      << "an MT passed a cap of " << k << " that the controller holds MTs at";
+  // PPIOS_MT_THROTTLE=0 wins over the controller's hold.
+  CoordinatorOptions passing = options();
+  passing.auto_threshold = false;
+  passing.mt_at_cap = MtAtCap::Pass;
+  auto p = make_coordinator(passing, &err);
+  ASSERT_TRUE(p) << err;
+  auto passer = std::async(std::launch::async, [&] { return p->acquire(IoClass::MT, 0); });
+  EXPECT_EQ(passer.wait_for(std::chrono::seconds(2)), std::future_status::ready)
+      << "an MT of PPIOS_MT_THROTTLE=0 waited at the held cap";
+  SlotTicket pt = passer.get();
+  p->release(pt);  // k in flight again: the held MT still waits
+  EXPECT_EQ(waiting.wait_for(std::chrono::milliseconds(100)), std::future_status::timeout);
+  c->release(full.back());
+  full.pop_back();
+  ASSERT_EQ(waiting.wait_for(std::chrono::seconds(2)), std::future_status::ready) << "the held MT was never granted";
+  SlotTicket wt = waiting.get();
+  c->release(wt);
+  for (SlotTicket &t : full) c->release(t);
+  // A cap set by hand ends learning and the hold: MTs of the default rule pass again.
+  auto admin = make_coordinator_admin(options(), &err);
+  ASSERT_TRUE(admin->set_threshold(1, &err)) << err;
+  ASSERT_TRUE(admin->status(&s, &err)) << err;
+  EXPECT_FALSE(s.mt_hold);
 }
 
 TEST_P(ControllerLease, LearningStartsFromTheStoredCap) {

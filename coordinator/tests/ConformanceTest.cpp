@@ -69,7 +69,7 @@ class Conformance : public ::testing::TestWithParam<std::string> {
     o.target = target_;
     o.threshold = threshold;
     o.lease_ms = lease_ms;
-    o.mt_throttle = mt_throttle;
+    o.mt_at_cap = mt_throttle ? MtAtCap::Wait : MtAtCap::Pass;
     // node-many: each coordinator (each process of the forked tests) is a node of its own.
     if (GetParam() == "node-many") o.sim_node = "n" + std::to_string(getpid()) + "-" + std::to_string(++nodes_made_);
     return o;

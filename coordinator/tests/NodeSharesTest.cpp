@@ -34,7 +34,7 @@ CoordinatorOptions node_options(const test::RedisServer &server, const std::stri
   o.threshold = cap;
   o.lease_ms = lease_ms;
   o.sim_node = node;
-  o.mt_throttle = mt_throttle;
+  o.mt_at_cap = mt_throttle ? MtAtCap::Wait : MtAtCap::Pass;
   return o;
 }
 

@@ -59,26 +59,29 @@ TEST(Config, ReadsEveryVariable) {
   EXPECT_EQ(c.coordinator.address, "redis://localhost:6379/2");
   EXPECT_EQ(c.max_waiting_threads, 2);
   EXPECT_EQ(c.coordinator.lease_ms, 500);
-  EXPECT_TRUE(c.coordinator.mt_throttle);
+  EXPECT_EQ(c.coordinator.mt_at_cap, ppios::MtAtCap::Wait);
   EXPECT_EQ(c.stats_path, "/tmp/s.jsonl");
   EXPECT_EQ(c.trace_prefix, "/tmp/t");
 }
 
-// MTs wait at a cap given as a number (the paper's cap on every access), pass under auto
-// or without a threshold of their own, and an explicit PPIOS_MT_THROTTLE wins either way.
-TEST(Config, MtsAreThrottledByDefaultOnlyAtANumericThreshold) {
-  auto throttled = [](const std::map<std::string, std::string> &env) {
+// MTs wait at a cap given as a number (the paper's cap on every access); under auto or
+// without a threshold of their own the target's controller decides (Learned); an explicit
+// PPIOS_MT_THROTTLE wins either way.
+TEST(Config, MtsWaitAtANumericThresholdAndFollowTheControllerOtherwise) {
+  using ppios::MtAtCap;
+  auto rule = [](const std::map<std::string, std::string> &env) {
     Config c;
     std::string error;
     EXPECT_TRUE(parse(env, &c, &error)) << error;
-    return c.coordinator.mt_throttle;
+    return c.coordinator.mt_at_cap;
   };
-  EXPECT_FALSE(throttled({}));
-  EXPECT_TRUE(throttled({{"PPIOS_THRESHOLD", "4"}}));
-  EXPECT_FALSE(throttled({{"PPIOS_THRESHOLD", "auto"}}));
-  EXPECT_FALSE(throttled({{"PPIOS_THRESHOLD", "4"}, {"PPIOS_MT_THROTTLE", "0"}}));
-  EXPECT_TRUE(throttled({{"PPIOS_THRESHOLD", "auto"}, {"PPIOS_MT_THROTTLE", "1"}}));
-  EXPECT_TRUE(throttled({{"PPIOS_MT_THROTTLE", "1"}}));
+  EXPECT_EQ(rule({}), MtAtCap::Learned);
+  EXPECT_EQ(rule({{"PPIOS_THRESHOLD", "4"}}), MtAtCap::Wait);
+  EXPECT_EQ(rule({{"PPIOS_THRESHOLD", "auto"}}), MtAtCap::Learned);
+  EXPECT_EQ(rule({{"PPIOS_THRESHOLD", "4"}, {"PPIOS_MT_THROTTLE", "0"}}), MtAtCap::Pass);
+  EXPECT_EQ(rule({{"PPIOS_THRESHOLD", "auto"}, {"PPIOS_MT_THROTTLE", "0"}}), MtAtCap::Pass);
+  EXPECT_EQ(rule({{"PPIOS_THRESHOLD", "auto"}, {"PPIOS_MT_THROTTLE", "1"}}), MtAtCap::Wait);
+  EXPECT_EQ(rule({{"PPIOS_MT_THROTTLE", "1"}}), MtAtCap::Wait);
 }
 
 TEST(Config, BadValuesNameTheVariableAndTheAcceptedValues) {

@@ -19,6 +19,17 @@ namespace ppios {
 
 enum class IoClass : uint8_t { MT = 0, PT = 1 };
 
+// What an MT does at a full cap once no PT holds a slot (PPIOS_MT_THROTTLE). The paper caps
+// every access; past the knee more streams lose bandwidth, so MTs that alone exceed the cap
+// slow each other down (bench/run: 0.6-0.9x the time when they wait).
+enum class MtAtCap : uint8_t {
+  Pass = 0,     // PPIOS_MT_THROTTLE=0: runs past a cap that MTs alone fill
+  Wait = 1,     // PPIOS_MT_THROTTLE=1, and the default with a numeric PPIOS_THRESHOLD: queues
+  Learned = 2,  // the default otherwise: waits while the target's PPIOS_THRESHOLD=auto
+                // controller holds MTs (once it measured the cap, not while a cold start
+                // climbs: ThroughputClimber::holds_mts), else passes
+};
+
 // A granted slot. `id` is backend-defined and unique within the process.
 struct SlotTicket {
   uint64_t id = 0;
@@ -36,8 +47,7 @@ struct CoordinatorOptions {
   std::string target = "default";
   int64_t threshold = -1;        // -1: not given by this process (use the stored cap, or none)
   int lease_ms = 3000;
-  bool mt_throttle = false;      // PPIOS_MT_THROTTLE: MTs also wait when m >= n (the
-                                 // environment's default: on with a numeric PPIOS_THRESHOLD)
+  MtAtCap mt_at_cap = MtAtCap::Learned;  // PPIOS_MT_THROTTLE (see MtAtCap)
   bool auto_threshold = false;   // PPIOS_THRESHOLD=auto: the cap is learned (see AutoThreshold.h)
   int64_t shm_group = -1;        // PPIOS_SHM_GROUP: gid the node-local segment is shared with; -1: private
   // PPIOS_SIM_NODE (tests and benchmarks only): the node name the two-level backend (node+)

@@ -48,6 +48,7 @@ struct CoordinatorStatus {
   // PPIOS_THRESHOLD=auto: whether the cap is learned, who learns it, and the curve
   // B(k) in MiB/s it learned (or `ppios-coord calibrate --store` measured).
   bool auto_threshold = false;
+  bool mt_hold = false;         // the controller holds MTs at the cap (MtAtCap::Learned)
   std::string controller_host;  // empty: no controller holds the lease
   int controller_pid = 0;
   std::vector<std::pair<int, double>> curve;  // (k, MiB/s), k ascending

@@ -163,7 +163,8 @@ std::string json_string(const std::string &s) {
 const char *const kGuarantee =
     "a PT access starts only while fewer than threshold accesses are in flight; an MT access "
     "waits at the cap for PTs to yield, and for MTs too if its process has PPIOS_MT_THROTTLE=1 "
-    "(the default with a numeric PPIOS_THRESHOLD), so MTs of other processes may exceed the cap";
+    "(the default with a numeric PPIOS_THRESHOLD) or the auto controller holds MTs (the default "
+    "otherwise, once it measured the cap), so MTs of other processes may exceed the cap";
 
 uint64_t over_cap(const CoordinatorStatus &s) {
   uint64_t inflight = uint64_t{s.mt_inflight} + s.pt_inflight;
@@ -185,7 +186,8 @@ std::string status_json(const CoordinatorStatus &s) {
            ",\"class\":\"" + (h.cls == ppios::IoClass::MT ? "MT" : "PT") + "\",\"lead\":" + std::to_string(h.lead) +
            ",\"yield_requested\":" + (h.yield_requested ? "true" : "false") + "}";
   }
-  out += "],\"auto\":" + std::string(s.auto_threshold ? "true" : "false") + ",\"controller\":";
+  out += "],\"auto\":" + std::string(s.auto_threshold ? "true" : "false") +
+         ",\"mt_hold\":" + (s.mt_hold ? "true" : "false") + ",\"controller\":";
   out += s.controller_pid == 0 ? std::string("null")
                                : "{\"host\":" + json_string(s.controller_host) + ",\"pid\":" + std::to_string(s.controller_pid) + "}";
   out += ",\"nodes\":[";
@@ -213,6 +215,9 @@ void print_status_text(const CoordinatorStatus &s) {
   if (s.auto_threshold)
     printf("controller %s\n", s.controller_pid ? (s.controller_host + " pid " + std::to_string(s.controller_pid)).c_str()
                                                : "none (no process with PPIOS_THRESHOLD=auto holds the lease)");
+  if (s.auto_threshold)
+    printf("MTs        %s\n", s.mt_hold ? "wait at the learned cap (unless PPIOS_MT_THROTTLE=0)"
+                                        : "pass a full cap (a cold start: nothing measured yet), unless PPIOS_MT_THROTTLE=1");
   printf("in flight  %u MT, %u PT", s.mt_inflight, s.pt_inflight);
   if (uint64_t over = over_cap(s)) printf(" (%llu over the cap: MTs)", static_cast<unsigned long long>(over));
   printf("\n");
@@ -411,8 +416,10 @@ int run_bench(const CoordinatorOptions &base, const std::vector<std::string> &re
   const bool counted = requests_before >= 0 && requests_after >= 0;
   const double requests_per_s = counted ? (requests_after - requests_before - 1) / elapsed : -1;
   const double commands_per_s = counted ? (all_after - all_before - 1) / elapsed : -1;
-  // MTs may pass the cap when MTs alone fill it (unless PPIOS_MT_THROTTLE=1): only PT runs check it.
-  bool exceeded = threshold >= 0 && (cls == "pt" || options.mt_throttle) && max_seen.load() > threshold;
+  // MTs may pass the cap when MTs alone fill it (unless they wait at it: MtAtCap::Wait, or
+  // Learned once an auto controller holds them, which a fixed --threshold never does):
+  // only PT runs, and MT runs that wait, check it.
+  bool exceeded = threshold >= 0 && (cls == "pt" || options.mt_at_cap == ppios::MtAtCap::Wait) && max_seen.load() > threshold;
   double pairs_per_s = all.size() / elapsed;
   const std::string backend = coords[0]->name();
   std::vector<std::thread> closers;  // nodes leave in parallel (each joins its threads)
