@@ -558,28 +558,31 @@ TEST_P(ControllerLease, OneControllerAndTakeOverWhenItDies) {
   EXPECT_EQ(s.threshold, 5);
 }
 
-// A PT reader moving 1 MiB per 10 ms (about 100 MiB/s at one access in flight) until
-// stop(): what the controller learns from.
+// `threads` readers of class `cls`, each moving 1 MiB per 10 ms (about 100 MiB/s per
+// access in flight) until stop(): what the controller learns from.
 class SteadyReader {
  public:
-  explicit SteadyReader(Coordinator &c)
-      : thread_([this, &c] {
-          while (!stop_) {
-            SlotTicket t = c.acquire(IoClass::PT, 1);
-            std::this_thread::sleep_for(std::chrono::milliseconds(10));
-            t.bytes = 1 << 20;
-            c.release(t);
-          }
-        }) {}
+  explicit SteadyReader(Coordinator &c, IoClass cls = IoClass::PT, int threads = 1) {
+    for (int i = 0; i < threads; ++i)
+      threads_.emplace_back([this, &c, cls] {
+        while (!stop_) {
+          SlotTicket t = c.acquire(cls, cls == IoClass::PT ? 1 : 0);
+          std::this_thread::sleep_for(std::chrono::milliseconds(10));
+          t.bytes = 1 << 20;
+          c.release(t);
+        }
+      });
+  }
   ~SteadyReader() { stop(); }
   void stop() {
     stop_ = true;
-    if (thread_.joinable()) thread_.join();
+    for (auto &t : threads_)
+      if (t.joinable()) t.join();
   }
 
  private:
   std::atomic<bool> stop_{false};
-  std::thread thread_;
+  std::vector<std::thread> threads_;
 };
 
 TEST_P(ControllerLease, ReleasedBytesAreLearnedFrom) {
@@ -611,17 +614,7 @@ TEST_P(ControllerLease, MtLoadPastTheCapDrivesTheLearning) {
   o.mt_at_cap = MtAtCap::Pass;  // PPIOS_MT_THROTTLE=0: learned from MTs past every cap
   auto c = make_coordinator(o, &err);
   ASSERT_TRUE(c) << err;
-  std::atomic<bool> stop{false};
-  std::vector<std::thread> readers;
-  for (int i = 0; i < 4; ++i)
-    readers.emplace_back([&] {
-      while (!stop) {
-        SlotTicket t = c->acquire(IoClass::MT, 1);
-        std::this_thread::sleep_for(std::chrono::milliseconds(10));
-        t.bytes = 1 << 20;
-        c->release(t);
-      }
-    });
+  SteadyReader readers(*c, IoClass::MT, 4);
   CoordinatorStatus s;
   const bool learned = wait_for(
       [](const CoordinatorStatus &st) {
@@ -633,8 +626,7 @@ TEST_P(ControllerLease, MtLoadPastTheCapDrivesTheLearning) {
   // And it stays there (probes are one step once settled).
   const bool left = learned && wait_for([](const CoordinatorStatus &st) { return st.threshold < 3 || st.threshold > 8; },
                                         2, &s);
-  stop = true;
-  for (auto &t : readers) t.join();
+  readers.stop();
   std::string curve;
   for (auto &[k, mibps] : s.curve) curve += " " + std::to_string(k) + ":" + std::to_string(mibps);
   ASSERT_TRUE(learned) << "cap " << s.threshold << " (four MTs, no PT: 3-8 expected), curve" << curve;
@@ -666,20 +658,9 @@ TEST_P(ControllerLease, MtsPassTheColdStartCapAndWaitOnceItIsMeasured) {
   c->release(bt);
 
   // Four MTs under load: the controller measures, moves the cap and holds them.
-  std::atomic<bool> stop{false};
-  std::vector<std::thread> readers;
-  for (int i = 0; i < 4; ++i)
-    readers.emplace_back([&] {
-      while (!stop) {
-        SlotTicket t = c->acquire(IoClass::MT, 0);
-        std::this_thread::sleep_for(std::chrono::milliseconds(10));
-        t.bytes = 1 << 20;
-        c->release(t);
-      }
-    });
+  SteadyReader readers(*c, IoClass::MT, 4);
   const bool held = wait_for([](const CoordinatorStatus &st) { return st.mt_hold && st.threshold >= 2; }, 10, &s);
-  stop = true;
-  for (auto &t : readers) t.join();
+  readers.stop();
   ASSERT_TRUE(held) << "MTs not held after 10 s of load: cap " << s.threshold << ", mt_hold " << s.mt_hold;
   // No load now: no window learns, the cap and the hold stay.
   ASSERT_TRUE(wait_for([](const CoordinatorStatus &st) { return st.mt_inflight + st.pt_inflight == 0; }, 2, &s));
@@ -748,20 +729,9 @@ TEST_P(ControllerLease, AnAbsurdStoredCapIsClampedAndMovesToTheDemand) {
   CoordinatorStatus s;
   ASSERT_TRUE(wait_for([](const CoordinatorStatus &st) { return st.threshold == 256; }, 5, &s))
       << "not clamped: " << s.threshold;
-  std::atomic<bool> stop{false};
-  std::vector<std::thread> readers;
-  for (int i = 0; i < 2; ++i)
-    readers.emplace_back([&] {
-      while (!stop) {
-        SlotTicket t = c->acquire(IoClass::PT, 1);
-        std::this_thread::sleep_for(std::chrono::milliseconds(10));
-        t.bytes = 1 << 20;
-        c->release(t);
-      }
-    });
+  SteadyReader readers(*c, IoClass::PT, 2);
   const bool down = wait_for([](const CoordinatorStatus &st) { return st.threshold <= 4; }, 10, &s);
-  stop = true;
-  for (auto &t : readers) t.join();
+  readers.stop();
   EXPECT_TRUE(down) << "cap " << s.threshold << " after 10 s of two readers";
   EXPECT_GE(s.threshold, 1);
 }
