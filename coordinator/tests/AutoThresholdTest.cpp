@@ -144,8 +144,23 @@ TEST(ThroughputClimber, HeldMtsLetTheCapComeDownToTheKneeBelowThem) {
   // A warm start (a kept or stored cap) and a stored curve hold MTs from the first window.
   EXPECT_TRUE(ThroughputClimber(6, ClimberParams{}).holds_mts());
   EXPECT_TRUE(ThroughputClimber(1, ClimberParams{}, {{1, 50.0}, {2, 80.0}}).holds_mts());
-  EXPECT_TRUE(ThroughputClimber(1, ClimberParams{}, {{1, 80.0}, {2, 60.0}}).holds_mts())
-      << "a stored curve whose best is 1 is not a cold start";
+}
+
+// A cold start that MTs do not overrun (they arrive one by one, or there are fewer than
+// the cap) climbs by doubling with MTs passing: its caps are below the knee by
+// construction. MTs wait from the first probe up that fails (the knee is bracketed).
+TEST(ThroughputClimber, MtsPassTheSlowStartAndWaitOnceItEnds) {
+  ThroughputClimber c(1, ClimberParams{});
+  double t = 0;
+  int k = 1;
+  std::vector<int> passed;  // caps of the windows whose MTs passed
+  for (int w = 0; w < 12; ++w, t += 0.25) {
+    if (!c.holds_mts()) passed.push_back(k);
+    k = c.next(k, device(k, 8), /*bound=*/true, t);
+  }
+  EXPECT_EQ(passed, (std::vector<int>{1, 2, 4, 8, 16})) << "MTs held before the doubling overshot";
+  EXPECT_TRUE(c.holds_mts());
+  EXPECT_LE(std::abs(c.base() - 8), 1);
 }
 
 TEST(ThroughputClimber, AColdStartJumpsToTheMtsConcurrency) {

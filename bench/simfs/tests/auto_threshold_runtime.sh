@@ -2,7 +2,7 @@
 # ranks) on the emulator with PPIOS_THRESHOLD=auto: the runtime reports the bytes of its
 # MT reads and PT sub-reads at release, so the controller (in one of the ranks) learns a
 # curve and moves the cap off 1 toward the device's optimum (3).
-# MTs follow the default rule (MtAtCap::Learned): they pass the cold start's cap of 1, so
+# MTs follow the default rule (MtAtCap::Learned): they pass the cold start's doubling caps, so
 # its first window measures their concurrency, then wait at every cap the controller
 # measured. Before (MTs passing every cap, tried 2026-11-24) the 6 ranks' MTs alone passed
 # the optimum, the cap rightly stayed at their level (5-7; a cap there only kept PTs out)

@@ -26,8 +26,8 @@ enum class MtAtCap : uint8_t {
   Pass = 0,     // PPIOS_MT_THROTTLE=0: runs past a cap that MTs alone fill
   Wait = 1,     // PPIOS_MT_THROTTLE=1, and the default with a numeric PPIOS_THRESHOLD: queues
   Learned = 2,  // the default otherwise: waits while the target's PPIOS_THRESHOLD=auto
-                // controller holds MTs (once it measured the cap, not while a cold start
-                // climbs: ThroughputClimber::holds_mts), else passes
+                // controller holds MTs (once the climb from below is over, not while a
+                // cold start doubles: ThroughputClimber::holds_mts), else passes
 };
 
 // A granted slot. `id` is backend-defined and unique within the process.

@@ -217,7 +217,7 @@ void print_status_text(const CoordinatorStatus &s) {
                                                : "none (no process with PPIOS_THRESHOLD=auto holds the lease)");
   if (s.auto_threshold)
     printf("MTs        %s\n", s.mt_hold ? "wait at the learned cap (unless PPIOS_MT_THROTTLE=0)"
-                                        : "pass a full cap (a cold start: nothing measured yet), unless PPIOS_MT_THROTTLE=1");
+                                        : "pass a full cap (a slow start: the cap climbs from below), unless PPIOS_MT_THROTTLE=1");
   printf("in flight  %u MT, %u PT", s.mt_inflight, s.pt_inflight);
   if (uint64_t over = over_cap(s)) printf(" (%llu over the cap: MTs)", static_cast<unsigned long long>(over));
   printf("\n");
