@@ -88,9 +88,9 @@ class Harness:
         self.started = time.monotonic()
         self.redis = None
         self.target_seq = 0
-        # experiment -> the cap the last `auto` run of it learned: the next one starts
-        # there, as a real target keeps what it learned between jobs (README, "Learning
-        # the cap"); `auto-cold` runs start from 1 every time
+        # experiment -> (the cap, the curve) the last `auto` run of it learned: the next
+        # one starts there, as a real target keeps what it learned between jobs (README,
+        # "Learning the cap"); `auto-cold` runs start from 1 every time
         self.learned_caps = {}
         self.calibration = None     # (exit code, text)
         # Set by mount_devices; None until then and when no optimal mount is needed
@@ -332,17 +332,24 @@ class Harness:
         return seen, cap
 
     def _warm_start(self, experiment, specs, coordinator, target):
-        """An `auto` run's fresh target gets the cap the experiment's last
-        auto run learned (`ppios-coord set-threshold N`; the runtime's PPIOS_THRESHOLD=auto turns
-        learning on from it). Returns that cap, None for a cold start or another mode."""
+        """An `auto` run's fresh target gets the cap and the curve the experiment's last
+        auto run learned (`ppios-coord set-threshold N --curve ...`; the runtime's
+        PPIOS_THRESHOLD=auto turns learning on from the curve's best cap). The curve is the
+        device's, whatever the demand: a run at P = 4 whose demand never reached the knee
+        leaves the point a P = 16 run measured there, so the P = 8 run after it does not
+        start from P = 4's smaller cap. Returns the cap, None for a cold start or another
+        mode."""
         if not any(spec.extra["mode"] == "ppios" and spec.extra["threshold"] == "auto"
                    for spec in specs):
             return None
-        cap = self.learned_caps.get(experiment)
+        cap, curve = self.learned_caps.get(experiment, (None, None))
         if cap is None:
             return None
-        r = subprocess.run([self.bins.coord, "--coordinator", coordinator, "--target", target,
-                            "set-threshold", str(cap)], stdout=subprocess.DEVNULL,
+        argv = [self.bins.coord, "--coordinator", coordinator, "--target", target,
+                "set-threshold", str(cap)]
+        if curve:
+            argv += ["--curve", ",".join(f"{k}:{v}" for k, v in sorted(curve.items()) if v > 0)]
+        r = subprocess.run(argv, stdout=subprocess.DEVNULL,
                            stderr=subprocess.PIPE, text=True, timeout=30)
         if r.returncode != 0:
             self.log(f"could not store the learned cap {cap} on {target}: {r.stderr.strip()}"
@@ -371,7 +378,7 @@ class Harness:
         auto = any(spec.extra["mode"] == "ppios" and spec.extra["threshold"] == "auto"
                    for spec in specs)
         if auto and isinstance(end_cap, int) and end_cap >= 1:
-            self.learned_caps[experiment] = end_cap
+            self.learned_caps[experiment] = (end_cap, self.last_curve)
         device_stats = dev.stats()
         dev_summary = {}
         if device_stats is not None:

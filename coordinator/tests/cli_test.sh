@@ -35,6 +35,11 @@ expect_error "not valid" --coordinator http://x status
 expect_error "not a number" set-threshold abc
 expect_error "not a number" set-threshold 0
 expect_error "needs N" set-threshold
+expect_error "--curve needs K:MIBPS" set-threshold 4 --curve
+expect_error "--curve needs K:MIBPS" set-threshold 4 --curve 0:40
+expect_error "--curve needs K:MIBPS" set-threshold 4 --curve 2:-1
+expect_error "--curve needs K:MIBPS" set-threshold 4 --curve 2:80,
+expect_error "--curve needs K:MIBPS" set-threshold 4 --curve 2=80
 expect_error "unexpected argument" status --bogus
 expect_error "--clients" bench --clients 0
 expect_error "needs a PATH" calibrate
@@ -86,8 +91,12 @@ for addr in shm "unix://$dir/r.sock"; do
   [ "$(json_get "['auto'], d['threshold'], d['controller'], d['curve']" <<<"$s")" = "True 3 None []" ] ||
     fail "$addr: set-threshold auto: $s"
   timeout 10 "$coord" status | grep -q "threshold  3, learned (auto)" || fail "$addr: status text lacks auto"
-  timeout 10 "$coord" set-threshold 3
-  [ "$(timeout 10 "$coord" status --json | json_get "['auto']")" = False ] || fail "$addr: set-threshold N kept auto"
+  [ "$(json_get "['mt_hold']" <<<"$s")" = False ] || fail "$addr: MTs held before a controller measured: $s"
+  # What a kept target holds: a cap and the curve learned (bench/run carries both).
+  timeout 10 "$coord" set-threshold 3 --curve 1:40.5,2:80,4:57.8
+  s=$(timeout 10 "$coord" status --json)
+  [ "$(json_get "['auto'], d['threshold'], [(p['k'], p['mibps']) for p in d['curve']]" <<<"$s")" = \
+    "False 3 [(1, 40.5), (2, 80.0), (4, 57.8)]" ] || fail "$addr: set-threshold --curve: $s"
   w=$(timeout 10 "$coord" watch --count 2 --interval 0.1)
   [ "$(grep -c "threshold  3" <<<"$w")" = 2 ] || fail "$addr: watch: $w"
   timeout 10 "$coord" set-threshold none

@@ -67,13 +67,17 @@ const char *const kWatchHelp =
     "Redraws `status` every SECONDS (default 1) until interrupted, or N times.\n";
 
 const char *const kSetThresholdHelp =
-    "usage: ppios-coord set-threshold N|none|auto\n"
+    "usage: ppios-coord set-threshold N|none|auto [--curve K:MIBPS,...]\n"
     "\n"
     "Stores N (>= 1) as the cap of concurrent accesses for the target; running processes\n"
     "obey it from their next request, and waiters are re-examined at once. `none` removes\n"
     "the cap (processes then schedule only within themselves). Both stop the learning of\n"
     "PPIOS_THRESHOLD=auto; `auto` turns it back on (a running process started with\n"
-    "PPIOS_THRESHOLD=auto learns the cap, starting from the stored one, 1 if none).\n";
+    "PPIOS_THRESHOLD=auto learns the cap, starting from the stored curve's best cap, else\n"
+    "the stored cap, 1 if none).\n"
+    "  --curve K:MIBPS,...  also replaces the stored curve B(k) (K 1..256, MiB/s > 0), as a\n"
+    "                       target keeps what it learned: e.g. one an earlier `status --json`\n"
+    "                       showed (bench/run carries it from one auto run to the next)\n";
 
 const char *const kResetHelp =
     "usage: ppios-coord reset [--force]\n"
@@ -143,6 +147,27 @@ bool parse_seconds(const std::string &s, double *out) {
   if (s.empty() || *end || !(v > 0) || v > 86400) return false;
   *out = v;
   return true;
+}
+
+// "K:MIBPS,K:MIBPS,...": K from 1 to 256 (the k a learned curve keeps), MIBPS > 0.
+bool parse_curve(const std::string &s, std::vector<std::pair<int, double>> *out) {
+  out->clear();
+  size_t pos = 0;
+  while (pos <= s.size()) {
+    const size_t comma = std::min(s.find(',', pos), s.size());
+    const std::string item = s.substr(pos, comma - pos);
+    const size_t colon = item.find(':');
+    int64_t k;
+    double mibps;
+    if (colon == std::string::npos || !parse_i64(item.substr(0, colon), 1, 256, &k)) return false;
+    const std::string v = item.substr(colon + 1);
+    char *end = nullptr;
+    mibps = strtod(v.c_str(), &end);
+    if (v.empty() || *end || !(mibps > 0) || mibps > 1e9) return false;
+    out->emplace_back(static_cast<int>(k), mibps);
+    pos = comma + 1;
+  }
+  return !out->empty();
 }
 
 std::string json_string(const std::string &s) {
@@ -524,6 +549,7 @@ int main(int argc, char **argv) {
   double interval = 1;
   int64_t count = -1, threshold = 0;
   bool set_auto = false, force = false;
+  std::vector<std::pair<int, double>> curve;
   for (size_t i = 0; i < args.rest.size(); ++i) {
     const std::string &a = args.rest[i];
     bool has_value = i + 1 < args.rest.size();
@@ -533,6 +559,9 @@ int main(int argc, char **argv) {
       if (!has_value || !parse_seconds(args.rest[++i], &interval)) return usage_error("watch: --interval needs a positive number of seconds");
     } else if (args.command == "watch" && a == "--count") {
       if (!has_value || !parse_i64(args.rest[++i], 1, 1LL << 40, &count)) return usage_error("watch: --count needs a number >= 1");
+    } else if (args.command == "set-threshold" && i > 0 && a == "--curve") {
+      if (!has_value || !parse_curve(args.rest[++i], &curve))
+        return usage_error("set-threshold: --curve needs K:MIBPS,... with K from 1 to 256 and MiB/s above 0");
     } else if (args.command == "set-threshold" && i == 0) {
       if (a == "none") threshold = -1;
       else if (a == "auto") set_auto = true;
@@ -561,6 +590,8 @@ int main(int argc, char **argv) {
   if (args.command == "set-threshold") {
     if (!(set_auto ? admin->set_auto(&err) : admin->set_threshold(threshold, &err)))
       return fprintf(stderr, "ppios-coord: set-threshold: %s\n", err.c_str()), 1;
+    if (!curve.empty() && !admin->store_curve(curve, &err))
+      return fprintf(stderr, "ppios-coord: set-threshold: --curve: %s\n", err.c_str()), 1;
     return 0;
   }
   if (!admin->reset(&err, force)) return fprintf(stderr, "ppios-coord: reset: %s\n", err.c_str()), 1;
