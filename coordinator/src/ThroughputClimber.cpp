@@ -109,18 +109,17 @@ int ThroughputClimber::overrun(int k, int level, double mibps, double now_s) {
   }
   if (!expected(k) || ref < 0 || mibps > ref * (1 + margin())) {
     // Cold start, a cap set under us, or the MTs' concurrency beat base: the cap goes
-    // there and probes one step each way. Not by doubling: the MTs' level is a measured
-    // demand, so the knee is near it, and twice it would put PTs far past a knee at or
-    // below it (E2 at P = 8: a cold start jumped to 6, doubled to 12 and kept 11-13,
-    // past the knee of 8, because a cold start's first window also holds the job's
-    // ramp-up and measures its level low). And down too: MTs that wait at the cap from
-    // now on (holds_mts()) let a probe down measure below their level; MTs that pass it
-    // (PPIOS_MT_THROTTLE=0) overrun the probe, which then settles.
-    slow_start_ = false;
+    // there and probes up: in slow start by doubling (each MT has a PT: the demand is up
+    // to twice the MTs' level), and when that fails by one step each way (probe_up_failed).
+    // Tried in session 11: one step at a time from the MTs' level (a targeted E2 P = 8
+    // run had doubled 6 -> 12). Not kept: the full runs' cold starts were no better with
+    // it (E2 P = 4: 11.9-12.1 s with one step, 12.1 s with doubling; docs/results,
+    // session 11), and doubling reaches a far knee in fewer windows.
+    if (!expected(k)) slow_start_ = false;
     base_ = level;
     base_mibps_ = mibps;
     base_confirmed_ = false;
-    came_from_below_ = false;
+    came_from_below_ = true;
     return probe(State::ProbeUp, now_s);
   }
   // No better than base: the cap stays at base (settled, or back from a failed probe up).

@@ -52,8 +52,8 @@
 // MTs that pass: a window in which more accesses than the cap ran on average measured
 // B(level) at that real concurrency, not B(k). overrun()
 // learns from it: a level better than base is where the cap goes (a cold start at 1 jumps
-// to the MTs' concurrency in one window, ends slow start there and probes one step each
-// way, as PTs fill it or held MTs let it measure below); a level no better
+// to the MTs' concurrency in one window and doubles from there as PTs fill it; once the
+// doubling fails, held MTs let the probes down measure below their level); a level no better
 // than base leaves the cap where it is (MTs bursting past the knee for less than
 // `reprobe_s` do not pull it up; past that the cap goes to their level, since base's
 // MiB/s cannot be measured again while they stay above it, unless base measured more
