@@ -125,7 +125,7 @@ void AutoThreshold::run() {
       if (bytes == 0) continue;  // idle target: nothing to learn
       const double mibps = bytes / (t2 - t1) / (1024.0 * 1024.0);
       const bool bound = 2 * bound_ticks >= ticks;
-      // MTs past the cap (a cold start's, or PPIOS_MT_THROTTLE=0) ran more accesses than k: the window
+      // MTs past the cap (a slow start's, or PPIOS_MT_THROTTLE=0) ran more accesses than k: the window
       // measured the device at that real concurrency, whatever the class.
       const double level = static_cast<double>(inflight_sum) / ticks;
       const int at = static_cast<int>(std::lround(level));

@@ -11,8 +11,8 @@
 // ThroughputClimber, stores the cap it picks and publishes the curve it learned (k ->
 // MiB/s) for `ppios-coord status`, with whether MTs wait at the cap (the target's hold
 // flag, read by MtAtCap::Learned: ThroughputClimber::holds_mts). In-flight counts include
-// MTs: a window in which more than k accesses ran on average (MTs passing a cold start's
-// cap, or every cap with PPIOS_MT_THROTTLE=0) measured the device at that concurrency and
+// MTs: a window in which more than k accesses ran on average (MTs passing a slow start's
+// caps, or every cap with PPIOS_MT_THROTTLE=0) measured the device at that concurrency and
 // is learned as such (ThroughputClimber::overrun), so MT-only load drives the learning
 // too and a cold start climbs to the MTs' concurrency in one window.
 // A controller that takes the lease continues what the target learned: it seeds its

@@ -135,8 +135,8 @@ bool parse_coordinator_env(const std::function<const char *(const char *)> &gete
   } else if (const char *th = getenv_fn("PPIOS_THRESHOLD"); th != nullptr && !o.auto_threshold) {
     // A cap the user gave as a number states the device's knee: every access obeys it,
     // MTs too (the paper's system-wide cap). Under auto or a stored cap MtAtCap::Learned
-    // (the default) lets the target's controller decide: a cap it has not measured yet
-    // (a cold start at 1) must not throttle the MTs themselves.
+    // (the default) lets the target's controller decide: the caps of a cold start's
+    // doubling climb are below the knee and must not throttle the MTs themselves.
     o.mt_at_cap = MtAtCap::Wait;
   }
   if (const char *a = getenv_fn("PPIOS_COORDINATOR")) {

@@ -648,9 +648,9 @@ TEST_P(ControllerLease, MtLoadPastTheCapDrivesTheLearning) {
   EXPECT_FALSE(left) << "the cap left 3-8 after settling: " << s.threshold << ", curve" << curve;
 }
 
-// MtAtCap::Learned (the default under auto): MTs pass the cold start's cap of 1 (the
-// controller has measured nothing), so their first window measures their own concurrency;
-// once the controller has measured a cap it holds them at it, as a numeric cap does. A
+// MtAtCap::Learned (the default under auto): MTs pass the cold start's cap of 1 (slow
+// start: the climb from below), so their first window measures their own concurrency;
+// once the climb is over the controller holds them at the cap, as a numeric cap does. A
 // process with PPIOS_MT_THROTTLE=0 still passes.
 TEST_P(ControllerLease, MtsPassTheColdStartCapAndWaitOnceItIsMeasured) {
   std::string err;
