@@ -136,6 +136,13 @@ local function mt_grantable(throttle)
 end
 local function pt_grantable() return n < 0 or m + p < n end
 
+-- Turns learning (PPIOS_THRESHOLD=auto) on. When it was off it starts over: MTs pass
+-- until the controller holds them again.
+local function learning_on()
+  if not redis.call('HGET', K_STATE, 'auto') then redis.call('HDEL', K_STATE, 'hold') end
+  redis.call('HSET', K_STATE, 'auto', 1)
+end
+
 local function grant(id, cls, lead)
   redis.call('HSET', K_HOLD, id, cls .. '|' .. lead)
   if cls == 'M' then m = m + 1 else p = p + 1 end
@@ -332,9 +339,7 @@ elseif op == 'adopt' then
   -- cap is stored.
   local wanted = tonumber(ARGV[2])
   if ARGV[3] == '1' then
-    -- Learning starts over when it was off: MTs pass until the controller measured.
-    if not redis.call('HGET', K_STATE, 'auto') then redis.call('HDEL', K_STATE, 'hold') end
-    redis.call('HSET', K_STATE, 'auto', 1)
+    learning_on()
     if n < 1 then wanted = 1 end
   end
   if n < 0 and wanted >= 0 then
@@ -372,8 +377,7 @@ elseif op == 'reset' then
              prefix .. 'nodes', prefix .. 'ngive', prefix .. 'ncseq', prefix .. 'nrecover')
   return 1
 elseif op == 'set-auto' then
-  if not redis.call('HGET', K_STATE, 'auto') then redis.call('HDEL', K_STATE, 'hold') end
-  redis.call('HSET', K_STATE, 'auto', 1)
+  learning_on()
   if n < 1 then
     redis.call('HSET', K_STATE, 'n', 1)
     n = 1

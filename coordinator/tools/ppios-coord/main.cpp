@@ -55,7 +55,8 @@ const char *const kStatusHelp =
     "learned (k -> MiB/s; or measured by `calibrate --store`).\n"
     "  --json   one JSON object: threshold (null = none), mt_inflight, pt_inflight, queued,\n"
     "           queued_mt, queued_pt, processes, max_inflight_seen, backend, target,\n"
-    "           holders [{host, pid, class, lead, yield_requested}], auto (bool),\n"
+    "           holders [{host, pid, class, lead, yield_requested}], auto (bool), mt_hold\n"
+    "           (bool: the auto controller holds MTs at the cap),\n"
     "           controller ({host, pid} or null), nodes [{node, share, need, mt_need, pt_inflight,\n"
     "           lease_left_ms}] (two-level backend), curve [{k, mibps}], guarantee (what the cap\n"
     "           promises), over_cap (MT accesses in flight beyond the cap now)\n"
@@ -141,13 +142,16 @@ bool parse_i64(const std::string &s, int64_t lo, int64_t hi, int64_t *out) {
   return true;
 }
 
-bool parse_seconds(const std::string &s, double *out) {
+// A number above 0 and at most `max`.
+bool parse_positive(const std::string &s, double max, double *out) {
   char *end = nullptr;
   double v = strtod(s.c_str(), &end);
-  if (s.empty() || *end || !(v > 0) || v > 86400) return false;
+  if (s.empty() || *end || !(v > 0) || v > max) return false;
   *out = v;
   return true;
 }
+
+bool parse_seconds(const std::string &s, double *out) { return parse_positive(s, 86400, out); }
 
 // "K:MIBPS,K:MIBPS,...": K from 1 to 256 (the k a learned curve keeps), MIBPS > 0.
 bool parse_curve(const std::string &s, std::vector<std::pair<int, double>> *out) {
@@ -159,11 +163,9 @@ bool parse_curve(const std::string &s, std::vector<std::pair<int, double>> *out)
     const size_t colon = item.find(':');
     int64_t k;
     double mibps;
-    if (colon == std::string::npos || !parse_i64(item.substr(0, colon), 1, 256, &k)) return false;
-    const std::string v = item.substr(colon + 1);
-    char *end = nullptr;
-    mibps = strtod(v.c_str(), &end);
-    if (v.empty() || *end || !(mibps > 0) || mibps > 1e9) return false;
+    if (colon == std::string::npos || !parse_i64(item.substr(0, colon), 1, 256, &k) ||
+        !parse_positive(item.substr(colon + 1), 1e9, &mibps))
+      return false;
     out->emplace_back(static_cast<int>(k), mibps);
     pos = comma + 1;
   }
