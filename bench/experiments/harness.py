@@ -22,11 +22,13 @@ shared machine hit every mode alike.
 
 Every run's result line must equal the normal build's for the same input:
 a mismatch aborts the whole harness (a fast wrong answer is not a result)."""
+import contextlib
 import csv
 import json
 import os
 import shutil
 import subprocess
+import threading
 import time
 
 from . import inputs, jobs, profiles, simfs
@@ -55,6 +57,51 @@ def best_cap(curve):
 
 class ResultMismatch(Exception):
     pass
+
+
+class AutoTimeline:
+    """Polls `ppios-coord status --json` of an `auto` run's target every `period_s`
+    while its jobs run and writes what the controller did, one JSON line per poll, to
+    `path` (auto-timeline.jsonl in the run's raw directory): seconds since the start,
+    the cap, whether MTs wait at it, MTs and PTs in flight and queued, the curve's best
+    cap. The evidence behind an `auto` row that misses a target: when the cap moved,
+    and whether MTs waited at it."""
+
+    FIELDS = ("threshold", "mt_hold", "mt_inflight", "pt_inflight", "queued_mt", "queued_pt")
+
+    def __init__(self, argv, path, period_s=0.2):
+        self.argv, self.path, self.period_s = argv, path, period_s
+        self.stop = threading.Event()
+        self.thread = threading.Thread(target=self._run, daemon=True)
+
+    def __enter__(self):
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc):
+        self.stop.set()
+        self.thread.join()
+
+    def _run(self):
+        start = time.monotonic()
+        with open(self.path, "w") as out:
+            while not self.stop.wait(self.period_s):
+                try:
+                    r = subprocess.run(self.argv, stdout=subprocess.PIPE,
+                                       stderr=subprocess.DEVNULL, timeout=5)
+                    status = json.loads(r.stdout) if r.returncode == 0 else None
+                except (subprocess.TimeoutExpired, ValueError):
+                    status = None
+                if not isinstance(status, dict):
+                    continue
+                line = {"t": round(time.monotonic() - start, 2)}
+                line.update({f: status.get(f) for f in self.FIELDS})
+                curve = {p["k"]: p["mibps"] for p in status.get("curve") or []
+                         if isinstance(p, dict) and "k" in p and "mibps" in p}
+                line["best_cap"] = best_cap(curve) if curve else None
+                line["curve"] = {k: round(v, 1) for k, v in sorted(curve.items())}
+                out.write(json.dumps(line) + "\n")
+                out.flush()
 
 
 class PlainDir:
@@ -331,17 +378,13 @@ class Harness:
                        timeout=30)
         return seen, cap
 
-    def _warm_start(self, experiment, specs, coordinator, target):
+    def _warm_start(self, experiment, coordinator, target):
         """An `auto` run's fresh target gets the cap and the curve the experiment's last
         auto run learned (`ppios-coord set-threshold N --curve ...`; the runtime's
         PPIOS_THRESHOLD=auto turns learning on from the curve's best cap). The curve is the
         device's, whatever the demand: a run at P = 4 whose demand never reached the knee
         leaves the point a P = 16 run measured there, so the P = 8 run after it does not
-        start from P = 4's smaller cap. Returns the cap, None for a cold start or another
-        mode."""
-        if not any(spec.extra["mode"] == "ppios" and spec.extra["threshold"] == "auto"
-                   for spec in specs):
-            return None
+        start from P = 4's smaller cap. Returns the cap, None for a cold start."""
         cap, curve = self.learned_caps.get(experiment, (None, None))
         if cap is None:
             return None
@@ -367,16 +410,20 @@ class Harness:
             # a crash mid-run must not leave the target's shm segment or keys behind
             token = self.resources.add(f"coordinator target {target}",
                                        lambda: self._coordinator_done(coordinator, target))
-        start_cap = self._warm_start(experiment, specs, coordinator, target)
+        auto = any(spec.extra["mode"] == "ppios" and spec.extra["threshold"] == "auto"
+                   for spec in specs)
+        start_cap = self._warm_start(experiment, coordinator, target) if auto else None
+        timeline = AutoTimeline([self.bins.coord, "--coordinator", coordinator, "--target", target,
+                                 "status", "--json"],
+                                os.path.join(run_dir, "auto-timeline.jsonl")) if auto else None
         try:
-            results = jobs.run_concurrently(specs, self.resources, self.p.timeout_s)
+            with timeline or contextlib.nullcontext():
+                results = jobs.run_concurrently(specs, self.resources, self.p.timeout_s)
         finally:
             max_inflight = end_cap = None
             if token is not None:
                 self.resources.forget(token)
                 max_inflight, end_cap = self._coordinator_done(coordinator, target)
-        auto = any(spec.extra["mode"] == "ppios" and spec.extra["threshold"] == "auto"
-                   for spec in specs)
         if auto and isinstance(end_cap, int) and end_cap >= 1:
             self.learned_caps[experiment] = (end_cap, self.last_curve)
         device_stats = dev.stats()

@@ -79,7 +79,7 @@ void AutoThreshold::run() {
     if (!plane_->sample(&s1)) continue;
     const double t1 = now_s();
     int ticks = 0, bound_ticks = 0;
-    uint64_t inflight_sum = 0;
+    uint64_t inflight_sum = 0, mt_demand_sum = 0;
     uint32_t inflight_top = 0;  // most accesses in flight at one tick
     bool changed = false, stop = false;
     ControlPlane::Sample s2 = s1;
@@ -113,6 +113,7 @@ void AutoThreshold::run() {
       if (s2.bytes > before) window_max_tick = std::max(window_max_tick, s2.bytes - before);
       ++ticks;
       inflight_sum += s2.inflight;
+      mt_demand_sum += s2.mt_demand;
       inflight_top = std::max(inflight_top, s2.inflight);
       if (s2.queued > 0 || s2.inflight >= static_cast<uint64_t>(k)) ++bound_ticks;
     }
@@ -129,6 +130,7 @@ void AutoThreshold::run() {
       // measured the device at that real concurrency, whatever the class.
       const double level = static_cast<double>(inflight_sum) / ticks;
       const int at = static_cast<int>(std::lround(level));
+      climber->observe_mts(static_cast<int>(std::lround(static_cast<double>(mt_demand_sum) / ticks)));
       int next;
       if (level > k + 0.5)
         next = climber->overrun(static_cast<int>(k), at, mibps, t2);

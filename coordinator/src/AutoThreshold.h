@@ -49,6 +49,7 @@ class ControlPlane {
     int64_t cap = -1;       // threshold in force (-1: none)
     uint32_t inflight = 0;
     uint32_t queued = 0;
+    uint32_t mt_demand = 0;  // MTs in flight or queued (ThroughputClimber::observe_mts)
     bool auto_on = false;
     bool mt_hold = false;   // MTs of MtAtCap::Learned wait at the cap
   };

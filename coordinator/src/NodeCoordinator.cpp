@@ -222,9 +222,9 @@ void NodeCoordinator::apply_offline_rule() {
   else if (cap_seen_ >= 0 && live_seen_ > 0) fair = cap_seen_ / live_seen_;
   uint64_t bytes;
   int64_t cap;
-  uint32_t inflight, queued;
+  uint32_t inflight, queued, mt_demand;
   bool auto_on, mt_hold;
-  if (table_->control_sample(&bytes, &cap, &inflight, &queued, &auto_on, &mt_hold) && cap != fair)
+  if (table_->control_sample(&bytes, &cap, &inflight, &queued, &mt_demand, &auto_on, &mt_hold) && cap != fair)
     table_->set_threshold(fair);
   share_ = fair;
 }

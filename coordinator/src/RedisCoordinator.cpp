@@ -58,13 +58,14 @@ class RedisControlPlane final : public ControlPlane {
   }
   bool sample(Sample *out) override {
     auto r = call({"ctl-sample"});
-    if (!r || r->type != REDIS_REPLY_ARRAY || r->elements != 6) return false;
+    if (!r || r->type != REDIS_REPLY_ARRAY || r->elements != 7) return false;
     out->bytes = static_cast<uint64_t>(r->element[0]->integer);
     out->cap = r->element[1]->integer;
     out->inflight = static_cast<uint32_t>(r->element[2]->integer);
     out->queued = static_cast<uint32_t>(r->element[3]->integer);
     out->auto_on = r->element[4]->integer != 0;
     out->mt_hold = r->element[5]->integer != 0;
+    out->mt_demand = static_cast<uint32_t>(r->element[6]->integer);
     return true;
   }
   void set_cap(int64_t k, bool hold_mts) override { call({"ctl-set", std::to_string(k), hold_mts ? "1" : "0"}); }

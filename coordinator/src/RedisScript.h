@@ -396,7 +396,7 @@ elseif op == 'ctl-resign' then
   return 1
 elseif op == 'ctl-sample' then
   local a = redis.call('HMGET', K_STATE, 'bytes', 'auto', 'hold')
-  return {tonumber(a[1] or 0), n, m + p, qm + qp, tonumber(a[2] or 0), tonumber(a[3] or 0)}
+  return {tonumber(a[1] or 0), n, m + p, qm + qp, tonumber(a[2] or 0), tonumber(a[3] or 0), m + qm}
 elseif op == 'ctl-set' then
   -- ARGV: k hold(0|1). Only while learning is on: a cap set by hand wins.
   if redis.call('HGET', K_STATE, 'auto') then

@@ -202,8 +202,8 @@ class ShmControlPlane final : public ControlPlane {
   bool lead(int lease_ms) override { return table_->lead_controller(handle_, lease_ms); }
   void resign() override { table_->resign_controller(handle_); }
   bool sample(Sample *out) override {
-    return table_->control_sample(&out->bytes, &out->cap, &out->inflight, &out->queued, &out->auto_on,
-                                  &out->mt_hold);
+    return table_->control_sample(&out->bytes, &out->cap, &out->inflight, &out->queued, &out->mt_demand,
+                                  &out->auto_on, &out->mt_hold);
   }
   void set_cap(int64_t k, bool hold_mts) override { table_->set_learned_cap(k, hold_mts); }
   void publish_curve(const std::map<int, double> &mibps_by_k) override {

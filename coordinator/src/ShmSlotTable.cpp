@@ -1204,14 +1204,15 @@ void ShmSlotTable::resign_controller(std::atomic<uint64_t> *handle) {
   unlock();
 }
 
-bool ShmSlotTable::control_sample(uint64_t *bytes, int64_t *cap, uint32_t *inflight, uint32_t *queued, bool *auto_on,
-                                  bool *mt_hold) {
+bool ShmSlotTable::control_sample(uint64_t *bytes, int64_t *cap, uint32_t *inflight, uint32_t *queued,
+                                  uint32_t *mt_demand, bool *auto_on, bool *mt_hold) {
   if (!lock()) return false;
   const ShmLayout &s = *layout_;
   *bytes = s.bytes_done;
   *cap = s.threshold;
   *inflight = s.mt + s.pt;
   *queued = s.queued_mt + s.queued_pt;
+  *mt_demand = s.mt + s.queued_mt;
   *auto_on = s.auto_mode != 0;
   *mt_hold = s.mt_hold != 0;
   unlock();

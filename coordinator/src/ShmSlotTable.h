@@ -134,8 +134,8 @@ class ShmSlotTable {
   // registered process (its handle) and lapses with it.
   bool lead_controller(std::atomic<uint64_t> *handle, int lease_ms);
   void resign_controller(std::atomic<uint64_t> *handle);
-  bool control_sample(uint64_t *bytes, int64_t *cap, uint32_t *inflight, uint32_t *queued, bool *auto_on,
-                      bool *mt_hold);
+  bool control_sample(uint64_t *bytes, int64_t *cap, uint32_t *inflight, uint32_t *queued, uint32_t *mt_demand,
+                      bool *auto_on, bool *mt_hold);
   // Stores k, and whether MTs of MtAtCap::Learned wait at it, only while learning is on (a
   // hand-set cap wins).
   void set_learned_cap(int64_t k, bool hold_mts);

@@ -81,7 +81,25 @@ double ThroughputClimber::margin_at(int base, const ClimberParams &p) {
   return std::min(p.gain, 0.5 / std::max(base, 1));
 }
 
-bool ThroughputClimber::expected(int k) const { return k == (state_ == State::Settled ? base_ : probe_k_); }
+bool ThroughputClimber::expected(int k) const { return k == cap(); }
+
+bool ThroughputClimber::holds_mts() const {
+  if (slow_start_) return false;
+  if (mt_demand_ <= cap() || state_ == State::ProbeDown) return true;
+  return loses_above(cap(), mt_demand_);
+}
+
+bool ThroughputClimber::loses_above(int k, int level) const {
+  double ref = base_mibps_;
+  if (ref < 0) {
+    const auto at = curve_.find(base_);
+    if (at == curve_.end()) return true;  // base unknown: assume the cap it was given
+    ref = at->second;
+  }
+  for (auto it = curve_.upper_bound(k); it != curve_.end() && it->first <= level; ++it)
+    if (it->second * (1 + margin()) < ref) return true;
+  return false;
+}
 
 int ThroughputClimber::overrun(int k, int level, double mibps, double now_s) {
   level = std::clamp(level, p_.min_k, p_.max_k);
@@ -188,14 +206,17 @@ int ThroughputClimber::next(int k, double mibps, bool bound, double now_s, int l
         }
         return probe_up_failed(k, now_s);
       case State::ProbeDown:
-        if (better || (bound && descent_mibps_ > 0 && mibps >= descent_mibps_ * (1 - margin_at(k, p_)))) {
+        if (better || (bound && k >= mt_demand_ && descent_mibps_ > 0 &&
+                       mibps >= descent_mibps_ * (1 - margin_at(k, p_)))) {
           // Better, or as good as the best of this descent within the margin while the
           // cap bound: the same throughput with fewer accesses in flight is the smaller
           // cap (Little: each access, the MTs' too, waits less). Measured in slots, the
           // aggregate stays flat for a few caps past the device's knee (a slot is held
           // across FUSE requests and the copy), so a climb that overshot into that
           // plateau walks back to its start. Compared with the best of the descent, not
-          // the last step, so noise cannot ratchet it down past the knee.
+          // the last step, so noise cannot ratchet it down past the knee. Not below the
+          // MTs' demand: held there they wait for no bandwidth (E2 P = 8: a slot curve
+          // flat from 6 to 8, eight MTs, 4.8 s at 6 against 3.9 s at 8).
           descent_mibps_ = std::max(descent_mibps_, mibps);
           base_ = k;
           base_mibps_ = mibps;

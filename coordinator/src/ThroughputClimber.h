@@ -15,9 +15,10 @@
 //               the demand ended there: settle, or after a slow-start jump probe down).
 //               Otherwise probe base-1, unless base was reached from below.
 //   probe_down: the window ran at base-1. Better by more than `gain`, or (the cap bound)
-//               within the margin of the best MiB/s of this descent: move, probe further
-//               down (the smallest cap of a plateau: as much throughput with fewer
-//               accesses in flight). Otherwise settle at base.
+//               within the margin of the best MiB/s of this descent and not below the
+//               MTs' demand: move, probe further down (the smallest cap of a plateau: as
+//               much throughput with fewer accesses in flight; below the MTs it only makes
+//               them wait). Otherwise settle at base.
 //   settled:    stays at base. Two windows in a row off the settled throughput by more
 //               than `shift`, or `reprobe_s` since the last probe: probe base+1 again.
 // Hysteresis (gain) keeps it at one cap under noise; every probe after the first settle
@@ -46,9 +47,9 @@
 // optimum of 8-16 in a few windows; the first probe that is not better ends it, and the
 // climb goes on by one from base, both ways (the knee is between base/2 and 2*base).
 //
-// MTs and the cap (ppios::MtAtCap): by default MTs pass the caps of a slow start (the
-// doubling climb from below: holds_mts() is false) and wait at every cap after it, so a probe down measures
-// the device below the MTs' own concurrency; with PPIOS_MT_THROTTLE=0 they pass every cap.
+// MTs and the cap (ppios::MtAtCap): by default MTs wait at the cap only where the curve
+// shows that their own concurrency loses bandwidth (holds_mts()); with
+// PPIOS_MT_THROTTLE=0 they pass every cap, with =1 they wait at every cap.
 // MTs that pass: a window in which more accesses than the cap ran on average measured
 // B(level) at that real concurrency, not B(k). overrun()
 // learns from it: a level better than base is where the cap goes (a cold start at 1 jumps
@@ -65,6 +66,7 @@
 // Not thread-safe: one controller thread owns it.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <map>
 
@@ -111,15 +113,25 @@ class ThroughputClimber {
   int underrun(int k, int top, double mibps, double now_s, int level = 0);
 
   int base() const { return base_; }
-  // Whether MTs wait at the cap (MtAtCap::Learned): not during slow start, the doubling
-  // climb from below, whose caps are below the knee by construction (MTs past them measure
-  // their own concurrency, and the first such window ends slow start there: overrun());
-  // from then on the cap is a measured guess of the knee, and MTs past the knee slow each
-  // other down as much as PTs would (bench/run: a fixed cap that MTs obey was 1.5-1.8x
-  // faster than one they pass at E1 P=8 and E2 P=16). Held from the first window of a
-  // cold start instead, four E2 MTs waited at caps of 1-3 for a whole run (12.1 s against
-  // 4.7 s at the fixed cap).
-  bool holds_mts() const { return !slow_start_; }
+  // The MTs that wanted to run in the window passed next to next(), overrun() or
+  // underrun(): in flight or waiting at the cap, on average. holds_mts() and the plateau
+  // walk of a probe down compare the cap with it.
+  void observe_mts(int demand) { mt_demand_ = std::max(demand, 0); }
+  // Whether MTs wait at the cap (MtAtCap::Learned): only where the curve says that letting
+  // them pass loses bandwidth. Not during slow start, the doubling climb from below, whose
+  // caps are below the knee by construction (MTs past them measure their own concurrency,
+  // and the first such window ends slow start there: overrun()). Always on a probe down
+  // (it measures the device below them), and when they fit under the cap (only PTs yield
+  // to them then, as at a fixed cap). Above the cap, while the curve has a point between
+  // the cap and their demand that base beats by the margin, or knows nothing of base yet
+  // (a warm start: MTs past it would measure nothing about it): past the knee, MTs slow
+  // each other down as much as PTs would (bench/run: a fixed cap that MTs obey was
+  // 1.5-1.8x faster than one they pass at E1 P=8 and E2 P=16). Otherwise they pass: a
+  // cap below them on a plateau, or where the curve does not reach their level, saves no
+  // bandwidth and makes MTs wait (session 11: held at every cap after slow start, four E2
+  // MTs waited 3.7-4.2 s each at caps of 2-3 after one low window ended slow start, 12 s
+  // against 5.7 s; eight E2 MTs held at a plateau cap of 6 took 4.8 s against 3.9 s at 8).
+  bool holds_mts() const;
   bool slow_start() const { return slow_start_; }
   State state() const { return state_; }
   // Last measured MiB/s per cap.
@@ -134,6 +146,9 @@ class ThroughputClimber {
   static double margin_at(int base, const ClimberParams &p);
   void begin(int start_k);  // a start at start_k (construction, or underrun's restart)
   bool expected(int k) const;  // k is the cap this climber asked for
+  int cap() const { return state_ == State::Settled ? base_ : probe_k_; }  // the cap asked for
+  // The curve loses bandwidth above `k` up to `level`: a point base beats by the margin.
+  bool loses_above(int k, int level) const;
 
   ClimberParams p_;
   State state_;
@@ -148,6 +163,7 @@ class ThroughputClimber {
   int off_windows_ = 0;        // settled windows in a row off base_mibps_ by > shift
   double last_probe_s_ = -1;
   double overrun_since_ = -1;  // first of the overrun windows in a row, -1 none
+  int mt_demand_ = 0;          // observe_mts(): MTs that wanted to run in the last window
   std::map<int, double> curve_;
 };
 

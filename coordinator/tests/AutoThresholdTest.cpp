@@ -53,6 +53,7 @@ CapTrace drive(ThroughputClimber &c, int start, int windows, const std::function
     r.caps.push_back(k);
     const int level = learned && c.holds_mts() ? k : std::max(k, mts);
     const double b = device(level, opt_at(w)) * (1 + jitter(rng));
+    c.observe_mts(mts);
     k = level > k ? c.overrun(k, level, b, t0 + 0.25 * w) : c.next(k, b, /*bound=*/true, t0 + 0.25 * w);
   }
   r.next = k;
@@ -144,6 +145,62 @@ TEST(ThroughputClimber, HeldMtsLetTheCapComeDownToTheKneeBelowThem) {
   // A warm start (a kept or stored cap) and a stored curve hold MTs from the first window.
   EXPECT_TRUE(ThroughputClimber(6, ClimberParams{}).holds_mts());
   EXPECT_TRUE(ThroughputClimber(1, ClimberParams{}, {{1, 50.0}, {2, 80.0}}).holds_mts());
+}
+
+// MtAtCap::Learned holds MTs only where the curve shows their level losing bandwidth.
+TEST(ThroughputClimber, MtsWaitAtTheCapOnlyWhereTheCurveShowsALoss) {
+  // A stored curve flat from 6 to 8 (E2's, measured in slots), falling past 8: best cap 6.
+  const std::map<int, double> plateau{{4, 107.0}, {6, 160.0}, {7, 158.0}, {8, 161.0}, {12, 83.0}};
+  ThroughputClimber c(1, ClimberParams{}, plateau);
+  ASSERT_EQ(c.base(), 6);
+  c.observe_mts(5);
+  EXPECT_TRUE(c.holds_mts()) << "MTs that fit under the cap wait for PTs to yield, as at a fixed cap";
+  c.observe_mts(8);
+  EXPECT_FALSE(c.holds_mts()) << "held at 6 on a plateau to 8, two of eight MTs wait for no bandwidth";
+  c.observe_mts(12);
+  EXPECT_TRUE(c.holds_mts()) << "the curve loses half its bandwidth at 12";
+  // A curve that does not reach the MTs' level (a slow start that ended below them): they
+  // pass and the next window measures it.
+  ThroughputClimber below(1, ClimberParams{}, {{1, 40.0}, {2, 80.0}, {3, 118.0}});
+  below.observe_mts(4);
+  EXPECT_FALSE(below.holds_mts());
+  // Nothing known at the cap (a warm start): MTs past it would measure nothing about it.
+  ThroughputClimber warm(6, ClimberParams{});
+  warm.observe_mts(16);
+  EXPECT_TRUE(warm.holds_mts());
+}
+
+// Eight MTs on a device whose slot curve is flat from 6 to 8 (E2 at P = 8): the probes
+// down from 8 measure 7 and 6 as good, but MTs held there wait for no bandwidth (4.8 s
+// against 3.9 s at 8). The cap stays at the MTs' level and they are held below it only
+// while a reprobe looks down.
+TEST(ThroughputClimber, APlateauBelowTheMtsDoesNotHoldThem) {
+  auto plateau = [](int k) { return k <= 6 ? 160.0 * k / 6 : k <= 8 ? 160.0 : 160.0 * std::pow(0.85, k - 8); };
+  for (unsigned seed = 1; seed <= 20; ++seed) {
+    std::mt19937 rng(seed);
+    std::uniform_real_distribution<double> jitter(-0.03, 0.03);
+    ThroughputClimber c(1, ClimberParams{});
+    int k = 1;
+    std::vector<int> levels;
+    for (int w = 0; w < 60; ++w) {
+      const int level = c.holds_mts() ? k : std::max(k, 8);
+      levels.push_back(level);
+      const double b = plateau(level) * (1 + jitter(rng));
+      c.observe_mts(8);
+      k = level > k ? c.overrun(k, level, b, 0.25 * w) : c.next(k, b, /*bound=*/true, 0.25 * w);
+    }
+    // Held below 8 only by the probe down of a reprobe (one window every reprobe_s: it
+    // looks for a knee below them), never two windows in a row.
+    int held = 0;
+    for (size_t w = 10; w < levels.size(); ++w) {
+      if (levels[w] >= 8) continue;
+      ++held;
+      EXPECT_GE(levels[w - 1], 8) << "seed " << seed << ": MTs held at " << levels[w] << " from window " << w - 1;
+    }
+    EXPECT_LE(held, 5) << "seed " << seed << ": 50 windows of 0.25 s, a reprobe every 3 s";
+    EXPECT_GE(c.base(), 8) << "seed " << seed;
+    EXPECT_LE(c.base(), 9) << "seed " << seed;
+  }
 }
 
 // A cold start that MTs do not overrun (they arrive one by one, or there are fewer than
