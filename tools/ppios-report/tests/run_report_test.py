@@ -96,6 +96,24 @@ def golden(report, fixture, golden_path):
             if p.returncode != 2 or not p.stderr.startswith("ppios-report: ") or "Traceback" in p.stderr:
                 failures.append(f"ppios-report {bad}: exit {p.returncode}, stderr {p.stderr!r}")
 
+        # A file the runtime could not name appears as "dev:ino" beside paths (E2's DSCAL
+        # output): both are listed, the paths still shortened.
+        unnamed_dir = os.path.join(tmp, "unnamed")
+        shutil.copytree(fixture, unnamed_dir, ignore=shutil.ignore_patterns("bin"))
+        trace_path = sorted(glob.glob(os.path.join(unnamed_dir, "sum.ppios-trace.*.json")))[0]
+        with open(trace_path) as f:
+            trace = json.load(f)
+        first = next(e["args"]["file"] for e in trace["traceEvents"] if "file" in e.get("args", {}))
+        for e in trace["traceEvents"]:
+            if e.get("args", {}).get("file") == first:
+                e["args"]["file"] = "40:11100177"
+        with open(trace_path, "w") as f:
+            json.dump(trace, f)
+        p = subprocess.run([sys.executable, report, unnamed_dir], stdout=subprocess.PIPE,
+                           stderr=subprocess.PIPE, text=True, timeout=300)
+        if p.returncode != 0 or "\n40:11100177 " not in p.stdout or "\na.txt " not in p.stdout:
+            failures.append(f"a trace naming a file dev:ino: exit {p.returncode}, stderr {p.stderr[-400:]!r}")
+
         merged = json.load(open(pf_path))
         names = [e["args"]["name"] for e in merged["traceEvents"]
                  if e.get("name") == "process_name" and e["pid"] != 0]
