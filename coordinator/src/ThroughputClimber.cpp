@@ -85,20 +85,25 @@ bool ThroughputClimber::expected(int k) const { return k == cap(); }
 
 bool ThroughputClimber::holds_mts() const {
   if (slow_start_) return false;
-  if (mt_demand_ <= cap() || state_ == State::ProbeDown) return true;
-  return loses_above(cap(), mt_demand_);
+  const int k = cap();
+  if (mt_demand_ <= k || state_ == State::ProbeDown || base_mibps_ < 0) return true;
+  // Above the cap: what the curve knows between the cap and the MTs' demand.
+  bool known = false;
+  for (auto it = curve_.upper_bound(k); it != curve_.end() && it->first <= mt_demand_; ++it) {
+    if (it->second * (1 + margin()) < base_mibps_) return true;  // their level loses
+    known = true;
+  }
+  return !known && !rises_into(k);
 }
 
-bool ThroughputClimber::loses_above(int k, int level) const {
-  double ref = base_mibps_;
-  if (ref < 0) {
-    const auto at = curve_.find(base_);
-    if (at == curve_.end()) return true;  // base unknown: assume the cap it was given
-    ref = at->second;
+bool ThroughputClimber::rises_into(int k) const {
+  int best = 0, last = 0;
+  double best_mibps = 0;
+  for (auto it = curve_.begin(); it != curve_.end() && it->first <= k; ++it) {
+    last = it->first;
+    if (best == 0 || it->second > best_mibps * (1 + margin_at(best, p_))) best = it->first, best_mibps = it->second;
   }
-  for (auto it = curve_.upper_bound(k); it != curve_.end() && it->first <= level; ++it)
-    if (it->second * (1 + margin()) < ref) return true;
-  return false;
+  return last > 0 && best == last;
 }
 
 int ThroughputClimber::overrun(int k, int level, double mibps, double now_s) {

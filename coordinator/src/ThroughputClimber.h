@@ -121,16 +121,19 @@ class ThroughputClimber {
   // them pass loses bandwidth. Not during slow start, the doubling climb from below, whose
   // caps are below the knee by construction (MTs past them measure their own concurrency,
   // and the first such window ends slow start there: overrun()). Always on a probe down
-  // (it measures the device below them), and when they fit under the cap (only PTs yield
-  // to them then, as at a fixed cap). Above the cap, while the curve has a point between
-  // the cap and their demand that base beats by the margin, or knows nothing of base yet
-  // (a warm start: MTs past it would measure nothing about it): past the knee, MTs slow
-  // each other down as much as PTs would (bench/run: a fixed cap that MTs obey was
-  // 1.5-1.8x faster than one they pass at E1 P=8 and E2 P=16). Otherwise they pass: a
-  // cap below them on a plateau, or where the curve does not reach their level, saves no
-  // bandwidth and makes MTs wait (session 11: held at every cap after slow start, four E2
-  // MTs waited 3.7-4.2 s each at caps of 2-3 after one low window ended slow start, 12 s
-  // against 5.7 s; eight E2 MTs held at a plateau cap of 6 took 4.8 s against 3.9 s at 8).
+  // (it measures the device below them), when they fit under the cap (only PTs yield to
+  // them then, as at a fixed cap), and while base is not measured yet (a warm start or a
+  // takeover: MTs past it would measure nothing about it). Above the cap, they wait while
+  // the curve has a point between the cap and their demand that base beats by the margin
+  // (past the knee MTs slow each other down as much as PTs would: bench/run, a fixed cap
+  // that MTs obey was 1.5-1.8x faster than one they pass at E1 P=8 and E2 P=16), or has no
+  // point there and does not rise into the cap (the knee is at or below it: sixteen E2 MTs
+  // passing an unmeasured 8 ran the device at 16 for a 2 s window, auto x1.37 of the fixed
+  // cap). They pass a cap below them on a plateau, or below a curve still rising: holding
+  // them there saves no bandwidth and makes them wait (session 11, held at every cap after
+  // slow start: four E2 MTs waited 3.7-4.2 s each at caps of 2-3 after one low window ended
+  // slow start, 12 s against 5.7 s; eight E2 MTs held at a plateau cap of 6, 4.8 s against
+  // 3.9 s at 8).
   bool holds_mts() const;
   bool slow_start() const { return slow_start_; }
   State state() const { return state_; }
@@ -147,8 +150,9 @@ class ThroughputClimber {
   void begin(int start_k);  // a start at start_k (construction, or underrun's restart)
   bool expected(int k) const;  // k is the cap this climber asked for
   int cap() const { return state_ == State::Settled ? base_ : probe_k_; }  // the cap asked for
-  // The curve loses bandwidth above `k` up to `level`: a point base beats by the margin.
-  bool loses_above(int k, int level) const;
+  // The curve still gained at its last point at or below k: that point is its best there
+  // (best_cap's rule), so the knee is not known to be below k.
+  bool rises_into(int k) const;
 
   ClimberParams p_;
   State state_;

@@ -16,6 +16,7 @@
 #include <functional>
 #include <future>
 #include <map>
+#include <memory>
 #include <random>
 #include <sys/wait.h>
 #include <thread>
@@ -148,26 +149,34 @@ TEST(ThroughputClimber, HeldMtsLetTheCapComeDownToTheKneeBelowThem) {
 }
 
 // MtAtCap::Learned holds MTs only where the curve shows their level losing bandwidth.
+// Each climber starts from a stored curve and measures its base once (a probe up of one
+// follows: the cap in force is base + 1).
 TEST(ThroughputClimber, MtsWaitAtTheCapOnlyWhereTheCurveShowsALoss) {
-  // A stored curve flat from 6 to 8 (E2's, measured in slots), falling past 8: best cap 6.
-  const std::map<int, double> plateau{{4, 107.0}, {6, 160.0}, {7, 158.0}, {8, 161.0}, {12, 83.0}};
-  ThroughputClimber c(1, ClimberParams{}, plateau);
-  ASSERT_EQ(c.base(), 6);
-  c.observe_mts(5);
-  EXPECT_TRUE(c.holds_mts()) << "MTs that fit under the cap wait for PTs to yield, as at a fixed cap";
-  c.observe_mts(8);
-  EXPECT_FALSE(c.holds_mts()) << "held at 6 on a plateau to 8, two of eight MTs wait for no bandwidth";
-  c.observe_mts(12);
-  EXPECT_TRUE(c.holds_mts()) << "the curve loses half its bandwidth at 12";
-  // A curve that does not reach the MTs' level (a slow start that ended below them): they
-  // pass and the next window measures it.
-  ThroughputClimber below(1, ClimberParams{}, {{1, 40.0}, {2, 80.0}, {3, 118.0}});
-  below.observe_mts(4);
-  EXPECT_FALSE(below.holds_mts());
-  // Nothing known at the cap (a warm start): MTs past it would measure nothing about it.
-  ThroughputClimber warm(6, ClimberParams{});
-  warm.observe_mts(16);
-  EXPECT_TRUE(warm.holds_mts());
+  auto measured = [](const std::map<int, double> &curve) {
+    auto c = std::make_unique<ThroughputClimber>(1, ClimberParams{}, curve);
+    c->observe_mts(40);
+    EXPECT_TRUE(c->holds_mts()) << "base not measured yet: MTs past it would measure nothing about it";
+    const int base = c->base();
+    EXPECT_EQ(c->next(base, curve.at(base), /*bound=*/true, 0), base + 1);
+    return c;
+  };
+  // Flat from 6 to 8 (E2's curve, measured in slots), falling past 8: base 6, cap 7.
+  auto plateau = measured({{4, 107.0}, {6, 160.0}, {7, 158.0}, {8, 161.0}, {12, 83.0}});
+  plateau->observe_mts(5);
+  EXPECT_TRUE(plateau->holds_mts()) << "MTs that fit under the cap wait for PTs to yield, as at a fixed cap";
+  plateau->observe_mts(8);
+  EXPECT_FALSE(plateau->holds_mts()) << "held at 7 on a plateau to 8, an MT waits for no bandwidth";
+  plateau->observe_mts(12);
+  EXPECT_TRUE(plateau->holds_mts()) << "the curve loses half its bandwidth at 12";
+  // Nothing measured between the cap and the MTs: they pass below a curve still rising
+  // (a slow start that ended below them; the next window measures their level) ...
+  auto rising = measured({{1, 40.0}, {2, 80.0}, {3, 118.0}});
+  rising->observe_mts(6);
+  EXPECT_FALSE(rising->holds_mts());
+  // ... and wait above one whose best point is below the cap (the knee is there).
+  auto fallen = measured({{6, 47.7}, {7, 41.9}});
+  fallen->observe_mts(16);
+  EXPECT_TRUE(fallen->holds_mts());
 }
 
 // Eight MTs on a device whose slot curve is flat from 6 to 8 (E2 at P = 8): the probes
