@@ -93,17 +93,19 @@ bool ThroughputClimber::holds_mts() const {
     if (it->second * (1 + margin()) < base_mibps_) return true;  // their level loses
     known = true;
   }
-  return !known && !rises_into(k);
+  // Nothing measured up to their level: they pass within a doubling of a curve still
+  // rising (the range a slow start would probe next; the knee is not known to be below).
+  return known ? false : mt_demand_ > 2 * rising_top(k);
 }
 
-bool ThroughputClimber::rises_into(int k) const {
+int ThroughputClimber::rising_top(int k) const {
   int best = 0, last = 0;
   double best_mibps = 0;
   for (auto it = curve_.begin(); it != curve_.end() && it->first <= k; ++it) {
     last = it->first;
     if (best == 0 || it->second > best_mibps * (1 + margin_at(best, p_))) best = it->first, best_mibps = it->second;
   }
-  return last > 0 && best == last;
+  return best == last ? last : 0;
 }
 
 int ThroughputClimber::overrun(int k, int level, double mibps, double now_s) {

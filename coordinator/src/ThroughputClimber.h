@@ -127,10 +127,11 @@ class ThroughputClimber {
   // the curve has a point between the cap and their demand that base beats by the margin
   // (past the knee MTs slow each other down as much as PTs would: bench/run, a fixed cap
   // that MTs obey was 1.5-1.8x faster than one they pass at E1 P=8 and E2 P=16), or has no
-  // point there and does not rise into the cap (the knee is at or below it: sixteen E2 MTs
-  // passing an unmeasured 8 ran the device at 16 for a 2 s window, auto x1.37 of the fixed
-  // cap). They pass a cap below them on a plateau, or below a curve still rising: holding
-  // them there saves no bandwidth and makes them wait (session 11, held at every cap after
+  // point there and either does not rise into the cap (the knee is at or below it) or their
+  // demand is more than twice its last rising point (sixteen E2 MTs passing an unmeasured 8
+  // above a curve rising to 7 ran the device at 16 for a 2 s window: x1.33-1.37 of the
+  // fixed cap). They pass a cap below them on a plateau, or within a doubling of a curve
+  // still rising: holding them there saves no bandwidth and makes them wait (session 11, held at every cap after
   // slow start: four E2 MTs waited 3.7-4.2 s each at caps of 2-3 after one low window ended
   // slow start, 12 s against 5.7 s; eight E2 MTs held at a plateau cap of 6, 4.8 s against
   // 3.9 s at 8).
@@ -150,9 +151,9 @@ class ThroughputClimber {
   void begin(int start_k);  // a start at start_k (construction, or underrun's restart)
   bool expected(int k) const;  // k is the cap this climber asked for
   int cap() const { return state_ == State::Settled ? base_ : probe_k_; }  // the cap asked for
-  // The curve still gained at its last point at or below k: that point is its best there
-  // (best_cap's rule), so the knee is not known to be below k.
-  bool rises_into(int k) const;
+  // The curve's last point at or below k if the curve still gained there (it is its best
+  // point there, by best_cap's rule: the knee is not known to be below it), else 0.
+  int rising_top(int k) const;
 
   ClimberParams p_;
   State state_;
