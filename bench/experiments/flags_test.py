@@ -14,6 +14,7 @@ usage: flags_test.py BUILD_DIR"""
 import csv
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -121,6 +122,22 @@ def check(out, expected, options, prefetch_built):
                           f"{r['threshold']!r} for the variant {r.get('variant')!r}")
     if len(runs) != len(got):
         raise Failure(f"{len(runs)} runs for {len(got)} rows (one repetition expected)")
+    for r in runs:
+        # DSCAL's writes to its one output file run at one stream (harness): on a modeled
+        # device their bound is written / B(1), and the row's bound is at least that
+        model = re.match(r"simfs/peak=([\d.]+)MiBps/opt=(\d+)/", r["device"])
+        writes = r["kernel"] == "DSCAL" and model is not None
+        if writes != bool(r.get("one_file_write_s")) or writes != (r.get("written_mib", 0) > 0):
+            raise Failure(f"{r['experiment']} {r['kernel']} {r['mode']} on {r['device']}: "
+                          f"written_mib {r.get('written_mib')}, one_file_write_s "
+                          f"{r.get('one_file_write_s')}")
+        if writes:
+            want = r["written_mib"] / (float(model.group(1)) / int(model.group(2)))
+            if abs(r["one_file_write_s"] - want) > 1e-6 * want:
+                raise Failure(f"one_file_write_s {r['one_file_write_s']}, expected {want}")
+            if r["mode"] != "optimal" and (r.get("bound_s") or 0) < want * (1 - 1e-6):
+                raise Failure(f"{r['kernel']} {r['mode']}: bound_s {r.get('bound_s')} below its "
+                              f"writes at one stream {want:.3f} s")
     results = {}
     for r in runs:
         # E3's neighbour is AVG on an input of its own: group by kernel and input size

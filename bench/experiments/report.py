@@ -90,6 +90,7 @@ def aggregate(runs):
                 "above_opt": statistics.median(r.get("frac_above_opt", 0) for r in rs),
                 "hit": _median_or_none([r.get("hit_ratio") for r in rs]),
                 "bytes_mib": _median_or_none([r.get("bytes_mib") for r in rs]),
+                "one_file_write_s": _median_or_none([r.get("one_file_write_s") for r in rs]),
                 "pt_late": _median_or_none([r.get("pt_late") for r in rs]),
                 "pt_stop": ",".join(sorted({r["pt_stop"] for r in rs if r.get("pt_stop")})),
                 "mt_slot_wait": _median_or_none([r.get("mt_slot_wait_s") for r in rs]),
@@ -134,17 +135,19 @@ def compute_time(row):
 
 
 def bounds(table, peak_mibps):
-    """{row key: {compute_s, compute_from, bytes_mib, io_s, bound_s}}; sets
-    row[mode]["eff"] = bound / wall for every mode of every row."""
+    """{row key: {compute_s, compute_from, bytes_mib, io_s, write_s, bound_s}}; sets
+    row[mode]["eff"] = bound / wall for every mode of every row. write_s: the job's writes
+    to one file at one stream (harness: the kernel runs them one at a time)."""
     out = {}
     for key, row in table.items():
         compute, source = compute_time(row)
         moved = _median_or_none([m["bytes_mib"] for m in row.values()])
         io = moved / peak_mibps if moved is not None and peak_mibps else None
-        parts = [x for x in (compute, io) if x is not None]
+        write = _median_or_none([m.get("one_file_write_s") for m in row.values()])
+        parts = [x for x in (compute, io, write) if x is not None]
         bound = max(parts) if parts else None
         out[key] = {"compute_s": compute, "compute_from": source, "bytes_mib": moved,
-                    "io_s": io, "bound_s": bound}
+                    "io_s": io, "write_s": write, "bound_s": bound}
         for mode, m in row.items():
             b = _mode_bound(mode, bound, compute)
             m["eff"] = b / m["wall"] if b and m["wall"] > 0 else None
@@ -193,7 +196,8 @@ def write_runs_jsonl(path, runs):
 
 def shared_points(runs, peak_mibps):
     """E2 and E3 points as a whole: {(exp, P): {mode: {makespan, bytes_mib}}} (medians
-    over repetitions), with each point's bound max(slowest optimal job, all bytes / peak)."""
+    over repetitions), with each point's bound max(slowest optimal job, all bytes / peak,
+    the largest job's writes to one file at one stream)."""
     groups = defaultdict(lambda: defaultdict(lambda: defaultdict(list)))
     for r in runs:
         if r["experiment"] in ("E2", "E3"):
@@ -210,12 +214,16 @@ def shared_points(runs, peak_mibps):
         compute = point["optimal"]["makespan"] if "optimal" in point else None
         moved = max(m["bytes_mib"] for m in point.values())
         io = moved / peak_mibps if peak_mibps else None
-        bound = max(x for x in (compute, io) if x is not None) if (compute or io) else None
+        # The slowest job's writes to one file (the same bytes in every mode and repetition).
+        write = max((x["one_file_write_s"] for reps in modes.values() for rs in reps.values()
+                     for x in rs if x.get("one_file_write_s")), default=None)
+        parts = [x for x in (compute, io, write) if x is not None]
+        bound = max(parts) if parts else None
         for mode, m in point.items():
             b = _mode_bound(mode, bound, compute)
             m["eff"] = b / m["makespan"] if b and m["makespan"] > 0 else None
-        out[key] = {"modes": point, "compute_s": compute, "io_s": io, "bytes_mib": moved,
-                    "bound_s": bound}
+        out[key] = {"modes": point, "compute_s": compute, "io_s": io, "write_s": write,
+                    "bytes_mib": moved, "bound_s": bound}
     return out
 
 
@@ -253,7 +261,8 @@ def why(row, key=None, row_bound=None, points=None):
                      f"time")
     if row_bound and row_bound.get("bound_s"):
         b = row_bound
-        limit = "compute" if (b["compute_s"] or 0) >= (b["io_s"] or 0) else "bytes/peak"
+        limit = max((b["compute_s"] or 0, "compute"), (b["io_s"] or 0, "bytes/peak"),
+                    (b.get("write_s") or 0, "writes to one file at one stream"))[1]
         facts.append(f"bound {b['bound_s']:.2f} s set by {limit}")
     if points and key and key[0] in ("E2", "E3") and (key[0], key[2]) in points:
         pt = points[(key[0], key[2])]
@@ -372,7 +381,7 @@ TARGETS10_D = dict(TARGETS10)
 
 def efficiency_table(table, row_bounds, points):
     shown = ordered(m for row in table.values() for m in row)
-    head = (["exp", "kernel", "P", "compute s", "MiB", "MiB/peak s", "bound s"]
+    head = (["exp", "kernel", "P", "compute s", "MiB", "MiB/peak s", "one-file writes s", "bound s"]
             + [f"eff {m}" for m in shown])
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for key, row in table.items():
@@ -380,12 +389,12 @@ def efficiency_table(table, row_bounds, points):
         compute = "-" if b["compute_s"] is None else (
             f"{b['compute_s']:.2f}" + (" (est.)" if b["compute_from"] == "est." else ""))
         cells = [key[0], key[1], str(key[2]), compute, _fmt(b["bytes_mib"], ".1f"),
-                 _fmt(b["io_s"]), _fmt(b["bound_s"])]
+                 _fmt(b["io_s"]), _fmt(b["write_s"]), _fmt(b["bound_s"])]
         cells += [_fmt(row[m].get("eff")) if m in row else "-" for m in shown]
         lines.append("| " + " | ".join(cells) + " |")
     for (exp, nprocs), pt in points.items():
         cells = [exp, "all jobs (makespan)", str(nprocs), _fmt(pt["compute_s"]),
-                 _fmt(pt["bytes_mib"], ".1f"), _fmt(pt["io_s"]), _fmt(pt["bound_s"])]
+                 _fmt(pt["bytes_mib"], ".1f"), _fmt(pt["io_s"]), _fmt(pt["write_s"]), _fmt(pt["bound_s"])]
         cells += [_fmt(pt["modes"][m]["eff"]) if m in pt["modes"] else "-" for m in shown]
         lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines)

@@ -30,6 +30,11 @@ def model_args(model):
             "--latency-us", f"{model['latency_us']:g}"]
 
 
+def one_stream_mibps(model):
+    """B(1) of the model: what one request in flight gets (peak * 1 / optimum)."""
+    return model["peak_mibps"] / max(1, model["optimal_streams"])
+
+
 def describe(model):
     """The `device` column: compact, no commas, enough to rebuild the model."""
     if model is None:

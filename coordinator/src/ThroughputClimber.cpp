@@ -93,9 +93,10 @@ bool ThroughputClimber::holds_mts() const {
     if (it->second * (1 + margin()) < base_mibps_) return true;  // their level loses
     known = true;
   }
-  // Nothing measured up to their level: they pass within a doubling of a curve still
-  // rising (the range a slow start would probe next; the knee is not known to be below).
-  return known ? false : mt_demand_ > 2 * rising_top(k);
+  // Nothing measured up to their level: they pass one step past the cap (the step a probe
+  // up takes after slow start) when the curve still rises into it (the knee is not known
+  // to be below). Further up the curve knows nothing, and past the knee B(k) falls steeply.
+  return !known && (mt_demand_ > k + 1 || rising_top(k) == 0);
 }
 
 int ThroughputClimber::rising_top(int k) const {

@@ -128,10 +128,10 @@ class ThroughputClimber {
   // (past the knee MTs slow each other down as much as PTs would: bench/run, a fixed cap
   // that MTs obey was 1.5-1.8x faster than one they pass at E1 P=8 and E2 P=16), or has no
   // point there and either does not rise into the cap (the knee is at or below it) or their
-  // demand is more than twice its last rising point (sixteen E2 MTs passing an unmeasured 8
-  // above a curve rising to 7 ran the device at 16 for a 2 s window: x1.33-1.37 of the
-  // fixed cap). They pass a cap below them on a plateau, or within a doubling of a curve
-  // still rising: holding them there saves no bandwidth and makes them wait (session 11, held at every cap after
+  // demand is more than one step above the cap (sixteen E2 MTs passing an unmeasured 8
+  // above a curve rising to 7 or 8 ran the device at 16 for a 2 s window: x1.28-1.48 of the
+  // fixed cap). They pass a cap below them on a plateau, or one step past a cap the curve
+  // still rises into: holding them there saves no bandwidth and makes them wait (session 11, held at every cap after
   // slow start: four E2 MTs waited 3.7-4.2 s each at caps of 2-3 after one low window ended
   // slow start, 12 s against 5.7 s; eight E2 MTs held at a plateau cap of 6, 4.8 s against
   // 3.9 s at 8).

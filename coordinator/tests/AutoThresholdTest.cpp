@@ -168,14 +168,14 @@ TEST(ThroughputClimber, MtsWaitAtTheCapOnlyWhereTheCurveShowsALoss) {
   EXPECT_FALSE(plateau->holds_mts()) << "held at 7 on a plateau to 8, an MT waits for no bandwidth";
   plateau->observe_mts(12);
   EXPECT_TRUE(plateau->holds_mts()) << "the curve loses half its bandwidth at 12";
-  // Nothing measured between the cap and the MTs: they pass within a doubling of a curve
-  // still rising (a slow start that ended below them; the next window measures their
+  // Nothing measured between the cap and the MTs: they pass one step past a cap the curve
+  // still rises into (a slow start that ended below them; the next window measures their
   // level) ...
   auto rising = measured({{1, 40.0}, {2, 80.0}, {3, 118.0}});
-  rising->observe_mts(6);
+  rising->observe_mts(5);
   EXPECT_FALSE(rising->holds_mts());
-  // ... wait further up (sixteen E2 MTs above a curve rising to 7: the knee was 8) ...
-  rising->observe_mts(7);
+  // ... wait further up (sixteen E2 MTs above a curve rising to 8: the knee was 8) ...
+  rising->observe_mts(6);
   EXPECT_TRUE(rising->holds_mts());
   // ... and above a curve whose best point is below the cap (the knee is there).
   auto fallen = measured({{6, 47.7}, {7, 41.9}});
