@@ -114,8 +114,10 @@ class ThroughputClimber {
 
   int base() const { return base_; }
   // The MTs that wanted to run in the window passed next to next(), overrun() or
-  // underrun(): in flight or waiting at the cap, on average. holds_mts() and the plateau
-  // walk of a probe down compare the cap with it.
+  // underrun(): the most in flight or waiting at the cap at once (MTs starting one after
+  // another: the average of a window in which 6 grew to 16 said 11, and the sixteen then
+  // passed a cap of 7). holds_mts() and the plateau walk of a probe down compare the cap
+  // with it.
   void observe_mts(int demand) { mt_demand_ = std::max(demand, 0); }
   // Whether MTs wait at the cap (MtAtCap::Learned): only where the curve says that letting
   // them pass loses bandwidth. Not during slow start, the doubling climb from below, whose
