@@ -621,7 +621,7 @@ def write_summary(path, meta, table, targets, calibration, plots, targets10, row
     parts += ["## Targets (issue #10)", ""]
     for name, statement, verdict, details in targets10:
         parts.append(f"- **{name} {verdict.upper()}**: {statement}. {details}.")
-    parts += ["", "Efficiency = bound / wall, bound = max(compute, MiB moved / device peak), "
+    parts += ["", "Efficiency = bound / wall, bound = max(compute, MiB moved / device peak, a job's writes to one file at one stream), "
               "compute = the optimal run's wall time (est. = normal minus its time in reads "
               "and writes, when optimal did not run). A miss lists what the run's "
               "statistics say (PPIOS_STATS, ppios-simfs).", ""]
@@ -646,7 +646,7 @@ def write_summary(path, meta, table, targets, calibration, plots, targets10, row
                "No device peak (the plain file system): the bound is the compute time. ")
               + f"'all jobs' lines: an E2/E3 point as "
               "a whole, its makespan against max(the slowest optimal job, all jobs' MiB / "
-              "peak).", "", efficiency_table(table, row_bounds, points), ""]
+              "peak, the largest job's writes to one file at one stream).", "", efficiency_table(table, row_bounds, points), ""]
     if above:
         parts += ["Efficiency above 1 means this mode beat the optimal run of its row: the "
                   "compute time is one measurement (the median of the repetitions) on a "

@@ -2,6 +2,7 @@
 // the one parser of PPIOS_THRESHOLD, and per backend (shm, redis) the controller lease:
 // one controller per target, taken over when its process dies. Convergence on a real
 // device (readers through the coordinator on ppios-simfs) is simfs.auto_threshold.*.
+#include "../src/AutoThreshold.h"
 #include "../src/ThroughputClimber.h"
 #include "RedisServer.h"
 #include "ppios/Coordinator.h"
@@ -17,6 +18,7 @@
 #include <future>
 #include <map>
 #include <memory>
+#include <mutex>
 #include <random>
 #include <sys/wait.h>
 #include <thread>
@@ -146,6 +148,70 @@ TEST(ThroughputClimber, HeldMtsLetTheCapComeDownToTheKneeBelowThem) {
   // A warm start (a kept or stored cap) and a stored curve hold MTs from the first window.
   EXPECT_TRUE(ThroughputClimber(6, ClimberParams{}).holds_mts());
   EXPECT_TRUE(ThroughputClimber(1, ClimberParams{}, {{1, 50.0}, {2, 80.0}}).holds_mts());
+}
+
+// A device behind the controller, in real time: four MT accesses of 4 MiB that take
+// 0.5 s each (32 MiB/s in all), started 12 ms apart at the controller's first sample and
+// again as each ends; bytes count at release, as the backends count them. The MTs pass
+// every cap (the accesses do not look at it).
+class TimedDevicePlane : public ControlPlane {
+ public:
+  static constexpr int kStreams = 4;
+  static constexpr double kAccessS = 0.5, kStaggerS = 0.012, kAccessMib = 4;
+  static constexpr double kMibps = kStreams * kAccessMib / kAccessS;
+
+  explicit TimedDevicePlane(std::shared_ptr<std::vector<std::map<int, double>>> curves) : curves_(std::move(curves)) {}
+  bool lead(int) override { return true; }
+  void resign() override {}
+  bool sample(Sample *out) override {
+    std::lock_guard<std::mutex> g(mu_);
+    const auto now = Clock::now();
+    if (start_ == Clock::time_point{}) start_ = now;
+    const double t = std::chrono::duration<double>(now - start_).count();
+    uint64_t done = 0;
+    for (int i = 0; i < kStreams; ++i)
+      if (t >= i * kStaggerS) done += static_cast<uint64_t>((t - i * kStaggerS) / kAccessS);
+    out->bytes = done * static_cast<uint64_t>(kAccessMib * (1 << 20));
+    out->cap = cap_;
+    out->inflight = out->mt_demand = kStreams;
+    out->queued = 0;
+    out->auto_on = true;
+    out->mt_hold = hold_;
+    return true;
+  }
+  void set_cap(int64_t k, bool hold) override {
+    std::lock_guard<std::mutex> g(mu_);
+    cap_ = k;
+    hold_ = hold;
+  }
+  void publish_curve(const std::map<int, double> &curve) override {
+    std::lock_guard<std::mutex> g(mu_);
+    curves_->push_back(curve);
+  }
+  std::map<int, double> stored_curve() override { return {}; }
+
+ private:
+  std::mutex mu_;
+  Clock::time_point start_{};
+  int64_t cap_ = 1;
+  bool hold_ = false;
+  std::shared_ptr<std::vector<std::map<int, double>>> curves_;
+};
+
+// The accesses start while the controller's first window measures an idle target, so the
+// next window starts with four accesses in flight that began up to 0.3 s before it: all
+// their bytes land in it, and it measured about twice the device (a cold E2 start took
+// 57 MiB/s at two 10 MiB/s streams for the knee). That window is not learned.
+TEST(AutoThresholdWindows, AWindowAfterALullDoesNotCountAccessesThatBeganBeforeIt) {
+  auto curves = std::make_shared<std::vector<std::map<int, double>>>();
+  {
+    AutoThreshold controller(std::make_unique<TimedDevicePlane>(curves), 3000);
+    std::this_thread::sleep_for(std::chrono::milliseconds(2500));  // a learned window ends at about 1 s
+  }
+  ASSERT_FALSE(curves->empty()) << "nothing learned in 2.5 s";
+  for (const auto &[k, mibps] : curves->front())
+    EXPECT_LT(mibps, 1.5 * TimedDevicePlane::kMibps) << "first window learned at k " << k << ": the device does "
+                                                     << TimedDevicePlane::kMibps << " MiB/s";
 }
 
 // MtAtCap::Learned holds MTs only where the curve shows their level losing bandwidth.
