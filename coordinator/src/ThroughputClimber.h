@@ -120,23 +120,23 @@ class ThroughputClimber {
   // with it.
   void observe_mts(int demand) { mt_demand_ = std::max(demand, 0); }
   // Whether MTs wait at the cap (MtAtCap::Learned): only where the curve says that letting
-  // them pass loses bandwidth. Not during slow start, the doubling climb from below, whose
-  // caps are below the knee by construction (MTs past them measure their own concurrency,
-  // and the first such window ends slow start there: overrun()). Always on a probe down
-  // (it measures the device below them), when they fit under the cap (only PTs yield to
-  // them then, as at a fixed cap), and while base is not measured yet (a warm start or a
-  // takeover: MTs past it would measure nothing about it). Above the cap, they wait while
-  // the curve has a point between the cap and their demand that base beats by the margin
-  // (past the knee MTs slow each other down as much as PTs would: bench/run, a fixed cap
-  // that MTs obey was 1.5-1.8x faster than one they pass at E1 P=8 and E2 P=16), or has no
-  // point there and either does not rise into the cap (the knee is at or below it) or their
-  // demand is more than one step above the cap (sixteen E2 MTs passing an unmeasured 8
-  // above a curve rising to 7 or 8 ran the device at 16 for a 2 s window: x1.28-1.48 of the
-  // fixed cap). They pass a cap below them on a plateau, or one step past a cap the curve
-  // still rises into: holding them there saves no bandwidth and makes them wait (session 11, held at every cap after
-  // slow start: four E2 MTs waited 3.7-4.2 s each at caps of 2-3 after one low window ended
-  // slow start, 12 s against 5.7 s; eight E2 MTs held at a plateau cap of 6, 4.8 s against
-  // 3.9 s at 8).
+  // them pass loses bandwidth.
+  // - Pass during slow start, the doubling climb from below: its caps are below the knee
+  //   by construction (MTs past them measure their own concurrency; overrun()).
+  // - Wait on a probe down (it measures the device below them), when they fit under the
+  //   cap (only PTs yield to them then, as at a fixed cap), and while base is unmeasured
+  //   (a warm start or a takeover: MTs past it would measure nothing about it).
+  // - Above the cap, wait while the curve has a point between the cap and their demand
+  //   that base beats by the margin: past the knee MTs slow each other down as much as PTs
+  //   would (bench/run: a fixed cap that MTs obey was 1.5-1.8x faster than one they pass
+  //   at E1 P=8 and E2 P=16).
+  // - With no point there, wait unless their demand is at most one above a cap the curve
+  //   still rises into (rising_top): sixteen E2 MTs passing an unmeasured 8 above a curve
+  //   rising to 8 ran the device at 16 for a 2 s window, x1.28-1.48 of the fixed cap.
+  // - Otherwise pass (a plateau cap below them, one step past a rising curve): holding
+  //   them saves no bandwidth there and makes them wait. Session 11 held them at every cap
+  //   after slow start: four E2 MTs waited 3.7-4.2 s each at caps of 2-3 (12 s against
+  //   5.7 s), eight held at a plateau cap of 6 took 4.8 s against 3.9 s at 8.
   bool holds_mts() const;
   bool slow_start() const { return slow_start_; }
   State state() const { return state_; }
