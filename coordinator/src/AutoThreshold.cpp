@@ -35,30 +35,26 @@ bool AutoThreshold::pause(double seconds) {
   return !stop_cv_.wait_for(lk, std::chrono::duration<double>(seconds), [this] { return stopping_; });
 }
 
+bool AutoThreshold::keep_lead(bool force) {
+  const double renew_s = std::max(0.01, lease_ms_ / 3000.0);
+  const double t = now_s();
+  if (!force && leading_ && t - lead_renewed_s_ < renew_s) return leading_;
+  leading_ = plane_->lead(lease_ms_);
+  lead_renewed_s_ = t;
+  return leading_;
+}
+
 void AutoThreshold::run() {
   std::unique_ptr<ThroughputClimber> climber;
   // Largest bytes completed between two ticks lately: about the size of one access
   // (bytes arrive at release, one access at a time), decayed so one burst does not
   // lengthen every later window.
   double access_bytes = 0;
+  // When the last window ended having released nothing (-1: it released bytes). Accesses
+  // in flight at the next window's start began after it.
+  double idle_until = -1;
   const double renew_s = std::max(0.01, lease_ms_ / 3000.0);
   const double idle_s = std::min(0.1, renew_s);
-  bool leading = false;
-  // The last window completed no bytes (or none was measured yet). Accesses in flight when
-  // the next one starts began before it, and all their bytes count in it: after a lull,
-  // with accesses of 0.4 s (4 MiB at E2's 10 MiB/s per stream), a first window of 0.3 s
-  // measured 57 MiB/s at two streams, three times the device, and a cold start believed
-  // it. That window is not learned; the windows after it start and end with accesses in
-  // flight alike.
-  bool after_lull = true;
-  double lead_renewed = 0;
-  auto keep_lead = [&](bool force) {
-    double t = now_s();
-    if (!force && leading && t - lead_renewed < renew_s) return leading;
-    leading = plane_->lead(lease_ms_);
-    lead_renewed = t;
-    return leading;
-  };
   for (;;) {
     if (!keep_lead(false)) {
       climber.reset();  // whoever leads now learns on its own; we start fresh if we lead again
@@ -84,79 +80,51 @@ void AutoThreshold::run() {
     if (!pause(timing_.settle_s)) break;
     ControlPlane::Sample s1;
     if (!plane_->sample(&s1)) continue;
-    const double t1 = now_s();
-    int ticks = 0, bound_ticks = 0;
-    uint64_t inflight_sum = 0;
-    uint32_t mt_demand_top = 0;  // most MTs in flight or queued at one tick
-    uint32_t inflight_top = 0;  // most accesses in flight at one tick
-    bool changed = false, stop = false;
-    ControlPlane::Sample s2 = s1;
-    uint64_t window_max_tick = 0;
     access_bytes *= 0.8;
-    // A window lasts window_s and until it holds min_accesses accesses' worth of bytes
-    // (at most max_window_s): bytes count at release, so with accesses of 4 MiB at
-    // 10 MiB/s a short window measures which accesses happened to end in it.
-    auto window_done = [&] {
-      const double t = now_s() - t1;
-      if (t < timing_.window_s) return false;
-      if (t >= timing_.max_window_s) return true;
-      const uint64_t bytes = s2.bytes >= s1.bytes ? s2.bytes - s1.bytes : 0;
-      // In slow start a probe doubles the cap (about twice the MiB/s below the knee): a
-      // quarter of the accesses tells that apart.
-      const double accesses = climber->slow_start() ? timing_.min_accesses / 4 : timing_.min_accesses;
-      return bytes >= accesses * std::max<double>(access_bytes, window_max_tick);
-    };
-    while (!window_done()) {
-      const uint64_t before = s2.bytes;
-      if (!pause(timing_.tick_s)) {
-        stop = true;
-        break;
-      }
-      if (!keep_lead(false)) break;
-      if (!plane_->sample(&s2)) break;
-      if (s2.cap != k || !s2.auto_on) {
-        changed = true;  // set by hand, or auto turned off: this window measures nothing
-        break;
-      }
-      if (s2.bytes > before) window_max_tick = std::max(window_max_tick, s2.bytes - before);
-      ++ticks;
-      inflight_sum += s2.inflight;
-      mt_demand_top = std::max(mt_demand_top, s2.mt_demand);
-      inflight_top = std::max(inflight_top, s2.inflight);
-      if (s2.queued > 0 || s2.inflight >= static_cast<uint64_t>(k)) ++bound_ticks;
+    ThroughputWindow window(s1, now_s(), idle_until, k, access_bytes, climber->slow_start(), timing_);
+    const Measured m = measure(window, k);
+    if (m == Measured::Stop) break;
+    access_bytes = std::max<double>(access_bytes, window.max_tick_bytes());
+    if (m == Measured::Void) continue;
+    if (window.result().bytes == 0) {  // idle target: nothing to learn
+      idle_until = window.last_t();
+      continue;
     }
-    if (stop) break;
-    access_bytes = std::max<double>(access_bytes, window_max_tick);
-    if (!leading || changed || ticks == 0) continue;
-    {
-      const double t2 = now_s();
-      const uint64_t bytes = s2.bytes >= s1.bytes ? s2.bytes - s1.bytes : 0;
-      if (bytes == 0) {  // idle target: nothing to learn
-        after_lull = true;
-        continue;
-      }
-      const bool warm_up = after_lull && s1.inflight > 0;
-      after_lull = false;
-      if (warm_up) continue;
-      const double mibps = bytes / (t2 - t1) / (1024.0 * 1024.0);
-      const bool bound = 2 * bound_ticks >= ticks;
-      // MTs past the cap (a slow start's, or PPIOS_MT_THROTTLE=0) ran more accesses than k: the window
-      // measured the device at that real concurrency, whatever the class.
-      const double level = static_cast<double>(inflight_sum) / ticks;
-      const int at = static_cast<int>(std::lround(level));
-      climber->observe_mts(static_cast<int>(mt_demand_top));
-      int next;
-      if (level > k + 0.5)
-        next = climber->overrun(static_cast<int>(k), at, mibps, t2);
-      else if (!bound && inflight_top < k)
-        next = climber->underrun(static_cast<int>(k), static_cast<int>(inflight_top), mibps, t2, at);
-      else
-        next = climber->next(static_cast<int>(k), mibps, bound, t2, at);
-      plane_->publish_curve(climber->curve());
-      if (next != k || s2.mt_hold != climber->holds_mts()) plane_->set_cap(next, climber->holds_mts());
-    }
+    idle_until = -1;
+    learn(*climber, k, window);
   }
-  if (leading) plane_->resign();
+  if (leading_) plane_->resign();
+}
+
+AutoThreshold::Measured AutoThreshold::measure(ThroughputWindow &window, int64_t k) {
+  while (!window.done(now_s())) {
+    if (!pause(timing_.tick_s)) return Measured::Stop;
+    ControlPlane::Sample s;
+    if (!keep_lead(false) || !plane_->sample(&s)) return Measured::Void;
+    // Set by hand, or auto turned off: this window measures nothing.
+    if (s.cap != k || !s.auto_on) return Measured::Void;
+    window.add(s, now_s());
+  }
+  return window.ticks() > 0 ? Measured::Window : Measured::Void;
+}
+
+void AutoThreshold::learn(ThroughputClimber &climber, int64_t k, const ThroughputWindow &window) {
+  const ThroughputWindow::Result r = window.result();
+  const double t = window.last_t();
+  // MTs past the cap (a slow start's, or PPIOS_MT_THROTTLE=0) ran more accesses than k: the
+  // window measured the device at that real concurrency, whatever the class.
+  const int at = static_cast<int>(std::lround(r.level));
+  const int cap = static_cast<int>(k);
+  climber.observe_mts(static_cast<int>(r.mt_demand_top));
+  int next;
+  if (r.level > k + 0.5)
+    next = climber.overrun(cap, at, r.mibps, t);
+  else if (!r.bound && r.inflight_top < k)
+    next = climber.underrun(cap, static_cast<int>(r.inflight_top), r.mibps, t, at);
+  else
+    next = climber.next(cap, r.mibps, r.bound, t, at);
+  plane_->publish_curve(climber.curve());
+  if (next != k || window.last().mt_hold != climber.holds_mts()) plane_->set_cap(next, climber.holds_mts());
 }
 
 }  // namespace ppios

@@ -7,7 +7,7 @@
 //
 // The controller measures, per window, the bytes completed under the cap (every release
 // adds its ticket's bytes to a counter of the target; a window is long enough to hold
-// many accesses, see ControllerTiming), feeds MiB/s to a
+// many accesses and counts the time the target was busy, see ThroughputWindow), feeds MiB/s to a
 // ThroughputClimber, stores the cap it picks and publishes the curve it learned (k ->
 // MiB/s) for `ppios-coord status`, with whether MTs wait at the cap (the target's hold
 // flag, read by MtAtCap::Learned: ThroughputClimber::holds_mts). In-flight counts include
@@ -30,7 +30,9 @@
 // the ControlPlane is used by the controller thread only.
 #pragma once
 
+#include "ControlPlane.h"
 #include "ThroughputClimber.h"
+#include "ThroughputWindow.h"
 
 #include <condition_variable>
 #include <cstdint>
@@ -41,41 +43,6 @@
 
 namespace ppios {
 
-// What the controller needs from a backend.
-class ControlPlane {
- public:
-  struct Sample {
-    uint64_t bytes = 0;     // completed bytes reported at release, since the target was created
-    int64_t cap = -1;       // threshold in force (-1: none)
-    uint32_t inflight = 0;
-    uint32_t queued = 0;
-    uint32_t mt_demand = 0;  // MTs in flight or queued (ThroughputClimber::observe_mts)
-    bool auto_on = false;
-    bool mt_hold = false;   // MTs of MtAtCap::Learned wait at the cap
-  };
-  virtual ~ControlPlane() = default;
-  // Takes the controller lease or renews ours; true while we hold it.
-  virtual bool lead(int lease_ms) = 0;
-  virtual void resign() = 0;
-  virtual bool sample(Sample *out) = 0;
-  // Stores the cap and whether MTs of MtAtCap::Learned wait at it, only while the auto
-  // flag is on.
-  virtual void set_cap(int64_t k, bool hold_mts) = 0;
-  virtual void publish_curve(const std::map<int, double> &mibps_by_k) = 0;
-  // The curve stored on the target (empty: none, or it could not be read).
-  virtual std::map<int, double> stored_curve() = 0;
-};
-
-struct ControllerTiming {
-  double window_s = 0.2;   // measured window, at least
-  double max_window_s = 2.0;  // ... and until it holds min_accesses accesses' bytes, at most this
-  double min_accesses = 16;   // an access in flight at a window's edge counts in one window or
-                              // the next, all its bytes at once: a few of them must be small
-                              // against what the window holds
-  double settle_s = 0.06;  // after a cap change, before measuring (holders above a lowered cap finish)
-  double tick_s = 0.01;    // sampling of queue and in-flight counts inside a window
-};
-
 class AutoThreshold {
  public:
   AutoThreshold(std::unique_ptr<ControlPlane> plane, int lease_ms, const ControllerTiming &timing = {},
@@ -85,7 +52,15 @@ class AutoThreshold {
   AutoThreshold &operator=(const AutoThreshold &) = delete;
 
  private:
+  enum class Measured { Window, Void, Stop };
   void run();
+  // Samples every tick until the window is done. Void: the cap was changed under it, auto
+  // was turned off, the lease or a sample was lost; Stop: the destructor asked.
+  Measured measure(ThroughputWindow &window, int64_t k);
+  // Feeds one measured window at cap k to the climber and stores what it decides.
+  void learn(ThroughputClimber &climber, int64_t k, const ThroughputWindow &window);
+  // Takes or renews the lease (at most every third of it unless forced); true while we lead.
+  bool keep_lead(bool force);
   // Sleeps up to `seconds`; false when asked to stop.
   bool pause(double seconds);
 
@@ -93,6 +68,8 @@ class AutoThreshold {
   const int lease_ms_;
   const ControllerTiming timing_;
   const ClimberParams climber_params_;
+  bool leading_ = false;  // controller thread only
+  double lead_renewed_s_ = 0;
 
   std::mutex stop_mutex_;  // guards stopping_ only
   std::condition_variable stop_cv_;

@@ -198,10 +198,12 @@ class TimedDevicePlane : public ControlPlane {
   std::shared_ptr<std::vector<std::map<int, double>>> curves_;
 };
 
-// The accesses start while the controller's first window measures an idle target, so the
-// next window starts with four accesses in flight that began up to 0.3 s before it: all
-// their bytes land in it, and it measured about twice the device (a cold E2 start took
-// 57 MiB/s at two 10 MiB/s streams for the knee). That window is not learned.
+// The accesses start at the controller's first sample, before its first window: that
+// window starts with four accesses in flight that began before it, and all their bytes
+// land in it (a cold E2 start took 57 MiB/s at two 10 MiB/s streams for the knee, and
+// held four MTs at caps of 1-3). The controller counts from where they could have begun
+// (ThroughputWindow: a window that released nothing stays open while accesses run, and
+// the one after an idle window counts from its end).
 TEST(AutoThresholdWindows, AWindowAfterALullDoesNotCountAccessesThatBeganBeforeIt) {
   auto curves = std::make_shared<std::vector<std::map<int, double>>>();
   {
