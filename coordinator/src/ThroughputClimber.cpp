@@ -169,8 +169,8 @@ int ThroughputClimber::overrun(int k, int level, double mibps, double now_s) {
   return base_;
 }
 
-void ThroughputClimber::learn(int k, double mibps, bool bound, int level) {
-  curve_[!bound && level >= p_.min_k && level < k ? level : k] = mibps;
+void ThroughputClimber::learn(int k, double mibps, int level) {
+  curve_[level >= p_.min_k && level < k ? level : k] = mibps;
 }
 
 int ThroughputClimber::underrun(int k, int top, double mibps, double now_s, int level) {
@@ -179,14 +179,14 @@ int ThroughputClimber::underrun(int k, int top, double mibps, double now_s, int 
   if (!first_window || top >= k) return next(k, mibps, /*bound=*/false, now_s, level);
   // Not measured at top itself (the cap may bind there): top is the new start, measured
   // by the next window; from min_k that is a cold start (slow start).
-  learn(k, mibps, /*bound=*/false, level);
+  learn(k, mibps, level);
   begin(top);
   return base_;
 }
 
 int ThroughputClimber::next(int k, double mibps, bool bound, double now_s, int level) {
   overrun_since_ = -1;
-  learn(k, mibps, bound, level);
+  learn(k, mibps, level);
   if (last_probe_s_ < 0) last_probe_s_ = now_s;
   const bool better = base_mibps_ >= 0 && mibps > base_mibps_ * (1 + margin());
   if (expected(k)) {

@@ -99,9 +99,11 @@ class ThroughputClimber {
   // which the cap did not bind says nothing about a larger cap (the demand was lower).
   // A probe up is taken when better even if it did not bind (more accesses ran than
   // at base, so the base did bind them). `level`, when known (> 0), is the accesses in
-  // flight on average: a window that did not bind measured the device there, not at k,
-  // and the curve learns it there (a run's tail at low demand under a high cap must not
-  // overwrite what the cap measured when it bound).
+  // flight on average: a window that ran below k on average measured the device there,
+  // not at k, and the curve learns it there, bound or not (a run's tail at low demand
+  // under a high cap must not overwrite what the cap measured when it bound; a cap of 7
+  // full half of the time, about 6 in flight, measured E2's device 18% below what 7 does,
+  // and the next job's MTs were held at 6 for it).
   int next(int k, double mibps, bool bound, double now_s, int level = 0);
   // One finished window at cap k in which `level` (> k) accesses ran on average, the
   // MTs past the cap: returns the cap for the next window.
@@ -147,7 +149,7 @@ class ThroughputClimber {
   int probe(State s, double now_s);
   int probe_up_failed(int k, double now_s);
   int settle();
-  void learn(int k, double mibps, bool bound, int level);  // one point of the curve
+  void learn(int k, double mibps, int level);  // one point of the curve
   double margin() const { return margin_at(base_, p_); }
   static double margin_at(int base, const ClimberParams &p);
   void begin(int start_k);  // a start at start_k (construction, or underrun's restart)

@@ -494,6 +494,20 @@ TEST(ThroughputClimber, ALowDemandTailIsLearnedAtItsLevel) {
   EXPECT_EQ(c.curve().at(2), 20.0);
 }
 
+// A cap that bound only part of the time (two fewer accesses in flight on average than
+// the cap) measured the device at that level: the point goes there, bound or not, and
+// the cap's own point keeps what the cap measured when it was full.
+TEST(ThroughputClimber, ACapFullOnlyPartOfTheTimeIsLearnedAtItsLevel) {
+  ThroughputClimber c(1, ClimberParams{});
+  CapTrace r = drive(c, 1, 40, [](int) { return 8; }, 0.0, 4);
+  ASSERT_GE(r.next, 7);
+  ASSERT_TRUE(c.curve().count(r.next));
+  const double full = c.curve().at(r.next);
+  c.next(r.next, 55.5, /*bound=*/true, 20, /*level=*/r.next - 2);
+  EXPECT_EQ(c.curve().at(r.next - 2), 55.5);
+  EXPECT_EQ(c.curve().at(r.next), full);
+}
+
 TEST(ThroughputClimber, APlateauPastTheKneeSettlesAtItsSmallestCap) {
   // Counted in slots, the throughput stays flat for a few caps past the device's knee (a
   // slot is held across FUSE requests and the copy): E2 at P = 8 left caps of 9-13 with
