@@ -1,6 +1,6 @@
 // Decides whether the bytes behind a descriptor may come from (or be fetched into) the
 // prefetch cache: only regular files, opened for reading, without O_DIRECT (whose
-// alignment errors the cache would hide).
+// alignment errors the cache would hide). A file identified here is named in the trace.
 #pragma once
 
 #include <fcntl.h>
@@ -19,6 +19,7 @@ inline bool probe_readable_file(int fd, CachedFile *out, blksize_t *block_size =
   out->key = key_of(st);
   out->stamp = stamp_of(st);
   if (block_size) *block_size = st.st_blksize;
+  Runtime::get().trace().name_file(out->key, fd);
   return true;
 }
 
@@ -27,6 +28,7 @@ inline bool probe_regular_file(int fd, FileKey *key, FileStamp *stamp = nullptr)
   if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) return false;
   *key = key_of(st);
   if (stamp) *stamp = stamp_of(st);
+  Runtime::get().trace().name_file(*key, fd);
   return true;
 }
 

@@ -14,6 +14,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cstdlib>
 #include <cstring>
 #include <cstdint>
 #include <map>
@@ -289,6 +290,11 @@ int ppios_MPI_File_open(MPI_Comm comm, const char *filename, int amode, MPI_Info
     struct stat st;
     ppios::ErrnoGuard errno_guard;
     if (stat(path.c_str(), &st) == 0 && S_ISREG(st.st_mode)) {
+      if (rt.trace().enabled()) {
+        char *absolute = realpath(path.c_str(), nullptr);
+        rt.trace().name_path(ppios::key_of(st), absolute != nullptr ? absolute : path);
+        free(absolute);
+      }
       std::lock_guard<std::mutex> lock(g_files_mu);
       g_files[*fh] = MpiFileInfo{path, ppios::key_of(st)};
     }

@@ -13,6 +13,7 @@
 #include <cstdio>
 #include <set>
 
+#include "ErrnoGuard.h"
 #include "OutputFile.h"
 
 namespace ppios {
@@ -23,13 +24,17 @@ void Trace::name_file(const FileKey &key, int fd) {
     std::lock_guard<std::mutex> lock(mu_);
     if (names_.count(key)) return;
   }
+  ErrnoGuard keep_errno;  // called from inside the program's I/O calls
   char link[64], path[4096];
   std::snprintf(link, sizeof link, "/proc/self/fd/%d", fd);
   ssize_t n = readlink(link, path, sizeof path - 1);
-  std::string name = n > 0 ? std::string(path, static_cast<size_t>(n))
-                           : std::to_string(key.dev) + ":" + std::to_string(key.ino);
+  if (n > 0) name_path(key, std::string(path, static_cast<size_t>(n)));
+}
+
+void Trace::name_path(const FileKey &key, const std::string &path) {
+  if (!enabled_ || path.empty()) return;
   std::lock_guard<std::mutex> lock(mu_);
-  names_.emplace(key, name);
+  names_.emplace(key, path);
 }
 
 Trace::~Trace() {

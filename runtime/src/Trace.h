@@ -54,8 +54,12 @@ class Trace {
   ~Trace();
   bool enabled() const { return enabled_; }
 
-  // Remembers the path of a file the first time it is seen, for the events' args.
+  // Remembers the path of a file the first time it is seen, for the events' args: from
+  // its descriptor (/proc/self/fd) or the path it was opened by. Keeps errno. Called
+  // wherever the runtime identifies a file (FileProbe.h, MPI_File_open, a PT's
+  // prefetch), so files only the MT reads or writes are named too.
   void name_file(const FileKey &key, int fd);
+  void name_path(const FileKey &key, const std::string &path);
 
   // An event from `begin_ns` to `end_ns` on thread `tid`. offset/bytes/seq < 0 are
   // omitted; `aux_name` (a string literal) names one more number, written if aux >= 0.

@@ -69,6 +69,20 @@ def check_priority(trace_path, failures, label):
                         f"({len(waits)} waits, {len(subreads)} sub-reads)")
 
 
+def check_file_names(trace_path, failures, label):
+    """Every file the trace names is named by its path: a file that only the MT touches
+    (an output file) too, not only those a PT prefetched."""
+    with open(trace_path) as f:
+        events = json.load(f)["traceEvents"]
+    names = {e["args"]["file"] for e in events if "file" in e.get("args", {})}
+    unnamed = sorted(n for n in names if not n.startswith("/"))
+    if unnamed:
+        failures.append(f"{label}: the trace names {len(unnamed)} of {len(names)} files by device:inode "
+                        f"({', '.join(unnamed[:3])})")
+    if not names:
+        failures.append(f"{label}: the trace names no file")
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--mpirun", required=True)
@@ -86,6 +100,8 @@ def main():
     ap.add_argument("--env", action="append", default=[], help="K=V for the prefetching runs")
     ap.add_argument("--min-hit-ratio", type=float, default=None)
     ap.add_argument("--check-priority", action="store_true")
+    ap.add_argument("--check-trace-names", action="store_true",
+                    help="write PPIOS_TRACE and check that it names every file by its path")
     ap.add_argument("--timeout", type=int, default=300)
     ap.add_argument("--stdin-bytes", type=int, help="random bytes fed to mpirun's stdin (rank 0's)")
     ap.add_argument("--expect-stat", action="append", default=[],
@@ -174,7 +190,7 @@ def check(a, args, base_env, failures):
             env.update(kv.split("=", 1) for kv in a.env)
             stats_path = os.path.join(top, f"stats-{run_name}.jsonl")
             env["PPIOS_STATS"] = stats_path
-            if a.check_priority:
+            if a.check_priority or a.check_trace_names:
                 env["PPIOS_TRACE"] = os.path.join(top, f"trace-{run_name}")
             wd_m, code_m, out_m, err_m = one(run_name, a.ppios, env)
             label = f"mode {mode}"
@@ -254,6 +270,9 @@ def check(a, args, base_env, failures):
                 for r in range(a.np):
                     check_priority(os.path.join(top, f"trace-{run_name}.{r}.json"), found,
                                    f"{label} rank {r}")
+            if a.check_trace_names and mode != "off":
+                for r in range(a.np):
+                    check_file_names(os.path.join(top, f"trace-{run_name}.{r}.json"), found, f"{label} rank {r}")
             return found, timing
 
         # A run whose output is right but whose hit ratio or time misses a bound is run
