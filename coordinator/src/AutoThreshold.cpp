@@ -17,7 +17,11 @@ double now_s() {
 
 AutoThreshold::AutoThreshold(std::unique_ptr<ControlPlane> plane, int lease_ms, const ControllerTiming &timing,
                              const ClimberParams &climber)
-    : plane_(std::move(plane)), lease_ms_(lease_ms), timing_(timing), climber_params_(climber) {
+    : plane_(std::move(plane)),
+      lease_ms_(lease_ms),
+      timing_(timing),
+      climber_params_(climber),
+      renew_s_(std::max(0.01, lease_ms / 3000.0)) {
   thread_ = std::thread([this] { run(); });
 }
 
@@ -36,9 +40,8 @@ bool AutoThreshold::pause(double seconds) {
 }
 
 bool AutoThreshold::keep_lead(bool force) {
-  const double renew_s = std::max(0.01, lease_ms_ / 3000.0);
   const double t = now_s();
-  if (!force && leading_ && t - lead_renewed_s_ < renew_s) return leading_;
+  if (!force && leading_ && t - lead_renewed_s_ < renew_s_) return leading_;
   leading_ = plane_->lead(lease_ms_);
   lead_renewed_s_ = t;
   return leading_;
@@ -53,12 +56,11 @@ void AutoThreshold::run() {
   // When the last window ended having released nothing (-1: it released bytes). Accesses
   // in flight at the next window's start began after it.
   double idle_until = -1;
-  const double renew_s = std::max(0.01, lease_ms_ / 3000.0);
-  const double idle_s = std::min(0.1, renew_s);
+  const double idle_s = std::min(0.1, renew_s_);
   for (;;) {
     if (!keep_lead(false)) {
       climber.reset();  // whoever leads now learns on its own; we start fresh if we lead again
-      if (!pause(renew_s)) break;
+      if (!pause(renew_s_)) break;
       continue;
     }
     ControlPlane::Sample s0;

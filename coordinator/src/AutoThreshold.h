@@ -68,6 +68,7 @@ class AutoThreshold {
   const int lease_ms_;
   const ControllerTiming timing_;
   const ClimberParams climber_params_;
+  const double renew_s_;  // the lease is renewed every third of it
   bool leading_ = false;  // controller thread only
   double lead_renewed_s_ = 0;
 

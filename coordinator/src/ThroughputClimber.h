@@ -101,9 +101,10 @@ class ThroughputClimber {
   // at base, so the base did bind them). `level`, when known (> 0), is the accesses in
   // flight on average: a window that ran below k on average measured the device there,
   // not at k, and the curve learns it there, bound or not (a run's tail at low demand
-  // under a high cap must not overwrite what the cap measured when it bound; a cap of 7
-  // full half of the time, about 6 in flight, measured E2's device 18% below what 7 does,
-  // and the next job's MTs were held at 6 for it).
+  // under a high cap must not overwrite what the cap measured when it bound; a cap full
+  // only part of the time measured fewer accesses than k, and a point at k below the one
+  // at k - 1 held a later job's MTs at k - 1: E2 P = 4 left 7 below 6, and P = 8 waited
+  // at 6).
   int next(int k, double mibps, bool bound, double now_s, int level = 0);
   // One finished window at cap k in which `level` (> k) accesses ran on average, the
   // MTs past the cap: returns the cap for the next window.
