@@ -63,10 +63,11 @@ bool Config::parse(const std::function<const char *(const char *)> &getenv_fn, C
     }
   }
 
-  int64_t cache_mb = 256, subread_kb = 256, max_wt = 4, backoff = 1;
+  int64_t cache_mb = 256, subread_kb = 256, max_wt = 4, pt_readers = 2, backoff = 1;
   if (!integer("PPIOS_CACHE_MB", 1, 1 << 20, &cache_mb)) return false;
   if (!integer("PPIOS_SUBREAD_KB", 4, 1 << 20, &subread_kb)) return false;
   if (!integer("PPIOS_MAX_WT", 0, 64, &max_wt)) return false;
+  if (!integer("PPIOS_PT_READERS", 1, 16, &pt_readers)) return false;
   // The coordinator's variables have one parser, shared with ppios-coord.
   if (!parse_coordinator_env(getenv_fn, &c.coordinator, error)) return false;
   if (!integer("PPIOS_BACKOFF", 0, 1, &backoff)) return false;
@@ -74,6 +75,7 @@ bool Config::parse(const std::function<const char *(const char *)> &getenv_fn, C
   c.cache_bytes = static_cast<size_t>(cache_mb) << 20;
   c.subread_bytes = static_cast<size_t>(subread_kb) << 10;
   c.max_waiting_threads = static_cast<int>(max_wt);
+  c.pt_readers = static_cast<int>(pt_readers);
 
   for (auto [name, field] : {std::pair{"PPIOS_STATS", &c.stats_path},
                              std::pair{"PPIOS_TRACE", &c.trace_prefix}}) {

@@ -22,6 +22,7 @@ struct Config {
   size_t cache_bytes = 256u << 20;     // PPIOS_CACHE_MB
   size_t subread_bytes = 256u << 10;   // PPIOS_SUBREAD_KB
   int max_waiting_threads = 4;         // PPIOS_MAX_WT
+  int pt_readers = 2;                  // PPIOS_PT_READERS (used in Mode::PPIOS only)
   bool backoff = true;                 // PPIOS_BACKOFF: stop prefetching what does not pay off
   std::string stats_path;              // PPIOS_STATS (empty: off)
   std::string trace_prefix;            // PPIOS_TRACE (empty: off)

@@ -9,14 +9,14 @@ void IoScheduler::acquire_mt(TokenTimes *times) {
   std::unique_lock<std::mutex> lock(mu_);
   times->asked_ns = now_ns();
   mt_waiting_.fetch_add(1, std::memory_order_acq_rel);
-  cv_.wait(lock, [&] { return !held_; });
+  cv_.wait(lock, [&] { return !mt_holds_ && prefetch_holds_ == 0; });
   mt_waiting_.fetch_sub(1, std::memory_order_acq_rel);
-  held_ = true;
+  mt_holds_ = true;
   times->granted_ns = now_ns();
 }
 
 bool IoScheduler::prefetch_may_run(uint64_t seq) const {
-  return !held_ && mt_waiting_.load(std::memory_order_acquire) == 0 &&
+  return !mt_holds_ && prefetch_holds_ < prefetch_width_ && mt_waiting_.load(std::memory_order_acquire) == 0 &&
          *prefetch_waiting_.begin() == seq;
 }
 
@@ -47,7 +47,7 @@ bool IoScheduler::Turn::take(TokenTimes *times) {
   if (!scheduler_.enabled_) return true;
   std::lock_guard<std::mutex> lock(scheduler_.mu_);
   if (scheduler_.stopped_ || !scheduler_.prefetch_may_run(seq_)) return false;
-  scheduler_.held_ = true;
+  ++scheduler_.prefetch_holds_;
   scheduler_.prefetch_waiting_.erase(place_);
   queued_ = false;
   times->asked_ns = times->granted_ns = now_ns();
@@ -66,7 +66,9 @@ void IoScheduler::release(TokenTimes *times) {
   if (!enabled_) return;
   {
     std::lock_guard<std::mutex> lock(mu_);
-    held_ = false;
+    // The MT's hold is exclusive: while it holds the token, the release is its own.
+    if (mt_holds_) mt_holds_ = false;
+    else if (prefetch_holds_ > 0) --prefetch_holds_;
     times->released_ns = now_ns();
   }
   cv_.notify_all();

@@ -12,6 +12,11 @@
 // sub-reads apart from each other and from claims, and the coordinator's cap (with its
 // yield requests) keeps the MT first. PPIOS_MODE=ppios-strict and intra are the paper's
 // rule: the MT holds the token for every storage access.
+//
+// The token may be shared by up to `prefetch_width` prefetch sub-reads at once
+// (PPIOS_PT_READERS in PPIOS_MODE=ppios: the PT's readers each read under a system slot
+// of their own). The MT's hold is exclusive all the same: it waits until every
+// sub-read in progress has ended, and no new one starts while it waits.
 #pragma once
 
 #include <atomic>
@@ -32,11 +37,12 @@ struct TokenTimes {
 
 class IoScheduler {
  public:
-  explicit IoScheduler(bool enabled) : enabled_(enabled) {}
+  explicit IoScheduler(bool enabled, int prefetch_width = 1)
+      : enabled_(enabled), prefetch_width_(prefetch_width < 1 ? 1 : prefetch_width) {}
 
   bool enabled() const { return enabled_; }
 
-  // MT: blocks until the token is free. Never fails.
+  // MT: blocks until the token is free (no sub-read holds a share of it). Never fails.
   void acquire_mt(TokenTimes *times);
 
   // A prefetching thread's (PT or WT) place in the queue for the token. The queue is
@@ -48,8 +54,8 @@ class IoScheduler {
     ~Turn();  // leaves the queue unless take() succeeded
     Turn(const Turn &) = delete;
     Turn &operator=(const Turn &) = delete;
-    // Blocks until the token is free, no MT waits and nobody is ahead in the queue,
-    // without taking the token. False once stop() was called.
+    // Blocks until the token has a free share, no MT waits and nobody is ahead in the
+    // queue, without taking the token. False once stop() was called.
     bool wait();
     // Takes the token if that is so right now. A prefetcher holding a system slot uses
     // this instead of waiting, so that it never blocks on the token while holding a
@@ -80,9 +86,11 @@ class IoScheduler {
 
  private:
   const bool enabled_;
+  const int prefetch_width_;
   std::mutex mu_;
   std::condition_variable cv_;
-  bool held_ = false;
+  bool mt_holds_ = false;
+  int prefetch_holds_ = 0;  // sub-reads in progress, at most prefetch_width_
   bool stopped_ = false;
   std::atomic<int> mt_waiting_{0};
   std::multiset<uint64_t> prefetch_waiting_;  // sequence numbers of queued PT/WTs

@@ -81,7 +81,8 @@ Runtime::Runtime(const Config &config)
       cache_(config.cache_bytes),
       backoff_(config.backoff && config.mode != Mode::Off),
       scheduler_(config.mode == Mode::Intra || config.mode == Mode::PPIOS ||
-                 config.mode == Mode::PPIOSStrict),
+                     config.mode == Mode::PPIOSStrict,
+                 config.mode == Mode::PPIOS ? config.pt_readers : 1),
       trace_(config.trace_prefix) {
   cache_.set_free_observer([this](const FileKey &key, bool used) {
     count_backoff(backoff_.record_entry(key, used));
@@ -386,7 +387,8 @@ void Runtime::prefetch(int fd, const struct stat &st, off_t offset, size_t lengt
     wt_cv_.notify_one();
     return;
   }
-  fetch(fd, key_of(st), stamp_of(st), offset, length, seq, t_trace_tid);
+  if (pt_uses_readers()) hand_to_reader(fd, key_of(st), stamp_of(st), offset, length, seq);
+  else fetch(fd, key_of(st), stamp_of(st), offset, length, seq, t_trace_tid);
 }
 
 ssize_t Runtime::prefetch_copy(int fd, off_t offset, size_t count, uint64_t seq, unsigned flags,
@@ -537,19 +539,26 @@ void Runtime::check_pt_cpu() {
 
 size_t Runtime::fetch(int fd, const FileKey &key, const FileStamp &stamp, off_t offset,
                       size_t length, uint64_t seq, int trace_tid, char *copy_to) {
+  CacheEntry *entry = begin_fetch(key, stamp, offset, length, seq, trace_tid);
+  if (entry == nullptr) return 0;
+  return mode() == Mode::PP ? fill_whole(entry, fd, key, offset, length, seq, trace_tid, copy_to)
+                            : fill_in_subreads(entry, fd, key, offset, length, seq, trace_tid, copy_to);
+}
+
+CacheEntry *Runtime::begin_fetch(const FileKey &key, const FileStamp &stamp, off_t offset,
+                                 size_t length, uint64_t seq, int trace_tid) {
   if (t_thread.role == ThreadRole::PT) check_pt_cpu();
-  const char *src = t_thread.pt_site;  // the trace's "src" of this prefetch's events
   // The file is backed off: prefetching it has not paid off lately.
   if (backoff_.skip(key, seq, mt_started_.load(std::memory_order_acquire))) {
     stats_.pt_backoff_skips++;
-    return 0;
+    return nullptr;
   }
   // Too late: the MT has started this transfer itself (it reads what it does not find).
   if (mt_has_started(seq)) {
     stats_.pt_late++;
     count_site(0, true);
     count_backoff(backoff_.record_prefetch(key, true));
-    return 0;
+    return nullptr;
   }
   CacheEntry *entry = nullptr;
   uint64_t wait_begin = now_ns();
@@ -558,49 +567,61 @@ size_t Runtime::fetch(int fd, const FileKey &key, const FileStamp &stamp, off_t 
   stats_.pt_room_wait_ns += wait_end - wait_begin;
   if (wait_end - wait_begin > 100000)
     trace_.event("room_wait", trace_tid, wait_begin, wait_end, &key, offset,
-                 static_cast<int64_t>(length), static_cast<int64_t>(seq), nullptr, -1, nullptr, src);
+                 static_cast<int64_t>(length), static_cast<int64_t>(seq), nullptr, -1, nullptr,
+                 t_thread.pt_site);
   if (reserved != ReserveResult::Reserved) {
     if (reserved != ReserveResult::Stopped) stats_.pt_skipped++;
-    return 0;
+    return nullptr;
   }
-  size_t copied = 0;
+  return entry;
+}
 
+size_t Runtime::end_fetch(CacheEntry *entry, const FileKey &key, bool ok, uint64_t fetched,
+                          bool late, char *copy_to) {
+  size_t copied = copy_to ? cache_.copy_fetched(entry, copy_to) : 0;
+  cache_.finish(entry, ok);
+  count_backoff(backoff_.record_prefetch(key, late));
+  count_site(fetched, late);
+  return copied;
+}
+
+// Plain pre-execution prefetching (PPIOS_MODE=pp): the whole request at once, no scheduling.
+size_t Runtime::fill_whole(CacheEntry *entry, int fd, const FileKey &key, off_t offset,
+                           size_t length, uint64_t seq, int trace_tid, char *copy_to) {
+  const char *src = t_thread.pt_site;  // the trace's "src" of this prefetch's events
+  uint64_t begin = now_ns();
+  size_t remaining = 0;
+  char *dest;
+  uint64_t fetched = 0;
   bool ok = true;
-  if (mode() == Mode::PP) {
-    // Plain pre-execution prefetching: the whole request at once, no scheduling.
-    uint64_t begin = now_ns();
-    size_t remaining = 0;
-    char *dest;
-    uint64_t fetched = 0;
-    while ((dest = cache_.fill_pointer(entry, &remaining)) != nullptr && remaining > 0) {
-      off_t at = offset + static_cast<off_t>(length - remaining);
-      const uint64_t io_begin = trace_.enabled() ? now_ns() : 0;
-      ssize_t n = pread(fd, dest, remaining, at);
-      if (trace_.enabled())
-        trace_.event("storage", trace_tid, io_begin, now_ns(), &key, at, n, static_cast<int64_t>(seq),
-                     nullptr, -1, nullptr, src);
-      if (n < 0 && errno == EINTR) continue;
-      if (n <= 0) {
-        ok = n == 0;
-        break;
-      }
-      fetched += static_cast<uint64_t>(n);
-      stats_.pt_read_bytes += static_cast<uint64_t>(n);
-      if (!cache_.filled(entry, static_cast<size_t>(n))) break;
+  while ((dest = cache_.fill_pointer(entry, &remaining)) != nullptr && remaining > 0) {
+    off_t at = offset + static_cast<off_t>(length - remaining);
+    const uint64_t io_begin = trace_.enabled() ? now_ns() : 0;
+    ssize_t n = pread(fd, dest, remaining, at);
+    if (trace_.enabled())
+      trace_.event("storage", trace_tid, io_begin, now_ns(), &key, at, n, static_cast<int64_t>(seq),
+                   nullptr, -1, nullptr, src);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) {
+      ok = n == 0;
+      break;
     }
-    trace_.event("prefetch", trace_tid, begin, now_ns(), &key, offset, static_cast<int64_t>(length),
-                 static_cast<int64_t>(seq), nullptr, -1, nullptr, src);
-    if (copy_to) copied = cache_.copy_fetched(entry, copy_to);
-    cache_.finish(entry, ok);
-    count_backoff(backoff_.record_prefetch(key, false));
-    count_site(fetched, false);
-    return copied;
+    fetched += static_cast<uint64_t>(n);
+    stats_.pt_read_bytes += static_cast<uint64_t>(n);
+    if (!cache_.filled(entry, static_cast<size_t>(n))) break;
   }
+  trace_.event("prefetch", trace_tid, begin, now_ns(), &key, offset, static_cast<int64_t>(length),
+               static_cast<int64_t>(seq), nullptr, -1, nullptr, src);
+  return end_fetch(entry, key, ok, fetched, false, copy_to);
+}
 
-  // Scheduled prefetching: preemptible sub-reads, each under the process I/O token; the
-  // system slot is kept across sub-reads until the MT or the coordinator wants it. The
-  // prefetcher never waits for the token while holding a slot, nor for a slot while
-  // holding the token: either could keep its own MT waiting for more than a sub-read.
+// Scheduled prefetching: preemptible sub-reads, each under a share of the process I/O
+// token; the system slot is kept across sub-reads until the MT or the coordinator wants
+// it. The prefetcher never waits for the token while holding a slot, nor for a slot while
+// holding the token: either could keep its own MT waiting for more than a sub-read.
+size_t Runtime::fill_in_subreads(CacheEntry *entry, int fd, const FileKey &key, off_t offset,
+                                 size_t length, uint64_t seq, int trace_tid, char *copy_to) {
+  const char *src = t_thread.pt_site;  // the trace's "src" of this prefetch's events
   SlotTicket slot;
   uint64_t slot_asked = 0, slot_granted = 0;
   auto release_slot = [&] {
@@ -613,6 +634,7 @@ size_t Runtime::fetch(int fd, const FileKey &key, const FileStamp &stamp, off_t 
                    static_cast<int64_t>(slot_granted - slot_asked), nullptr, src);
   };
   uint64_t fetched = 0;
+  bool ok = true;
   for (;;) {
     IoScheduler::Turn turn(scheduler_, seq);
     if (!slot.valid()) {
@@ -666,13 +688,76 @@ size_t Runtime::fetch(int fd, const FileKey &key, const FileStamp &stamp, off_t 
     if (!more) break;
   }
   release_slot();
-  if (copy_to) copied = cache_.copy_fetched(entry, copy_to);
-  cache_.finish(entry, ok);
   // Late: the MT started the transfer before a single byte of it was fetched.
   const bool late = fetched == 0 && mt_has_started(seq);
-  count_backoff(backoff_.record_prefetch(key, late));
-  count_site(fetched, late);
-  return copied;
+  return end_fetch(entry, key, ok, fetched, late, copy_to);
+}
+
+// ------------------------------------------------------------------ PT readers
+
+bool Runtime::pt_uses_readers() const {
+  return work_conserving() && config_.pt_readers > 1 && t_thread.role == ThreadRole::PT;
+}
+
+void Runtime::hand_to_reader(int fd, const FileKey &key, const FileStamp &stamp, off_t offset,
+                             size_t length, uint64_t seq) {
+  // The PT runs on while a reader is free: at most pt_readers fills are handed out. It
+  // waits before it reserves, so that an entry in flight always has a reader on it (an
+  // MT that claims one waits for the sub-reads in progress).
+  {
+    std::unique_lock<std::mutex> lock(readers_mu_);
+    const uint64_t wait_begin = now_ns();
+    readers_room_cv_.wait(lock, [&] {
+      return stopping() || reader_jobs_.size() + readers_busy_ < static_cast<size_t>(config_.pt_readers);
+    });
+    stats_.pt_reader_wait_ns += now_ns() - wait_begin;
+    if (stopping()) return;
+  }
+  // Reserved here, on the PT, so that entries are reserved in the program's order and the
+  // PT (not a reader) waits for cache room. Only the PT hands out jobs, so the free
+  // reader it waited for is still free.
+  CacheEntry *entry = begin_fetch(key, stamp, offset, length, seq, t_trace_tid);
+  if (entry == nullptr) return;
+  // The reader reads through a copy of the descriptor: the slice may close its own
+  // before the read is done. A high number, like the PT's own.
+  static const int high_fd = PtResources::high_fd_base();
+  int copy = fcntl(fd, F_DUPFD_CLOEXEC, high_fd);
+  if (copy < 0) {  // out of descriptors: read it here instead
+    fill_in_subreads(entry, fd, key, offset, length, seq, t_trace_tid, nullptr);
+    return;
+  }
+  std::lock_guard<std::mutex> lock(readers_mu_);
+  reader_jobs_.push_back(ReaderJob{copy, key, offset, length, seq, entry, t_thread.pt_site});
+  if (readers_idle_ == 0 && reader_threads_ < config_.pt_readers) {
+    int index = reader_threads_++;
+    std::thread([this, index] { reader_main(index); }).detach();
+  }
+  readers_cv_.notify_one();
+}
+
+void Runtime::reader_main(int index) {
+  t_trace_tid = kTraceFirstReader + index;
+  t_thread.role = ThreadRole::Reader;
+  std::unique_lock<std::mutex> lock(readers_mu_);
+  for (;;) {
+    ++readers_idle_;
+    readers_cv_.wait(lock, [&] { return stopping() || !reader_jobs_.empty(); });
+    --readers_idle_;
+    if (reader_jobs_.empty()) break;  // stopping, and nothing left to hand back
+    ReaderJob job = reader_jobs_.front();
+    reader_jobs_.pop_front();
+    ++readers_busy_;
+    lock.unlock();
+    t_thread.pt_site = job.site;
+    if (stopping()) cache_.finish(job.entry, false);  // drops it: nobody will read it now
+    else fill_in_subreads(job.entry, job.fd, job.key, job.offset, job.length, job.seq, t_trace_tid, nullptr);
+    close(job.fd);
+    lock.lock();
+    --readers_busy_;
+    readers_room_cv_.notify_one();
+  }
+  --reader_threads_;
+  lifecycle_cv_.notify_all();
 }
 
 void Runtime::waiting_thread_main(int index) {
@@ -772,6 +857,11 @@ void Runtime::shutdown() {
     wt_cv_.notify_all();
     wt_room_cv_.notify_all();
   }
+  {
+    std::lock_guard<std::mutex> lock(readers_mu_);
+    readers_cv_.notify_all();
+    readers_room_cv_.notify_all();
+  }
   // Silently and briefly: the PT escapes at its next poll or runtime call. One that has
   // not ended by then keeps running until exit ends it; nothing it may touch is ever
   // destroyed (the runtime lives on).
@@ -787,9 +877,9 @@ void Runtime::shutdown() {
                            static_cast<uint64_t>(cpu.tv_nsec);
     }
   }
-  {
-    std::unique_lock<std::mutex> lock(wt_mu_);
-    while (wt_threads_ > 0 && std::chrono::steady_clock::now() < deadline) {
+  for (auto [mu, threads] : {std::pair{&wt_mu_, &wt_threads_}, std::pair{&readers_mu_, &reader_threads_}}) {
+    std::unique_lock<std::mutex> lock(*mu);
+    while (*threads > 0 && std::chrono::steady_clock::now() < deadline) {
       lock.unlock();
       std::this_thread::sleep_for(std::chrono::milliseconds(1));
       lock.lock();

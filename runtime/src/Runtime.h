@@ -3,12 +3,13 @@
 // statistics and trace.
 //
 // Threads: the MT (any thread that is not the PT or a WT; normally the program's main
-// thread), one PT started by ppios_pt_start, and at most PPIOS_MAX_WT waiting threads.
+// thread), one PT started by ppios_pt_start, at most PPIOS_MAX_WT waiting threads, and in
+// PPIOS_MODE=ppios at most PPIOS_PT_READERS reader threads that fill the PT's prefetches.
 //
 // Lock order: PrefetchBackoff::mu_ is a leaf (taken inside PrefetchCache::mu_ when the
 // cache reports a freed entry). No two of these are ever held together: PrefetchCache::mu_,
 // IoScheduler::mu_, Runtime::progress_mu_, Runtime::wt_mu_, Runtime::lifecycle_mu_,
-// Runtime::handoff_mu_, PtResources::streams_mu_. Trace::mu_ and CallSiteStats::mu_ are leaves. Coordinator calls and storage I/O happen with none held.
+// Runtime::handoff_mu_, Runtime::readers_mu_, PtResources::streams_mu_. Trace::mu_ and CallSiteStats::mu_ are leaves. Coordinator calls and storage I/O happen with none held.
 #pragma once
 
 #include <pthread.h>
@@ -54,7 +55,7 @@ struct CachedFile {
   T(mt_slot_wait) T(pt_slot_wait)                                                      \
   C(pt_prefetch_calls) C(pt_read_bytes) C(pt_subreads) C(pt_yields) C(pt_skipped)      \
   C(pt_unmapped)                                                                       \
-  C(pt_late) T(pt_room_wait) C(pt_faults) T(pt_cpu) T(pt_speculation_wait)                                    \
+  C(pt_late) T(pt_room_wait) T(pt_reader_wait) C(pt_faults) T(pt_cpu) T(pt_speculation_wait)                                    \
   C(wt_started) C(wt_dropped)                                                          \
   C(pt_backoffs) C(pt_backoff_late) C(pt_backoff_unused) C(pt_backoff_cpu)             \
   C(pt_backoff_skips)
@@ -203,9 +204,48 @@ class Runtime {
 
   explicit Runtime(const Config &config);
   // Fetches into the cache; with `copy_to`, also copies what it fetched there and
-  // returns how many leading bytes that is.
+  // returns how many leading bytes that is. A fetch is begin_fetch (back-off, lateness,
+  // the cache reservation), then fill_whole (pp) or fill_in_subreads, which end_fetch.
   size_t fetch(int fd, const FileKey &key, const FileStamp &stamp, off_t offset, size_t length,
                uint64_t seq, int trace_tid, char *copy_to = nullptr);
+  CacheEntry *begin_fetch(const FileKey &key, const FileStamp &stamp, off_t offset,
+                          size_t length, uint64_t seq, int trace_tid);
+  size_t fill_whole(CacheEntry *entry, int fd, const FileKey &key, off_t offset, size_t length,
+                    uint64_t seq, int trace_tid, char *copy_to);
+  size_t fill_in_subreads(CacheEntry *entry, int fd, const FileKey &key, off_t offset,
+                          size_t length, uint64_t seq, int trace_tid, char *copy_to);
+  size_t end_fetch(CacheEntry *entry, const FileKey &key, bool ok, uint64_t fetched, bool late,
+                   char *copy_to);
+
+  // ---- PT readers (PPIOS_PT_READERS > 1, PPIOS_MODE=ppios). One thread reading one
+  // stream cannot use more than a stream's share of a device whose optimum is several
+  // streams, nor the slots its MT leaves free while it computes. The PT reserves each
+  // prefetch's entry (in program order) and hands its fill to a reader, and runs on while
+  // fewer than PPIOS_PT_READERS fills are handed out. Each reader fills one entry in
+  // sub-reads under a system slot of its own, like a PT: the coordinator's cap and yield
+  // requests keep the MTs first, and the MT's claim waits for every sub-read in progress.
+  // prefetch_copy (the PT needs the bytes itself) still fills on the PT.
+  struct ReaderJob {
+    int fd;  // the reader's own copy, closed when the fill is done
+    FileKey key;
+    off_t offset;
+    size_t length;
+    uint64_t seq;
+    CacheEntry *entry;
+    const char *site;  // ThreadState::pt_site of the PT's call
+  };
+  bool pt_uses_readers() const;
+  void hand_to_reader(int fd, const FileKey &key, const FileStamp &stamp, off_t offset,
+                      size_t length, uint64_t seq);
+  void reader_main(int index);
+  std::mutex readers_mu_;
+  std::condition_variable readers_cv_;       // a job or the end, for the readers
+  std::condition_variable readers_room_cv_;  // a reader free, for the PT
+  std::deque<ReaderJob> reader_jobs_;        // guarded by readers_mu_, as are the counts
+  int reader_threads_ = 0;
+  int readers_idle_ = 0;
+  size_t readers_busy_ = 0;
+
   // Wait until the MT has completed every transfer before `seq` / started `seq`, or
   // the runtime stops.
   static void limit_thread_arenas();

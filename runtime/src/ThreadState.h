@@ -14,6 +14,7 @@ enum class ThreadRole : unsigned char {
   MT,  // any thread of the program's own
   PT,  // the prefetch thread
   WT,  // a waiting thread
+  Reader,  // a PT reader (PPIOS_PT_READERS)
 };
 
 struct ThreadState {

@@ -276,9 +276,10 @@ bool Trace::write(const std::string &prefix, int rank, uint64_t origin_ns, const
   }
   for (const Event &e : events_) emit(e);
   for (int tid : tids) {
-    std::string tname = tid == kTraceMT ? "MT (main thread)"
-                        : tid == kTracePT ? "PT (prefetch thread)"
-                                          : "WT " + std::to_string(tid - kTraceFirstWT);
+    std::string tname = tid == kTraceMT            ? "MT (main thread)"
+                        : tid == kTracePT          ? "PT (prefetch thread)"
+                        : tid >= kTraceFirstReader ? "PT reader " + std::to_string(tid - kTraceFirstReader)
+                                                   : "WT " + std::to_string(tid - kTraceFirstWT);
     std::fprintf(f, "%s{\"ph\":\"M\",\"name\":\"thread_name\",\"pid\":%d,\"tid\":%d,\"args\":{\"name\":",
                  first ? "" : ",\n", rank, tid);
     json_string(f, tname);

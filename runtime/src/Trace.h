@@ -45,7 +45,8 @@ namespace ppios {
 void describe_executable(std::string *path, uintptr_t *load_base);
 
 // Trace thread ids: what a person sees as thread names in the viewer.
-enum TraceThread : int { kTraceMT = 1, kTracePT = 2, kTraceFirstWT = 10 };
+// WTs are 10-73 (PPIOS_MAX_WT <= 64), PT readers from 100 (PPIOS_PT_READERS <= 16).
+enum TraceThread : int { kTraceMT = 1, kTracePT = 2, kTraceFirstWT = 10, kTraceFirstReader = 100 };
 
 class Trace {
  public:

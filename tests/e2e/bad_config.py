@@ -13,6 +13,7 @@ CASES = [
     ({"PPIOS_CACHE_MB": "0"}, ["PPIOS_CACHE_MB='0'", "from 1"]),
     ({"PPIOS_MODE": "turbo"}, ["PPIOS_MODE='turbo'", "ppios, ppios-strict, intra, pp or off"]),
     ({"PPIOS_SUBREAD_KB": "1.5"}, ["PPIOS_SUBREAD_KB='1.5'"]),
+    ({"PPIOS_PT_READERS": "0"}, ["PPIOS_PT_READERS='0'", "from 1 to 16"]),
     ({"PPIOS_COORDINATOR": "tcp://x"}, ["PPIOS_COORDINATOR", "redis://"]),
     ({"PPIOS_COORDINATOR": "redis://127.0.0.1:1/x"}, ["PPIOS_COORDINATOR"]),
 ]

@@ -47,7 +47,7 @@ TEST(Config, ReadsEveryVariable) {
   ASSERT_TRUE(parse({{"PPIOS_MODE", "pp"}, {"PPIOS_CACHE_MB", "8"}, {"PPIOS_SUBREAD_KB", "64"},
                      {"PPIOS_THRESHOLD", "4"}, {"PPIOS_TARGET", "lustre-ost0"},
                      {"PPIOS_COORDINATOR", "redis://localhost:6379/2"}, {"PPIOS_MAX_WT", "2"},
-                     {"PPIOS_LEASE_MS", "500"}, {"PPIOS_MT_THROTTLE", "1"},
+                     {"PPIOS_PT_READERS", "3"}, {"PPIOS_LEASE_MS", "500"}, {"PPIOS_MT_THROTTLE", "1"},
                      {"PPIOS_STATS", "/tmp/s.jsonl"}, {"PPIOS_TRACE", "/tmp/t"}},
                     &c, &error))
       << error;
@@ -58,6 +58,7 @@ TEST(Config, ReadsEveryVariable) {
   EXPECT_EQ(c.coordinator.target, "lustre-ost0");
   EXPECT_EQ(c.coordinator.address, "redis://localhost:6379/2");
   EXPECT_EQ(c.max_waiting_threads, 2);
+  EXPECT_EQ(c.pt_readers, 3);
   EXPECT_EQ(c.coordinator.lease_ms, 500);
   EXPECT_EQ(c.coordinator.mt_at_cap, ppios::MtAtCap::Wait);
   EXPECT_EQ(c.stats_path, "/tmp/s.jsonl");
@@ -91,6 +92,8 @@ TEST(Config, BadValuesNameTheVariableAndTheAcceptedValues) {
   EXPECT_NE(error_for("PPIOS_MODE", "fast").find("ppios, ppios-strict, intra, pp or off"), std::string::npos);
   EXPECT_NE(error_for("PPIOS_SUBREAD_KB", "-4").find("PPIOS_SUBREAD_KB"), std::string::npos);
   EXPECT_NE(error_for("PPIOS_SUBREAD_KB", "64k").find("PPIOS_SUBREAD_KB"), std::string::npos);
+  EXPECT_NE(error_for("PPIOS_PT_READERS", "0").find("from 1 to 16"), std::string::npos);
+  EXPECT_NE(error_for("PPIOS_PT_READERS", "17").find("PPIOS_PT_READERS"), std::string::npos);
   EXPECT_NE(error_for("PPIOS_CACHE_MB", "99999999999999999999").find("PPIOS_CACHE_MB"), std::string::npos);
   EXPECT_NE(error_for("PPIOS_COORDINATOR", "http://x").find("redis://"), std::string::npos);
   EXPECT_NE(error_for("PPIOS_TARGET", "a b").find("PPIOS_TARGET"), std::string::npos);

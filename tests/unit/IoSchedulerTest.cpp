@@ -142,3 +142,42 @@ TEST(IoScheduler, DisabledNeverBlocks) {
   EXPECT_TRUE(s.acquire_prefetch(1, &c));
   EXPECT_FALSE(s.mt_waiting());
 }
+
+// PPIOS_PT_READERS: up to `width` prefetch sub-reads share the token at once, never
+// more, and the MT's hold stays exclusive: it waits for every sub-read in progress and
+// none starts while it holds the token.
+TEST(IoScheduler, ReadersShareTheTokenUpToItsWidthAndTheMainThreadAlone) {
+  IoScheduler s(true, 2);
+  std::atomic<bool> done{false};
+  std::atomic<int> in_progress{0}, most{0}, mt_in{0};
+  std::atomic<int> overlapped_mt{0};
+  std::vector<std::thread> readers;
+  for (int r = 0; r < 3; ++r)
+    readers.emplace_back([&, r] {
+      for (uint64_t seq = static_cast<uint64_t>(r); !done; seq += 3) {
+        TokenTimes t;
+        if (!s.acquire_prefetch(seq, &t)) break;
+        int now = ++in_progress;
+        for (int m = most; now > m && !most.compare_exchange_weak(m, now);) {}
+        if (mt_in) ++overlapped_mt;
+        std::this_thread::sleep_for(200us);  // the sub-read
+        --in_progress;
+        s.release(&t);
+      }
+    });
+  for (int i = 0; i < 50; ++i) {
+    std::this_thread::sleep_for(500us);
+    TokenTimes t;
+    s.acquire_mt(&t);
+    ++mt_in;
+    if (in_progress > 0) ++overlapped_mt;
+    std::this_thread::sleep_for(100us);  // the MT's claim
+    --mt_in;
+    s.release(&t);
+  }
+  done = true;
+  s.stop();
+  for (std::thread &t : readers) t.join();
+  EXPECT_EQ(most.load(), 2) << "sub-reads in progress at once";
+  EXPECT_EQ(overlapped_mt.load(), 0) << "a sub-read ran while the MT held the token";
+}
