@@ -15,8 +15,10 @@
 //
 // The token may be shared by up to `prefetch_width` prefetch sub-reads at once
 // (PPIOS_PT_READERS in PPIOS_MODE=ppios: the PT's readers each read under a system slot
-// of their own). The MT's hold is exclusive all the same: it waits until every
-// sub-read in progress has ended, and no new one starts while it waits.
+// of their own). The MT's hold (acquire_mt) is exclusive all the same: it waits until
+// every sub-read in progress has ended, and no new one starts while it waits. A claim
+// (acquire_claim, the work-conserving mode's) pauses only the prefetch it claims: the
+// MT waits for that prefetch's sub-read in progress, not for the other readers'.
 #pragma once
 
 #include <atomic>
@@ -33,6 +35,10 @@ struct TokenTimes {
   uint64_t asked_ns = 0;
   uint64_t granted_ns = 0;
   uint64_t released_ns = 0;
+  // What the hold is, for release(): an MT hold, a claim of prefetch `seq`, or a
+  // prefetch sub-read of `seq`.
+  enum class Hold : unsigned char { None, MT, Claim, Prefetch } hold = Hold::None;
+  uint64_t seq = 0;
 };
 
 class IoScheduler {
@@ -44,6 +50,9 @@ class IoScheduler {
 
   // MT: blocks until the token is free (no sub-read holds a share of it). Never fails.
   void acquire_mt(TokenTimes *times);
+  // MT, work-conserving: blocks until no sub-read of the prefetch for transfer `seq` is
+  // in progress; none starts until release(). Never fails.
+  void acquire_claim(uint64_t seq, TokenTimes *times);
 
   // A prefetching thread's (PT or WT) place in the queue for the token. The queue is
   // ordered by sequence number: the prefetch needed soonest goes first, and keeps its
@@ -90,12 +99,14 @@ class IoScheduler {
   std::mutex mu_;
   std::condition_variable cv_;
   bool mt_holds_ = false;
-  int prefetch_holds_ = 0;  // sub-reads in progress, at most prefetch_width_
+  std::multiset<uint64_t> reading_;  // sequence numbers of the sub-reads in progress
+  std::multiset<uint64_t> claimed_;  // prefetches the MT claims
   bool stopped_ = false;
   std::atomic<int> mt_waiting_{0};
   std::multiset<uint64_t> prefetch_waiting_;  // sequence numbers of queued PT/WTs
 
-  // With mu_ held: the queued prefetcher `seq` may take the token now.
+  // With mu_ held: the queued prefetcher `seq` may take the token now (the first in the
+  // queue that is not claimed).
   bool prefetch_may_run(uint64_t seq) const;
 };
 

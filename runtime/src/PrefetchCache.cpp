@@ -194,6 +194,7 @@ ServeResult PrefetchCache::serve(const FileKey &key, const FileStamp &stamp, off
       if (policy == InFlightPolicy::NeedToken) {
         for (Piece &p : pieces) --p.entry->pins;
         result.needs_token = true;
+        result.in_flight_seq = e->seq;
         return result;
       }
       // Claim: the fetcher is paused between sub-reads while we hold the token. Take

@@ -9,8 +9,10 @@
 // Entry life: reserve() -> filling (owned by the fetching thread, which appends bytes
 // with fill_pointer()/filled()) -> finish() -> complete (served to the MT, removed when
 // the MT has read through its end) or dropped. The MT may take the filled prefix of an
-// entry still being fetched only while it holds the process I/O token (the fetcher is
-// then paused between sub-reads); in PPIOS_MODE=pp it waits for the fetch instead.
+// entry still being fetched only while it holds the process I/O token or a claim of that
+// entry's prefetch (IoScheduler::acquire_claim: the fetcher is then paused between
+// sub-reads, so the MT gets the bytes of the sub-read that was in progress); in
+// PPIOS_MODE=pp it waits for the fetch instead.
 //
 // One mutex guards everything here; bytes are copied to the MT outside it, with the
 // entries pinned so that nobody frees them meanwhile.
@@ -49,6 +51,7 @@ enum class InFlightPolicy {
 struct ServeResult {
   size_t bytes = 0;          // bytes copied, a prefix of the request
   bool needs_token = false;  // NeedToken only: an in-flight fetch covers the request
+  uint64_t in_flight_seq = 0;  // and its sequence number (what the MT claims)
 };
 
 struct CacheCounters {

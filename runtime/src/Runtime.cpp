@@ -101,10 +101,11 @@ Runtime::Runtime(const Config &config)
 
 // ------------------------------------------------------------------ main thread
 
-void MtStorageAccess::take_token() {
+void MtStorageAccess::take_token(const uint64_t *claim_seq) {
   if (token_held_) return;
   token_held_ = true;
-  rt_.scheduler_.acquire_mt(&token_);
+  if (claim_seq) rt_.scheduler_.acquire_claim(*claim_seq, &token_);
+  else rt_.scheduler_.acquire_mt(&token_);
   if (rt_.scheduler_.enabled()) {
     rt_.stats_.mt_token_wait_ns += token_.granted_ns - token_.asked_ns;
     rt_.trace_.event("mt_token_wait", kTraceMT, token_.asked_ns, token_.granted_ns, nullptr, -1, -1);
@@ -123,9 +124,9 @@ void MtStorageAccess::acquire() {
   storage_begin_ns_ = rt_.trace_.enabled() ? now_ns() : 0;
 }
 
-void MtStorageAccess::claim_in_flight() {
+void MtStorageAccess::claim_in_flight(uint64_t seq) {
   ErrnoGuard errno_guard;
-  if (rt_.work_conserving()) take_token();
+  if (rt_.work_conserving()) take_token(&seq);
   else acquire();
 }
 
@@ -173,9 +174,9 @@ ssize_t Runtime::mt_read(const CachedFile *file, off_t offset, size_t length, ch
       InFlightPolicy policy = mode() == Mode::PP ? InFlightPolicy::Wait : InFlightPolicy::NeedToken;
       ServeResult served = cache_.serve(file->key, file->stamp, offset, length, buffer, policy);
       if (served.needs_token) {
-        // A prefetch of these bytes is in flight: take the token (waiting for at most
-        // its current sub-read) and use what it has fetched so far.
-        storage.claim_in_flight();
+        // A prefetch of these bytes is in flight: claim it (waiting for at most its
+        // current sub-read) and use what it has fetched so far.
+        storage.claim_in_flight(served.in_flight_seq);
         served = cache_.serve(file->key, file->stamp, offset, length, buffer, InFlightPolicy::Claim);
         storage.end_claim();
       }
@@ -639,6 +640,10 @@ size_t Runtime::fill_in_subreads(CacheEntry *entry, int fd, const FileKey &key, 
     IoScheduler::Turn turn(scheduler_, seq);
     if (!slot.valid()) {
       if (!turn.wait()) break;  // stopping
+      // The MT may have claimed the entry or started its transfer while we waited: a
+      // slot for it would only be given back (after waiting for it at a full cap).
+      size_t left = 0;
+      if (cache_.fill_pointer(entry, &left) == nullptr || left == 0 || mt_has_started(seq)) break;
       slot_asked = now_ns();
       slot = coordinator_->acquire(IoClass::PT, lead_of(seq));
       slot_granted = now_ns();

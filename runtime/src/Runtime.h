@@ -80,10 +80,11 @@ class MtStorageAccess {
   ~MtStorageAccess() { release(); }
   // Takes the slot (and, unless work-conserving, the token), unless exempt().
   void acquire();
-  // Takes the token, so that prefetches in flight are paused between sub-reads while
-  // the MT takes what they fetched so far; end_claim() gives it back if acquire() does
-  // not need it.
-  void claim_in_flight();
+  // Pauses the prefetch for transfer `seq` in flight between sub-reads while the MT
+  // takes what it fetched so far: work-conserving, a claim of that prefetch only (the
+  // other readers read on); otherwise the whole token, with the slot (acquire()).
+  // end_claim() gives the claim back.
+  void claim_in_flight(uint64_t seq);
   void end_claim();
   // The access is to a pipe, FIFO, tty or device: no storage behind it, and a blocking
   // read on an idle pipe must not hold a system-wide storage slot.
@@ -93,7 +94,8 @@ class MtStorageAccess {
   void release();
 
  private:
-  void take_token();
+  // The whole token, or with `claim_seq` a claim of that prefetch only.
+  void take_token(const uint64_t *claim_seq = nullptr);
   Runtime &rt_;
   bool token_held_ = false;
   bool slot_held_ = false;

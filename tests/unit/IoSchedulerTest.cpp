@@ -181,3 +181,34 @@ TEST(IoScheduler, ReadersShareTheTokenUpToItsWidthAndTheMainThreadAlone) {
   EXPECT_EQ(most.load(), 2) << "sub-reads in progress at once";
   EXPECT_EQ(overlapped_mt.load(), 0) << "a sub-read ran while the MT held the token";
 }
+
+// The work-conserving MT claims one prefetch: it waits for that prefetch's sub-read in
+// progress only, no sub-read of it starts while claimed, and the other prefetches read on.
+TEST(IoScheduler, AClaimPausesOnlyTheClaimedPrefetch) {
+  IoScheduler s(true, 2);
+  TokenTimes near, far;
+  ASSERT_TRUE(s.acquire_prefetch(5, &near));
+  ASSERT_TRUE(s.acquire_prefetch(6, &far));
+  std::atomic<bool> claimed{false};
+  TokenTimes claim;
+  std::thread mt([&] {
+    s.acquire_claim(5, &claim);
+    claimed = true;
+  });
+  std::this_thread::sleep_for(20ms);
+  EXPECT_FALSE(claimed) << "the claim did not wait for the claimed prefetch's sub-read";
+  s.release(&near);
+  for (int i = 0; i < 5000 && !claimed; ++i) std::this_thread::sleep_for(1ms);
+  EXPECT_TRUE(claimed) << "the claim waited for another prefetch's sub-read";
+  mt.join();
+  // While claimed: prefetch 5 may not start again, prefetch 7 may (a share is free).
+  IoScheduler::Turn again(s, 5);
+  TokenTimes t5, t7;
+  EXPECT_FALSE(again.take(&t5));
+  EXPECT_TRUE(s.acquire_prefetch(7, &t7)) << "a prefetch behind the claimed one was held up";
+  s.release(&t7);
+  s.release(&far);
+  s.release(&claim);
+  EXPECT_TRUE(again.take(&t5));
+  s.release(&t5);
+}
