@@ -84,7 +84,7 @@ void AutoThreshold::run() {
     if (!plane_->sample(&s1)) continue;
     access_bytes *= 0.8;
     ThroughputWindow window(s1, now_s(), idle_until, k, access_bytes, climber->slow_start(), timing_);
-    const Measured m = measure(window, k);
+    const Measured m = measure(window, k, *climber);
     if (m == Measured::Stop) break;
     access_bytes = std::max<double>(access_bytes, window.max_tick_bytes());
     if (m == Measured::Void) continue;
@@ -98,7 +98,7 @@ void AutoThreshold::run() {
   if (leading_) plane_->resign();
 }
 
-AutoThreshold::Measured AutoThreshold::measure(ThroughputWindow &window, int64_t k) {
+AutoThreshold::Measured AutoThreshold::measure(ThroughputWindow &window, int64_t k, ThroughputClimber &climber) {
   while (!window.done(now_s())) {
     if (!pause(timing_.tick_s)) return Measured::Stop;
     ControlPlane::Sample s;
@@ -106,6 +106,16 @@ AutoThreshold::Measured AutoThreshold::measure(ThroughputWindow &window, int64_t
     // Set by hand, or auto turned off: this window measures nothing.
     if (s.cap != k || !s.auto_on) return Measured::Void;
     window.add(s, now_s());
+    // More MTs than the climber has seen: whether they wait at the cap is decided again
+    // now, not at the window's end. A read phase of a few seconds has one or two windows
+    // of up to 2 s, and a hold decided at a window's start, before its MTs arrived, stood
+    // for all of it (E2 P = 8: eight MTs waited out the first window at a cap of 6 that
+    // the curve did not show losing anything against 8). The demand only grows here; the
+    // window's end sets it to the window's peak (learn()).
+    if (s.mt_demand > static_cast<uint32_t>(climber.mt_demand())) {
+      climber.observe_mts(static_cast<int>(s.mt_demand));
+      if (climber.holds_mts() != s.mt_hold) plane_->set_cap(k, climber.holds_mts());
+    }
   }
   return window.ticks() > 0 ? Measured::Window : Measured::Void;
 }

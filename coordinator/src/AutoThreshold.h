@@ -55,8 +55,10 @@ class AutoThreshold {
   enum class Measured { Window, Void, Stop };
   void run();
   // Samples every tick until the window is done. Void: the cap was changed under it, auto
-  // was turned off, the lease or a sample was lost; Stop: the destructor asked.
-  Measured measure(ThroughputWindow &window, int64_t k);
+  // was turned off, the lease or a sample was lost; Stop: the destructor asked. When more
+  // MTs than the climber has seen want to run, it tells the climber at once and stores
+  // its new hold flag if that changed (the cap stays: the window goes on).
+  Measured measure(ThroughputWindow &window, int64_t k, ThroughputClimber &climber);
   // Feeds one measured window at cap k to the climber and stores what it decides.
   void learn(ThroughputClimber &climber, int64_t k, const ThroughputWindow &window);
   // Takes or renews the lease (at most every third of it unless forced); true while we lead.

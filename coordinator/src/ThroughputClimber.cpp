@@ -86,17 +86,27 @@ bool ThroughputClimber::expected(int k) const { return k == cap(); }
 bool ThroughputClimber::holds_mts() const {
   if (slow_start_) return false;
   const int k = cap();
-  if (mt_demand_ <= k || state_ == State::ProbeDown || base_mibps_ < 0) return true;
-  // Above the cap: what the curve knows between the cap and the MTs' demand.
-  bool known = false;
-  for (auto it = curve_.upper_bound(k); it != curve_.end() && it->first <= mt_demand_; ++it) {
-    if (it->second * (1 + margin()) < base_mibps_) return true;  // their level loses
-    known = true;
+  if (mt_demand_ <= k || state_ == State::ProbeDown) return true;
+  // What base is known to do: its window, else the curve's point at it (a warm start or a
+  // takeover continues a stored curve). With neither, MTs past it would measure nothing
+  // about it.
+  double ref = base_mibps_;
+  if (ref < 0) {
+    const auto at = curve_.find(base_);
+    if (at == curve_.end()) return true;
+    ref = at->second;
   }
-  // Nothing measured up to their level: they pass one step past the cap (the step a probe
-  // up takes after slow start) when the curve still rises into it (the knee is not known
-  // to be below). Further up the curve knows nothing, and past the knee B(k) falls steeply.
-  return !known && (mt_demand_ > k + 1 || rising_top(k) == 0);
+  // Above the cap: a point between the cap and their demand that loses more than a
+  // window's noise ...
+  int top = k;  // the last point known up to their demand
+  for (auto it = curve_.upper_bound(k); it != curve_.end() && it->first <= mt_demand_; ++it) {
+    if (it->second * (1 + p_.shift) < ref) return true;
+    top = it->first;
+  }
+  // ... or a demand more than one step past what the curve knows (past the knee B(k) falls
+  // steeply), or one step past a cap the curve does not rise into (the knee is there).
+  if (mt_demand_ > top + 1) return true;
+  return top == k && rising_top(k) == 0;
 }
 
 int ThroughputClimber::rising_top(int k) const {

@@ -122,20 +122,26 @@ class ThroughputClimber {
   // passed a cap of 7). holds_mts() and the plateau walk of a probe down compare the cap
   // with it.
   void observe_mts(int demand) { mt_demand_ = std::max(demand, 0); }
+  int mt_demand() const { return mt_demand_; }
   // Whether MTs wait at the cap (MtAtCap::Learned): only where the curve says that letting
   // them pass loses bandwidth.
   // - Pass during slow start, the doubling climb from below: its caps are below the knee
   //   by construction (MTs past them measure their own concurrency; overrun()).
   // - Wait on a probe down (it measures the device below them), when they fit under the
   //   cap (only PTs yield to them then, as at a fixed cap), and while base is unmeasured
-  //   (a warm start or a takeover: MTs past it would measure nothing about it).
+  //   (no window and no point of a stored curve at it: MTs past it would measure nothing
+  //   about it).
   // - Above the cap, wait while the curve has a point between the cap and their demand
-  //   that base beats by the margin: past the knee MTs slow each other down as much as PTs
-  //   would (bench/run: a fixed cap that MTs obey was 1.5-1.8x faster than one they pass
-  //   at E1 P=8 and E2 P=16).
-  // - With no point there, wait unless their demand is at most one above a cap the curve
-  //   still rises into (rising_top): sixteen E2 MTs passing an unmeasured 8 above a curve
-  //   rising to 8 ran the device at 16 for a 2 s window, x1.28-1.48 of the fixed cap.
+  //   that base beats by more than `shift`, the noise of a window: past the knee MTs slow
+  //   each other down as much as PTs would (bench/run: a fixed cap that MTs obey was
+  //   1.5-1.8x faster than one they pass at E1 P=8 and E2 P=16). Counted in slots, E2's
+  //   points at 6-8 (device: 60, 70, 80 MiB/s) measured 46-68, 52-61 and 54-71 MiB/s over
+  //   two sessions' runs; held by a 7 that measured 8-14% below 6, eight MTs took x1.16-1.30 of
+  //   the fixed cap of 8.
+  // - Wait where their demand is more than one step past the last point the curve knows
+  //   up to it, or one step past a cap the curve does not rise into (rising_top): sixteen
+  //   E2 MTs passing an unmeasured 8 above a curve rising to 8 ran the device at 16 for a
+  //   2 s window, x1.28-1.48 of the fixed cap.
   // - Otherwise pass (a plateau cap below them, one step past a rising curve): holding
   //   them saves no bandwidth there and makes them wait. Session 11 held them at every cap
   //   after slow start: four E2 MTs waited 3.7-4.2 s each at caps of 2-3 (12 s against
