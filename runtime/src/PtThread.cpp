@@ -72,6 +72,7 @@ const char *pt_stop_name(PtStop why) {
     case PtStop::Stopped: return "stopped";
     case PtStop::Bounds: return "bounds";
     case PtStop::Backoff: return "backoff";
+    case PtStop::NoThread: return "no_thread";
   }
   return "?";
 }

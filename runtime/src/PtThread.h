@@ -38,6 +38,7 @@ enum class PtStop : int {
   Stopped,  // the runtime is stopping (end of the run)
   Bounds,   // ppios_pt_index: a subscript out of bounds
   Backoff,  // the back-off's CPU rule: the PT cost as much CPU as the MT, without paying off
+  NoThread,  // the system refused the PT a thread (ulimit -v): the program ran unprefetched
 };
 const char *pt_stop_name(PtStop why);
 

@@ -223,9 +223,10 @@ class Runtime {
   // stream cannot use more than a stream's share of a device whose optimum is several
   // streams, nor the slots its MT leaves free while it computes. The PT reserves each
   // prefetch's entry (in program order) and hands its fill to a reader, and runs on while
-  // fewer than PPIOS_PT_READERS fills are handed out. Each reader fills one entry in
-  // sub-reads under a system slot of its own, like a PT: the coordinator's cap and yield
-  // requests keep the MTs first, and the MT's claim waits for every sub-read in progress.
+  // fewer than PPIOS_PT_READERS fills are handed out, or one once it is ahead of the MT
+  // (reader_fills_allowed). Each reader fills one entry in sub-reads under a system slot of
+  // its own, like a PT: the coordinator's cap and yield requests keep the MTs first, and
+  // the MT's claim of a prefetch waits for that prefetch's sub-read in progress only.
   // prefetch_copy (the PT needs the bytes itself) still fills on the PT.
   struct ReaderJob {
     int fd;  // the reader's own copy, closed when the fill is done
@@ -237,6 +238,8 @@ class Runtime {
     const char *site;  // ThreadState::pt_site of the PT's call
   };
   bool pt_uses_readers() const;
+  // How many fills may be in flight when the PT hands out the prefetch for transfer `seq`.
+  size_t reader_fills_allowed(uint64_t seq) const;
   void hand_to_reader(int fd, const FileKey &key, const FileStamp &stamp, off_t offset,
                       size_t length, uint64_t seq);
   void reader_main(int index);

@@ -12,6 +12,7 @@
 
 #include <cstdio>
 #include <set>
+#include <system_error>
 
 #include "ErrnoGuard.h"
 #include "OutputFile.h"
@@ -77,15 +78,19 @@ void Trace::queue_full_chunk(std::unique_lock<std::mutex> &lock) {
     sigfillset(&blocked);
     for (int sig : {SIGSEGV, SIGBUS, SIGFPE, SIGILL}) sigdelset(&blocked, sig);
     pthread_sigmask(SIG_BLOCK, &blocked, &saved_mask);
-    writer_ = std::thread([this] { writer_main(); });
+    try {
+      writer_ = std::thread([this] { writer_main(); });
+    } catch (const std::system_error &) {
+      // The system refused a thread (ulimit -v): this thread spills, as below.
+    }
     pthread_sigmask(SIG_SETMASK, &saved_mask, nullptr);
   }
-  room_cv_.wait(lock, [&] { return queued_.size() < kMaxQueued || writer_stop_; });
+  room_cv_.wait(lock, [&] { return queued_.size() < kMaxQueued || writer_stop_ || !writer_.joinable(); });
   // Another thread may have queued the chunk while this one waited.
   if (events_.size() < kChunkEvents) return;
-  if (writer_stop_) {
-    // The writer is gone (write() ran: a late event at exit): the chunk is spilled by
-    // this thread, as before the writer existed.
+  if (writer_stop_ || !writer_.joinable()) {
+    // The writer is gone (write() ran: a late event at exit) or was refused a thread: the
+    // chunk is spilled by this thread, as before the writer existed.
     std::vector<Event> chunk;
     chunk.swap(events_);
     lock.unlock();
