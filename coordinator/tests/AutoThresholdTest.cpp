@@ -150,144 +150,131 @@ TEST(ThroughputClimber, HeldMtsLetTheCapComeDownToTheKneeBelowThem) {
   EXPECT_TRUE(ThroughputClimber(1, ClimberParams{}, {{1, 50.0}, {2, 80.0}}).holds_mts());
 }
 
-// A device behind the controller, in real time: four MT accesses of 4 MiB that take
-// 0.5 s each (32 MiB/s in all), started 12 ms apart at the controller's first sample and
-// again as each ends; bytes count at release, as the backends count them. The MTs pass
-// every cap (the accesses do not look at it).
-class TimedDevicePlane : public ControlPlane {
- public:
-  static constexpr int kStreams = 4;
-  static constexpr double kAccessS = 0.5, kStaggerS = 0.012, kAccessMib = 4;
-  static constexpr double kMibps = kStreams * kAccessMib / kAccessS;
-
-  explicit TimedDevicePlane(std::shared_ptr<std::vector<std::map<int, double>>> curves) : curves_(std::move(curves)) {}
-  bool lead(int) override { return true; }
-  void resign() override {}
-  bool sample(Sample *out) override {
-    std::lock_guard<std::mutex> g(mu_);
-    const auto now = Clock::now();
-    if (start_ == Clock::time_point{}) start_ = now;
-    const double t = std::chrono::duration<double>(now - start_).count();
-    uint64_t done = 0;
-    for (int i = 0; i < kStreams; ++i)
-      if (t >= i * kStaggerS) done += static_cast<uint64_t>((t - i * kStaggerS) / kAccessS);
-    out->bytes = done * static_cast<uint64_t>(kAccessMib * (1 << 20));
-    out->cap = cap_;
-    out->inflight = out->mt_demand = kStreams;
-    out->queued = 0;
-    out->auto_on = true;
-    out->mt_hold = hold_;
-    return true;
-  }
-  void set_cap(int64_t k, bool hold) override {
-    std::lock_guard<std::mutex> g(mu_);
-    cap_ = k;
-    hold_ = hold;
-  }
-  void publish_curve(const std::map<int, double> &curve) override {
-    std::lock_guard<std::mutex> g(mu_);
-    curves_->push_back(curve);
-  }
-  std::map<int, double> stored_curve() override { return {}; }
-
- private:
-  std::mutex mu_;
-  Clock::time_point start_{};
-  int64_t cap_ = 1;
-  bool hold_ = false;
-  std::shared_ptr<std::vector<std::map<int, double>>> curves_;
-};
-
-// The accesses start at the controller's first sample, before its first window: that
-// window starts with four accesses in flight that began before it, and all their bytes
-// land in it (a cold E2 start took 57 MiB/s at two 10 MiB/s streams for the knee, and
-// held four MTs at caps of 1-3). The controller counts from where they could have begun
-// (ThroughputWindow: a window that released nothing stays open while accesses run, and
-// the one after an idle window counts from its end).
-TEST(AutoThresholdWindows, AWindowAfterALullDoesNotCountAccessesThatBeganBeforeIt) {
-  auto curves = std::make_shared<std::vector<std::map<int, double>>>();
-  {
-    AutoThreshold controller(std::make_unique<TimedDevicePlane>(curves), 3000);
-    std::this_thread::sleep_for(std::chrono::milliseconds(2500));  // a learned window ends at about 1 s
-  }
-  ASSERT_FALSE(curves->empty()) << "nothing learned in 2.5 s";
-  for (const auto &[k, mibps] : curves->front())
-    EXPECT_LT(mibps, 1.5 * TimedDevicePlane::kMibps) << "first window learned at k " << k << ": the device does "
-                                                     << TimedDevicePlane::kMibps << " MiB/s";
-}
-
-// A target whose MTs arrive during the controller's first window, in real time: PTs keep
-// the cap full and release no bytes (the window stays open), and the MTs' demand is 0
-// until 0.3 s, then 8, then from 0.9 s 16. The stored curve (E2 P = 4's) starts the
-// climber at 6, with 7 within a window's noise of it. Every set_cap is recorded with its
-// time.
-class ArrivingMtsPlane : public ControlPlane {
+// A target behind the controller, in real time, scripted by a test: `script` fills in
+// the bytes, in-flight, queued and MT-demand counts t seconds after the controller's
+// first call; the plane keeps the cap and hold flag the controller stores. What the
+// controller did (every set_cap with its time, every published curve) is kept in a
+// Record the test holds on to: the controller owns the plane and destroys it.
+class ScriptedPlane : public ControlPlane {
  public:
   struct Set {
     double t;
     int64_t cap;
     bool hold;
   };
-  explicit ArrivingMtsPlane(std::shared_ptr<std::vector<Set>> sets) : sets_(std::move(sets)) {}
+  struct Record {
+    std::mutex mu;
+    std::vector<Set> sets;
+    std::vector<std::map<int, double>> curves;
+  };
+  using Script = std::function<void(double t, int64_t cap, Sample *out)>;
+
+  ScriptedPlane(Script script, std::shared_ptr<Record> record, std::map<int, double> stored = {})
+      : script_(std::move(script)), record_(std::move(record)), stored_(std::move(stored)) {}
   bool lead(int) override { return true; }
   void resign() override {}
   bool sample(Sample *out) override {
     std::lock_guard<std::mutex> g(mu_);
-    const double t = elapsed();
-    out->bytes = 0;
     out->cap = cap_;
-    out->inflight = static_cast<uint32_t>(cap_);
-    out->mt_demand = t < 0.3 ? 0 : t < 0.9 ? 8 : 16;
-    out->queued = out->mt_demand;
-    out->auto_on = true;
     out->mt_hold = hold_;
+    out->auto_on = true;
+    script_(elapsed(), cap_, out);
     return true;
   }
   void set_cap(int64_t k, bool hold) override {
     std::lock_guard<std::mutex> g(mu_);
     cap_ = k;
     hold_ = hold;
-    sets_->push_back({elapsed(), k, hold});
+    std::lock_guard<std::mutex> r(record_->mu);
+    record_->sets.push_back({elapsed(), k, hold});
   }
-  void publish_curve(const std::map<int, double> &) override { published_ = true; }
-  std::map<int, double> stored_curve() override { return {{3, 36.8}, {6, 62.3}, {7, 57.6}}; }
-  std::atomic<bool> published_{false};
+  void publish_curve(const std::map<int, double> &curve) override {
+    std::lock_guard<std::mutex> r(record_->mu);
+    record_->curves.push_back(curve);
+  }
+  std::map<int, double> stored_curve() override { return stored_; }
 
  private:
-  double elapsed() {
+  double elapsed() {  // with mu_ held
     if (start_ == Clock::time_point{}) start_ = Clock::now();
     return std::chrono::duration<double>(Clock::now() - start_).count();
   }
+  const Script script_;
+  const std::shared_ptr<Record> record_;
+  const std::map<int, double> stored_;
   std::mutex mu_;
   Clock::time_point start_{};
   int64_t cap_ = 1;
   bool hold_ = false;
-  std::shared_ptr<std::vector<Set>> sets_;
 };
 
+// Runs a controller on the scripted target for `seconds`; returns what it did.
+std::shared_ptr<ScriptedPlane::Record> run_controller(ScriptedPlane::Script script, double seconds,
+                                                      std::map<int, double> stored = {}) {
+  auto record = std::make_shared<ScriptedPlane::Record>();
+  {
+    AutoThreshold controller(std::make_unique<ScriptedPlane>(std::move(script), record, std::move(stored)), 3000);
+    std::this_thread::sleep_for(std::chrono::duration<double>(seconds));
+  }
+  return record;
+}
+
+// Four MT accesses of 4 MiB that take 0.5 s each (32 MiB/s in all), started 12 ms apart
+// at the controller's first sample and again as each ends; bytes count at release, as the
+// backends count them. The MTs pass every cap (the accesses do not look at it). The
+// accesses start before the controller's first window: that window starts with four
+// accesses in flight that began before it, and all their bytes land in it (a cold E2
+// start took 57 MiB/s at two 10 MiB/s streams for the knee, and held four MTs at caps of
+// 1-3). The controller counts from where they could have begun (ThroughputWindow: a
+// window that released nothing stays open while accesses run, and the one after an idle
+// window counts from its end).
+TEST(AutoThresholdWindows, AWindowAfterALullDoesNotCountAccessesThatBeganBeforeIt) {
+  constexpr int kStreams = 4;
+  constexpr double kAccessS = 0.5, kStaggerS = 0.012, kAccessMib = 4;
+  constexpr double kMibps = kStreams * kAccessMib / kAccessS;
+  auto record = run_controller(
+      [&](double t, int64_t, ControlPlane::Sample *out) {
+        uint64_t done = 0;
+        for (int i = 0; i < kStreams; ++i)
+          if (t >= i * kStaggerS) done += static_cast<uint64_t>((t - i * kStaggerS) / kAccessS);
+        out->bytes = done * static_cast<uint64_t>(kAccessMib * (1 << 20));
+        out->inflight = out->mt_demand = kStreams;
+        out->queued = 0;
+      },
+      2.5);  // a learned window ends at about 1 s
+  ASSERT_FALSE(record->curves.empty()) << "nothing learned in 2.5 s";
+  for (const auto &[k, mibps] : record->curves.front())
+    EXPECT_LT(mibps, 1.5 * kMibps) << "first window learned at k " << k << ": the device does " << kMibps << " MiB/s";
+}
+
 // Whether MTs wait at the cap is decided again as soon as more of them arrive, within the
-// window: eight pass the warm start's 6 (the curve knows 7, within the noise of 6, and 8
-// is one step past it), sixteen wait (far past anything the curve knows). Decided only at
-// the window's end, the hold set at its start, before any MT was seen, stood for the whole
+// window. PTs keep the cap full and release no bytes (the window stays open), and the
+// MTs' demand is 0 until 0.3 s, then 8, then from 0.9 s 16. The stored curve (E2 P = 4's)
+// starts the climber at 6, with 7 within a window's noise of it: eight MTs pass (8 is one
+// step past 7), sixteen wait (far past anything the curve knows). Decided only at the
+// window's end, the hold set at its start, before any MT was seen, stood for the whole
 // window (E2 P = 8 waited out a 2 s window at 6: x1.16-1.19 of a fixed cap of 8).
 TEST(AutoThresholdWindows, TheMtHoldIsDecidedAgainWhenMoreMtsArrive) {
-  auto sets = std::make_shared<std::vector<ArrivingMtsPlane::Set>>();
-  auto plane = std::make_unique<ArrivingMtsPlane>(sets);
-  ArrivingMtsPlane *view = plane.get();
-  {
-    AutoThreshold controller(std::move(plane), 3000);
-    std::this_thread::sleep_for(std::chrono::milliseconds(1500));
-    EXPECT_FALSE(view->published_) << "a window ended: this test is about one window";
-  }
+  auto record = run_controller(
+      [](double t, int64_t cap, ControlPlane::Sample *out) {
+        out->bytes = 0;
+        out->inflight = static_cast<uint32_t>(cap);
+        out->mt_demand = t < 0.3 ? 0 : t < 0.9 ? 8 : 16;
+        out->queued = out->mt_demand;
+      },
+      1.5, {{3, 36.8}, {6, 62.3}, {7, 57.6}});
+  EXPECT_TRUE(record->curves.empty()) << "a window ended: this test is about one window";
+  const auto &sets = record->sets;
   std::string seen;
-  for (const auto &s : *sets) seen += " " + std::to_string(s.t).substr(0, 4) + "s:" + std::to_string(s.cap) + (s.hold ? "/hold" : "/pass");
-  ASSERT_FALSE(sets->empty());
-  EXPECT_EQ(sets->front().cap, 6) << seen;
-  EXPECT_TRUE(sets->front().hold) << "no MT seen yet: they would fit under the cap" << seen;
-  auto first_after = [&](double t) {
-    for (const auto &s : *sets)
+  for (const auto &s : sets)
+    seen += " " + std::to_string(s.t).substr(0, 4) + "s:" + std::to_string(s.cap) + (s.hold ? "/hold" : "/pass");
+  ASSERT_FALSE(sets.empty());
+  EXPECT_EQ(sets.front().cap, 6) << seen;
+  EXPECT_TRUE(sets.front().hold) << "no MT seen yet: they would fit under the cap" << seen;
+  auto first_after = [&](double t) -> const ScriptedPlane::Set * {
+    for (const auto &s : sets)
       if (s.t >= t) return &s;
-    return static_cast<const ArrivingMtsPlane::Set *>(nullptr);
+    return nullptr;
   };
   const auto *pass = first_after(0.3);
   ASSERT_NE(pass, nullptr) << "the hold was not decided again when eight MTs arrived:" << seen;
