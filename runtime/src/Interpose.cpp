@@ -38,10 +38,11 @@ namespace {
 
 bool on_pt() { return t_thread.role == ThreadRole::PT; }
 
-// Off the PT: a descriptor of the PT's does not exist for the program (without ppios
-// that number would not be open): the call fails with EBADF, as it would.
+// Off the PT: a descriptor of the PT's, or a helper's copy of one, does not exist for the
+// program (without ppios that number would not be open): the call fails with EBADF, as
+// it would.
 bool pts_own(int fd) {
-  if (!PtResources::get().owns_fd(fd)) return false;
+  if (!PtResources::get().runtime_owns_fd(fd)) return false;
   errno = EBADF;
   return true;
 }

@@ -197,8 +197,11 @@ ServeResult PrefetchCache::serve(const FileKey &key, const FileStamp &stamp, off
         result.in_flight_seq = e->seq;
         return result;
       }
-      // Claim: the fetcher is paused between sub-reads while we hold the token. Take
-      // its prefix; it sees the entry unlinked and stops.
+      // Claim: the fetcher is paused between sub-reads while we hold the token or a claim
+      // of its prefetch. Take its prefix; it sees the entry unlinked and stops. (With a
+      // claim of one prefetch, one that completed between the two serve() calls may lead
+      // here to the next, whose fetcher is not paused: its sub-read in progress is lost,
+      // but it only ever writes past `filled`, and we copy below it.)
       unlink_entry(e);
       if (available <= pos) break;
       size_t n = static_cast<size_t>(std::min(available, end) - pos);

@@ -163,19 +163,45 @@ PtResources &PtResources::get() {
   return *resources;
 }
 
-void PtResources::own_fd(int fd) {
-  if (fd >= 0 && fd < kMaxFds)
-    fd_bits_[fd / 64].fetch_or(uint64_t{1} << (fd % 64), std::memory_order_acq_rel);
+namespace {
+// One bit per descriptor number below kMaxFds (`bits` has kMaxFds / 64 words).
+void set_fd_bit(std::atomic<uint64_t> *bits, int fd, bool on, int max_fds) {
+  if (fd < 0 || fd >= max_fds) return;
+  const uint64_t bit = uint64_t{1} << (fd % 64);
+  if (on) bits[fd / 64].fetch_or(bit, std::memory_order_acq_rel);
+  else bits[fd / 64].fetch_and(~bit, std::memory_order_acq_rel);
+}
+bool fd_bit(const std::atomic<uint64_t> *bits, int fd, int max_fds) {
+  return fd >= 0 && fd < max_fds && (bits[fd / 64].load(std::memory_order_acquire) >> (fd % 64) & 1) != 0;
+}
+}  // namespace
+
+void PtResources::own_fd(int fd) { set_fd_bit(fd_bits_, fd, true, kMaxFds); }
+void PtResources::disown_fd(int fd) { set_fd_bit(fd_bits_, fd, false, kMaxFds); }
+bool PtResources::owns_fd(int fd) const { return fd_bit(fd_bits_, fd, kMaxFds); }
+
+bool PtResources::runtime_owns_fd(int fd) const {
+  return fd_bit(fd_bits_, fd, kMaxFds) || fd_bit(helper_fd_bits_, fd, kMaxFds);
 }
 
-void PtResources::disown_fd(int fd) {
-  if (fd >= 0 && fd < kMaxFds)
-    fd_bits_[fd / 64].fetch_and(~(uint64_t{1} << (fd % 64)), std::memory_order_acq_rel);
+int PtResources::dup_for_helper(int fd) {
+  static const int base = high_fd_base();
+  ErrnoGuard errno_guard;
+  int copy = fcntl(fd, F_DUPFD_CLOEXEC, base);
+  if (copy >= kMaxFds) {  // no bit for it: the program could close it under the job
+    close(copy);
+    copy = -1;
+  }
+  set_fd_bit(helper_fd_bits_, copy, true, kMaxFds);
+  return copy;
 }
 
-bool PtResources::owns_fd(int fd) const {
-  return fd >= 0 && fd < kMaxFds &&
-         (fd_bits_[fd / 64].load(std::memory_order_acquire) >> (fd % 64) & 1) != 0;
+void PtResources::close_helper_fd(int fd) {
+  ErrnoGuard errno_guard;
+  // Given back before it is closed, as the PT's own (ppios_pt_close): once closed, the
+  // number may be the program's next open()'s, which must not fail.
+  set_fd_bit(helper_fd_bits_, fd, false, kMaxFds);
+  close(fd);
 }
 
 void PtResources::own_stream(FILE *stream) {

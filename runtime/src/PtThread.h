@@ -87,6 +87,16 @@ class PtResources {
   int adopt_fd(int fd);
   // The lowest number for descriptors of the runtime's own threads.
   static int high_fd_base();
+  // A copy of the PT's `fd` for another runtime thread's job (a waiting thread's or a
+  // reader's), at a high number like the PT's own, or -1 (errno unchanged). It does not
+  // exist for the program either: the program's calls on that number fail with EBADF
+  // (runtime_owns_fd), so a program that closes or dup2()s over numbers it never opened
+  // cannot close it under the job, nor have it read another file into the cache. The
+  // job's thread gives it back with close_helper_fd; release_all leaves it alone.
+  int dup_for_helper(int fd);
+  void close_helper_fd(int fd);
+  // The PT's descriptors and the helpers' copies.
+  bool runtime_owns_fd(int fd) const;
 
   // Opens `path` read-only for the PT: only a regular file (a FIFO must never block
   // the PT or lose bytes to it, a tty or device never be touched). Returns an owned
@@ -112,6 +122,7 @@ class PtResources {
   static constexpr int kMaxFds = 1 << 16;
   // One bit per descriptor: read lock-free by the interposed calls on the PT thread.
   std::atomic<uint64_t> fd_bits_[kMaxFds / 64] = {};
+  std::atomic<uint64_t> helper_fd_bits_[kMaxFds / 64] = {};  // dup_for_helper's copies
   std::mutex streams_mu_;
   std::vector<FILE *> streams_;
   Block *blocks_ = nullptr;

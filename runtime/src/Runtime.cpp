@@ -37,6 +37,13 @@ thread_local int t_trace_tid = kTraceMT;
 // exit must never be delayed by a PT (a stuck slice is ended by exit itself).
 constexpr auto kStopGrace = std::chrono::milliseconds(100);
 
+// CPU time of the calling thread, 0 if unknown.
+uint64_t thread_cpu_ns() {
+  struct timespec cpu{};
+  if (clock_gettime(CLOCK_THREAD_CPUTIME_ID, &cpu) != 0) return 0;
+  return static_cast<uint64_t>(cpu.tv_sec) * 1000000000u + static_cast<uint64_t>(cpu.tv_nsec);
+}
+
 std::string format_double(double v) {
   char buf[64];
   std::snprintf(buf, sizeof buf, "%.6f", v);
@@ -345,9 +352,7 @@ void Runtime::limit_thread_arenas() {
 
 void Runtime::pt_ended(PtStop why) {
   PtResources::get().release_all(cache_);
-  struct timespec cpu{};
-  if (clock_gettime(CLOCK_THREAD_CPUTIME_ID, &cpu) == 0)
-    stats_.pt_cpu_ns = static_cast<uint64_t>(cpu.tv_sec) * 1000000000u + static_cast<uint64_t>(cpu.tv_nsec);
+  stats_.pt_cpu_ns = thread_cpu_ns();
   if (why == PtStop::Fault) stats_.pt_faults++;
   pt_stop_.store(static_cast<int>(why), std::memory_order_release);
   std::lock_guard<std::mutex> lock(lifecycle_mu_);
@@ -378,8 +383,7 @@ void Runtime::prefetch(int fd, const struct stat &st, off_t offset, size_t lengt
     }
     if (stopping()) return;
     // A high number, like the PT's own: the program's open() calls keep their numbers.
-    static const int high_fd = PtResources::high_fd_base();
-    int copy = bound > 0 ? fcntl(fd, F_DUPFD_CLOEXEC, high_fd) : -1;
+    int copy = bound > 0 ? PtResources::get().dup_for_helper(fd) : -1;
     if (copy < 0) {
       stats_.wt_dropped++;
       return;
@@ -388,14 +392,15 @@ void Runtime::prefetch(int fd, const struct stat &st, off_t offset, size_t lengt
     auto pos = std::find_if(wt_jobs_.begin(), wt_jobs_.end(),
                             [&](const WaitingJob &j) { return j.seq > seq; });
     wt_jobs_.insert(pos, job);
-    if (wt_idle_ == 0 && wt_threads_ < config_.max_waiting_threads) {
+    // Every idle waiting thread may already be woken for a job still queued: count those.
+    if (wt_jobs_.size() > static_cast<size_t>(wt_idle_) && wt_threads_ < config_.max_waiting_threads) {
       int index = wt_threads_++;
       if (!start_detached_thread([this, index] { waiting_thread_main(index); }, kHelperThreadStack)) {
         --wt_threads_;
         if (wt_threads_ == 0) {  // nobody will run the job: drop it (a later one may get a thread)
           wt_jobs_.erase(std::find_if(wt_jobs_.begin(), wt_jobs_.end(),
                                       [&](const WaitingJob &j) { return j.fd == copy; }));
-          close(copy);
+          PtResources::get().close_helper_fd(copy);
           stats_.wt_dropped++;
           return;
         }
@@ -507,7 +512,8 @@ void Runtime::count_backoff(BackoffReason why) {
 // is one a main thread (its own, or another rank's) waits for. A window is bad when
 //  - the MT spent at least a third of its runnable time waiting for a core (run-queue
 //    wait, /proc/<pid>/task/<tid>/schedstat): the cores are oversubscribed;
-//  - the PT used at least half as much CPU as the MT, and at least 5% of the window;
+//  - the PT and its readers used at least half as much CPU as the MT, and at least 5% of
+//    the window;
 //  - fewer than a quarter of the MT's bytes so far came from the cache (after 4 MT
 //    reads): with more, the PT was measured to pay for its CPU (bench/never-slower,
 //    latept at P=2).
@@ -517,8 +523,8 @@ void Runtime::check_pt_cpu() {
   const uint64_t now = now_ns();
   if (cpu_window_.wall_ns != 0 && now - cpu_window_.wall_ns < 50000000u) return;
   ErrnoGuard errno_guard;
-  struct timespec pt{};
-  if (clock_gettime(CLOCK_THREAD_CPUTIME_ID, &pt) != 0) return;
+  const uint64_t pt_cpu_now = thread_cpu_ns();
+  if (pt_cpu_now == 0) return;
   char path[64], text[128];
   std::snprintf(path, sizeof path, "/proc/self/task/%d/schedstat", static_cast<int>(mt_tid_));
   int fd = open(path, O_RDONLY | O_CLOEXEC);
@@ -531,7 +537,7 @@ void Runtime::check_pt_cpu() {
   if (std::sscanf(text, "%llu %llu", &mt_cpu, &mt_delay) != 2) return;
   CpuWindow w;
   w.wall_ns = now;
-  w.pt_ns = static_cast<uint64_t>(pt.tv_sec) * 1000000000u + static_cast<uint64_t>(pt.tv_nsec);
+  w.pt_ns = pt_cpu_now + stats_.pt_reader_cpu_ns.load(std::memory_order_relaxed);
   w.mt_cpu_ns = mt_cpu;
   w.mt_delay_ns = mt_delay;
   const CpuWindow last = cpu_window_;
@@ -749,15 +755,16 @@ void Runtime::hand_to_reader(int fd, const FileKey &key, const FileStamp &stamp,
   if (entry == nullptr) return;
   // The reader reads through a copy of the descriptor: the slice may close its own
   // before the read is done. A high number, like the PT's own.
-  static const int high_fd = PtResources::high_fd_base();
-  int copy = fcntl(fd, F_DUPFD_CLOEXEC, high_fd);
+  int copy = PtResources::get().dup_for_helper(fd);
   if (copy < 0) {  // out of descriptors: read it here instead
     fill_in_subreads(entry, fd, key, offset, length, seq, t_trace_tid, nullptr);
     return;
   }
   {
     std::lock_guard<std::mutex> lock(readers_mu_);
-    const bool needs_thread = readers_idle_ == 0 && reader_threads_ < config_.pt_readers;
+    // Every idle reader may already be woken for a job still queued: count those.
+    const bool needs_thread = reader_jobs_.size() + 1 > static_cast<size_t>(readers_idle_) &&
+                              reader_threads_ < config_.pt_readers;
     const int index = reader_threads_;
     if (!needs_thread || start_detached_thread([this, index] { reader_main(index); }, kHelperThreadStack)) {
       if (needs_thread) ++reader_threads_;
@@ -767,7 +774,7 @@ void Runtime::hand_to_reader(int fd, const FileKey &key, const FileStamp &stamp,
     }
   }
   // The system refused a reader thread: read it here, as with one reader.
-  close(copy);
+  PtResources::get().close_helper_fd(copy);
   fill_in_subreads(entry, fd, key, offset, length, seq, t_trace_tid, nullptr);
 }
 
@@ -795,9 +802,12 @@ void Runtime::reader_main(int index) {
     ++readers_busy_;
     lock.unlock();
     t_thread.pt_site = job.site;
+    const uint64_t cpu_before = thread_cpu_ns();
     if (stopping()) cache_.finish(job.entry, false);  // drops it: nobody will read it now
     else fill_in_subreads(job.entry, job.fd, job.key, job.offset, job.length, job.seq, t_trace_tid, nullptr);
-    close(job.fd);
+    // The PT's CPU is the PT's and its readers': the back-off's CPU rule weighs both.
+    stats_.pt_reader_cpu_ns += thread_cpu_ns() - cpu_before;
+    PtResources::get().close_helper_fd(job.fd);
     lock.lock();
     --readers_busy_;
     readers_room_cv_.notify_one();
@@ -822,7 +832,7 @@ void Runtime::waiting_thread_main(int index) {
     ++wt_running_;
     lock.unlock();
     run_waiting_job(job, tid);
-    close(job.fd);
+    PtResources::get().close_helper_fd(job.fd);
     lock.lock();
     --wt_running_;
   }

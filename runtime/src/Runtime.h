@@ -55,7 +55,8 @@ struct CachedFile {
   T(mt_slot_wait) T(pt_slot_wait)                                                      \
   C(pt_prefetch_calls) C(pt_read_bytes) C(pt_subreads) C(pt_yields) C(pt_skipped)      \
   C(pt_unmapped)                                                                       \
-  C(pt_late) T(pt_room_wait) T(pt_reader_wait) C(pt_faults) T(pt_cpu) T(pt_speculation_wait)                                    \
+  C(pt_late) T(pt_room_wait) T(pt_reader_wait) C(pt_faults) T(pt_cpu) T(pt_reader_cpu)  \
+  T(pt_speculation_wait)                                                               \
   C(wt_started) C(wt_dropped)                                                          \
   C(pt_backoffs) C(pt_backoff_late) C(pt_backoff_unused) C(pt_backoff_cpu)             \
   C(pt_backoff_skips)

@@ -85,6 +85,33 @@ TEST(PtSafetyTest, PtOpensOnlyRegularFilesAndOwnsThem) {
   unlink(file.c_str());
 }
 
+// A waiting thread's or reader's copy of a PT descriptor does not exist for the program
+// either: a program that closes numbers it never opened (or reads them) gets EBADF, as
+// without ppios, and cannot close the copy under the job. The PT's end (release_all)
+// leaves it to its job, which gives it back.
+TEST(PtSafetyTest, HelperCopiesAreTheRuntimesUntilGivenBack) {
+  std::string file = make_file("helper", 1000);
+  int fd = ppios_pt_open(file.c_str(), O_RDONLY);
+  ASSERT_GE(fd, 0);
+  int copy = PtResources::get().dup_for_helper(fd);
+  ASSERT_GE(copy, PtResources::high_fd_base());
+  EXPECT_FALSE(PtResources::get().owns_fd(copy)) << "not the PT's: PT calls on it are refused";
+  EXPECT_TRUE(PtResources::get().runtime_owns_fd(copy));
+  char byte;
+  errno = 0;
+  EXPECT_EQ(__wrap_read(copy, &byte, 1), -1);
+  EXPECT_EQ(errno, EBADF);
+  EXPECT_EQ(__wrap_close(copy), -1);
+  EXPECT_EQ(errno, EBADF);
+  EXPECT_EQ(ppios_pt_close(fd), 0);
+  EXPECT_EQ(pread(copy, &byte, 1, 10), 1) << "the copy outlives the PT's descriptor";
+  EXPECT_EQ(static_cast<unsigned char>(byte), (10 * 7 + 3) & 0xff);
+  PtResources::get().close_helper_fd(copy);
+  EXPECT_FALSE(PtResources::get().runtime_owns_fd(copy));
+  EXPECT_EQ(fcntl(copy, F_GETFD), -1) << "closed";
+  unlink(file.c_str());
+}
+
 TEST(PtSafetyTest, PtCallsRefuseDescriptorsAndStreamsItDoesNotOwn) {
   std::string file = make_file("foreign", 5000);
   int mt_fd = open(file.c_str(), O_RDONLY);
