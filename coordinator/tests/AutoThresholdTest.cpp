@@ -932,11 +932,25 @@ TEST_P(ControllerLease, MtsPassTheColdStartCapAndWaitOnceItIsMeasured) {
   ASSERT_TRUE(wait_for([](const CoordinatorStatus &st) { return st.mt_inflight + st.pt_inflight == 0; }, 2, &s));
   ASSERT_TRUE(s.mt_hold);
   const int64_t k = s.threshold;
+  // The MTs that wait are more than one step past every point the curve knows: there the
+  // rule holds them whenever the controller decides again (every tick in which more MTs
+  // arrive). One step past a cap the curve rises into, they would pass.
+  int64_t known = k;
+  for (const auto &point : s.curve) known = std::max<int64_t>(known, point.first);
+  const int64_t extra = known + 2 - k;
   std::vector<SlotTicket> full;
   for (int64_t i = 0; i < k; ++i) full.push_back(c->acquire(IoClass::MT, 0));
-  auto waiting = std::async(std::launch::async, [&] { return c->acquire(IoClass::MT, 0); });
-  EXPECT_EQ(waiting.wait_for(std::chrono::milliseconds(300)), std::future_status::timeout)
-      << "an MT passed a cap of " << k << " that the controller holds MTs at";
+  std::vector<std::future<SlotTicket>> waiting;
+  for (int64_t i = 0; i < extra; ++i)
+    waiting.push_back(std::async(std::launch::async, [&] { return c->acquire(IoClass::MT, 0); }));
+  // How many of the waiting MTs are granted by `deadline`.
+  auto granted_by = [&](Clock::time_point deadline) {
+    int n = 0;
+    for (auto &w : waiting) n += w.wait_until(deadline) == std::future_status::ready;
+    return n;
+  };
+  EXPECT_EQ(granted_by(Clock::now() + std::chrono::milliseconds(300)), 0)
+      << "an MT passed a cap of " << k << " that the controller holds MTs at (" << extra << " waiting)";
   // PPIOS_MT_THROTTLE=0 wins over the controller's hold.
   CoordinatorOptions passing = options();
   passing.auto_threshold = false;
@@ -947,14 +961,26 @@ TEST_P(ControllerLease, MtsPassTheColdStartCapAndWaitOnceItIsMeasured) {
   EXPECT_EQ(passer.wait_for(std::chrono::seconds(2)), std::future_status::ready)
       << "an MT of PPIOS_MT_THROTTLE=0 waited at the held cap";
   SlotTicket pt = passer.get();
-  p->release(pt);  // k in flight again: the held MT still waits
-  EXPECT_EQ(waiting.wait_for(std::chrono::milliseconds(100)), std::future_status::timeout);
+  p->release(pt);  // k in flight again: the held MTs still wait
+  EXPECT_EQ(granted_by(Clock::now() + std::chrono::milliseconds(100)), 0);
   c->release(full.back());
   full.pop_back();
-  ASSERT_EQ(waiting.wait_for(std::chrono::seconds(2)), std::future_status::ready) << "the held MT was never granted";
-  SlotTicket wt = waiting.get();
-  c->release(wt);
+  EXPECT_EQ(granted_by(Clock::now() + std::chrono::seconds(2)), 1) << "one slot came free: one held MT gets it";
   for (SlotTicket &t : full) c->release(t);
+  // Each granted MT gives its slot back at once, so that every one of them gets a turn.
+  std::vector<bool> done(waiting.size(), false);
+  int64_t finished = 0;
+  const auto deadline = Clock::now() + std::chrono::seconds(5);
+  while (finished < extra && Clock::now() < deadline) {
+    for (size_t i = 0; i < waiting.size(); ++i) {
+      if (done[i] || waiting[i].wait_for(std::chrono::milliseconds(1)) != std::future_status::ready) continue;
+      SlotTicket t = waiting[i].get();
+      c->release(t);
+      done[i] = true;
+      ++finished;
+    }
+  }
+  ASSERT_EQ(finished, extra) << "held MTs were never granted";
   // A cap set by hand ends learning and the hold: MTs of the default rule pass again.
   auto admin = make_coordinator_admin(options(), &err);
   ASSERT_TRUE(admin->set_threshold(1, &err)) << err;
