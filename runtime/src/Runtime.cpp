@@ -730,7 +730,7 @@ void Runtime::hand_to_reader(int fd, const FileKey &key, const FileStamp &stamp,
                              size_t length, uint64_t seq) {
   // The PT runs on while a reader is free: at most reader_fills_allowed() fills are handed
   // out. It waits before it reserves, so that an entry in flight always has a reader on it
-  // (an MT that claims one waits for the sub-reads in progress).
+  // (an MT that claims one waits for its sub-read in progress).
   {
     std::unique_lock<std::mutex> lock(readers_mu_);
     const uint64_t wait_begin = now_ns();
