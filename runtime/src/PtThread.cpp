@@ -163,36 +163,39 @@ PtResources &PtResources::get() {
   return *resources;
 }
 
-namespace {
-// One bit per descriptor number below kMaxFds (`bits` has kMaxFds / 64 words).
-void set_fd_bit(std::atomic<uint64_t> *bits, int fd, bool on, int max_fds) {
-  if (fd < 0 || fd >= max_fds) return;
+void PtResources::set_fd_bit(std::atomic<uint64_t> *bits, int fd, bool on) {
+  if (fd < 0 || fd >= kMaxFds) return;
   const uint64_t bit = uint64_t{1} << (fd % 64);
   if (on) bits[fd / 64].fetch_or(bit, std::memory_order_acq_rel);
   else bits[fd / 64].fetch_and(~bit, std::memory_order_acq_rel);
 }
-bool fd_bit(const std::atomic<uint64_t> *bits, int fd, int max_fds) {
-  return fd >= 0 && fd < max_fds && (bits[fd / 64].load(std::memory_order_acquire) >> (fd % 64) & 1) != 0;
-}
-}  // namespace
 
-void PtResources::own_fd(int fd) { set_fd_bit(fd_bits_, fd, true, kMaxFds); }
-void PtResources::disown_fd(int fd) { set_fd_bit(fd_bits_, fd, false, kMaxFds); }
-bool PtResources::owns_fd(int fd) const { return fd_bit(fd_bits_, fd, kMaxFds); }
+bool PtResources::fd_bit(const std::atomic<uint64_t> *bits, int fd) {
+  return fd >= 0 && fd < kMaxFds && (bits[fd / 64].load(std::memory_order_acquire) >> (fd % 64) & 1) != 0;
+}
+
+void PtResources::own_fd(int fd) { set_fd_bit(fd_bits_, fd, true); }
+void PtResources::disown_fd(int fd) { set_fd_bit(fd_bits_, fd, false); }
+bool PtResources::owns_fd(int fd) const { return fd_bit(fd_bits_, fd); }
 
 bool PtResources::runtime_owns_fd(int fd) const {
-  return fd_bit(fd_bits_, fd, kMaxFds) || fd_bit(helper_fd_bits_, fd, kMaxFds);
+  return fd_bit(fd_bits_, fd) || fd_bit(helper_fd_bits_, fd);
+}
+
+int PtResources::dup_high(int fd) {
+  static const int base = high_fd_base();
+  ErrnoGuard errno_guard;
+  int high = fcntl(fd, F_DUPFD_CLOEXEC, base);
+  if (high >= kMaxFds) {  // no bit for it: the program's calls could reach it
+    close(high);
+    high = -1;
+  }
+  return high;
 }
 
 int PtResources::dup_for_helper(int fd) {
-  static const int base = high_fd_base();
-  ErrnoGuard errno_guard;
-  int copy = fcntl(fd, F_DUPFD_CLOEXEC, base);
-  if (copy >= kMaxFds) {  // no bit for it: the program could close it under the job
-    close(copy);
-    copy = -1;
-  }
-  set_fd_bit(helper_fd_bits_, copy, true, kMaxFds);
+  const int copy = dup_high(fd);
+  set_fd_bit(helper_fd_bits_, copy, true);
   return copy;
 }
 
@@ -200,7 +203,7 @@ void PtResources::close_helper_fd(int fd) {
   ErrnoGuard errno_guard;
   // Given back before it is closed, as the PT's own (ppios_pt_close): once closed, the
   // number may be the program's next open()'s, which must not fail.
-  set_fd_bit(helper_fd_bits_, fd, false, kMaxFds);
+  set_fd_bit(helper_fd_bits_, fd, false);
   close(fd);
 }
 
@@ -262,13 +265,11 @@ int PtResources::high_fd_base() {
 int PtResources::adopt_fd(int fd) {
   static const int base = high_fd_base();
   if (fd < base) {
-    ErrnoGuard errno_guard;
-    int high = fcntl(fd, F_DUPFD_CLOEXEC, base);
-    if (high >= 0 && high < kMaxFds) {
+    const int high = dup_high(fd);
+    if (high >= 0) {
+      ErrnoGuard errno_guard;
       close(fd);
       fd = high;
-    } else if (high >= 0) {
-      close(high);
     }
   }
   own_fd(fd);

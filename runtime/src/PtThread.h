@@ -120,6 +120,11 @@ class PtResources {
     size_t bytes;
   };
   static constexpr int kMaxFds = 1 << 16;
+  // One bit per descriptor number below kMaxFds in `bits` (kMaxFds / 64 words).
+  static void set_fd_bit(std::atomic<uint64_t> *bits, int fd, bool on);
+  static bool fd_bit(const std::atomic<uint64_t> *bits, int fd);
+  // A copy of `fd` at a high number below kMaxFds, or -1 (errno unchanged).
+  static int dup_high(int fd);
   // One bit per descriptor: read lock-free by the interposed calls on the PT thread.
   std::atomic<uint64_t> fd_bits_[kMaxFds / 64] = {};
   std::atomic<uint64_t> helper_fd_bits_[kMaxFds / 64] = {};  // dup_for_helper's copies
