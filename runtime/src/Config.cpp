@@ -87,7 +87,24 @@ bool Config::parse(const std::function<const char *(const char *)> &getenv_fn, C
       *field = p;
     }
   }
+  c.job_on_one_node = launcher_says_one_node(getenv_fn);
   *out = c;
+  return true;
+}
+
+// What the launcher tells its processes about the job's placement: Open MPI's mpirun
+// the job's size and the ranks on this node, MPICH's Hydra the same under other names. A
+// process no launcher started (a singleton) is a job of one. Anything else might span
+// nodes.
+bool launcher_says_one_node(const std::function<const char *(const char *)> &getenv_fn) {
+  auto same = [&](const char *size, const char *local) {
+    const char *a = getenv_fn(size), *b = getenv_fn(local);
+    return a != nullptr && b != nullptr && *a != '\0' && std::strcmp(a, b) == 0;
+  };
+  if (getenv_fn("OMPI_COMM_WORLD_SIZE") != nullptr)
+    return same("OMPI_COMM_WORLD_SIZE", "OMPI_COMM_WORLD_LOCAL_SIZE");
+  if (getenv_fn("PMI_SIZE") != nullptr) return same("PMI_SIZE", "MPI_LOCALNRANKS");
+  if (getenv_fn("PMIX_RANK") != nullptr) return false;
   return true;
 }
 

@@ -26,6 +26,9 @@ struct Config {
   bool backoff = true;                 // PPIOS_BACKOFF: stop prefetching what does not pay off
   std::string stats_path;              // PPIOS_STATS (empty: off)
   std::string trace_prefix;            // PPIOS_TRACE (empty: off)
+  // Every process of the job runs on this node (from the launcher's variables, see
+  // launcher_says_one_node): the node's change generations see all of their changes.
+  bool job_on_one_node = true;
   CoordinatorOptions coordinator;      // PPIOS_COORDINATOR, PPIOS_TARGET, PPIOS_THRESHOLD,
                                        // PPIOS_LEASE_MS, PPIOS_MT_THROTTLE
 
@@ -35,5 +38,7 @@ struct Config {
   static bool parse(const std::function<const char *(const char *)> &getenv_fn, Config *out,
                     std::string *error);
 };
+
+bool launcher_says_one_node(const std::function<const char *(const char *)> &getenv_fn);
 
 }  // namespace ppios

@@ -179,3 +179,35 @@ off_t stream_file_offset(FILE *stream) {
 }
 
 }  // namespace ppios
+
+namespace ppios {
+
+off_t stream_position(FILE *stream) {
+#ifdef __GLIBC__
+  if (stream == nullptr || !understood(stream) || stream->_offset < 0) return -1;
+  const off_t unread = stream->_IO_read_ptr < stream->_IO_read_end ? stream->_IO_read_end - stream->_IO_read_ptr : 0;
+  return stream->_offset - unread;
+#else
+  (void)stream;
+  return -1;
+#endif
+}
+
+void trim_stream_buffer(FILE *stream, off_t keep_end) {
+#ifdef __GLIBC__
+  const off_t position = stream_position(stream);
+  if (position < 0 || keep_end < position || keep_end >= stream->_offset) return;
+  if (lseek(stream->_fileno, keep_end, SEEK_SET) < 0) return;
+  stream->_IO_read_end -= stream->_offset - keep_end;
+  stream->_offset = keep_end;
+#else
+  (void)stream;
+  (void)keep_end;
+#endif
+}
+
+// glibc's fclose closes the descriptor only while the stream has one (_IO_file_is_open:
+// _fileno != -1); without it, it still flushes nothing (read-only) and frees the stream.
+void detach_stream_descriptor(FILE *stream) { stream->_fileno = -1; }
+
+}  // namespace ppios

@@ -82,6 +82,17 @@ void stream_filled(FILE *stream, const StreamRoom &room, size_t got);
 // The file offset just past what the stream has buffered (glibc's _offset), or -1.
 off_t stream_file_offset(FILE *stream);
 
+// Gives back the bytes the stream holds past file offset `keep_end` (at least its
+// position): the next read reads them from the file again. The caller holds the stream's
+// lock. Nothing for a stream stream_room() does not understand.
+void trim_stream_buffer(FILE *stream, off_t keep_end);
+// The stream's position (ftello) without a system call, or -1.
+off_t stream_position(FILE *stream);
+
+// Leaves the stream without a descriptor, so that its fclose frees it and closes nothing
+// (the descriptor is kept open elsewhere: PtResources::close_runtime_stream).
+void detach_stream_descriptor(FILE *stream);
+
 // The stream's lock for the scope (recursive: stdio calls inside take it again).
 class StreamLock {
  public:

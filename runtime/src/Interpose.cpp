@@ -22,6 +22,7 @@
 #include "Runtime.h"
 #include "Signals.h"
 #include "ThreadState.h"
+#include "WrapSupport.h"
 #include "ppios/ppios.h"
 
 using ppios::PtResources;
@@ -29,6 +30,8 @@ using ppios::pt_owns;
 using ppios::RuntimeScope;
 using ppios::ThreadRole;
 using ppios::t_thread;
+using ppios::on_pt;
+using ppios::pts_own;
 
 extern "C" void __chk_fail(void) __attribute__((noreturn));
 extern "C" char *__fgets_chk(char *s, size_t size, int n, FILE *stream);
@@ -36,23 +39,26 @@ extern "C" int __isoc99_vfscanf(FILE *stream, const char *format, va_list ap);
 
 namespace {
 
-bool on_pt() { return t_thread.role == ThreadRole::PT; }
-
-// Off the PT: a descriptor of the PT's, or a helper's copy of one, does not exist for the
-// program (without ppios that number would not be open): the call fails with EBADF, as
-// it would.
-bool pts_own(int fd) {
-  if (!PtResources::get().runtime_owns_fd(fd)) return false;
-  errno = EBADF;
-  return true;
-}
-
 
 int open_any(const char *path, int flags, mode_t mode) {
   if (on_pt()) return ppios_pt_open(path, flags);
   if (ppios::pass_through()) return open(path, flags, mode);
   RuntimeScope scope(__builtin_return_address(0));
   return ppios_open(path, flags, mode);
+}
+
+// openat() relative to a directory descriptor: the PT opens only what open() would (an
+// absolute path, or one relative to the working directory).
+int openat_any(int dirfd, const char *path, int flags, mode_t mode) {
+  if (on_pt()) {
+    if (dirfd == AT_FDCWD || (path != nullptr && path[0] == '/')) return ppios_pt_open(path, flags);
+    errno = EBADF;
+    return -1;
+  }
+  if (dirfd != AT_FDCWD && pts_own(dirfd)) return -1;
+  if (ppios::pass_through()) return openat(dirfd, path, flags, mode);
+  RuntimeScope scope(__builtin_return_address(0));
+  return ppios_openat(dirfd, path, flags, mode);
 }
 
 // What _FORTIFY_SOURCE's __open_2 checks: creating a file needs a mode.
@@ -67,7 +73,7 @@ void hold_mapped_file(int fd) {
   ppios::ErrnoGuard errno_guard;
   ppios::Runtime &rt = ppios::Runtime::get();
   ppios::FileKey key;
-  if (rt.caching() && ppios::probe_regular_file(fd, &key)) rt.cache().hold_file(key);
+  if (ppios::probe_regular_file(fd, &key)) rt.coherence().hold(key);
 }
 
 // fscanf and glibc's ISO C99 one (__isoc99_fscanf, what <stdio.h> names fscanf unless
@@ -112,6 +118,36 @@ int __wrap___open64_2(const char *path, int flags) {
   check_open_2(flags);
   return open_any(path, flags, 0);
 }
+
+int __wrap_openat(int dirfd, const char *path, int flags, ...) {
+  va_list args;
+  va_start(args, flags);
+  mode_t mode = ppios::open_mode(flags, args);
+  va_end(args);
+  return openat_any(dirfd, path, flags, mode);
+}
+
+int __wrap_openat64(int dirfd, const char *path, int flags, ...) {
+  va_list args;
+  va_start(args, flags);
+  mode_t mode = ppios::open_mode(flags, args);
+  va_end(args);
+  return openat_any(dirfd, path, flags, mode);
+}
+
+int __wrap___openat_2(int dirfd, const char *path, int flags) {
+  check_open_2(flags);
+  return openat_any(dirfd, path, flags, 0);
+}
+
+int __wrap___openat64_2(int dirfd, const char *path, int flags) {
+  check_open_2(flags);
+  return openat_any(dirfd, path, flags, 0);
+}
+
+// creat() is open() with O_CREAT | O_WRONLY | O_TRUNC: a truncation, an own change.
+int __wrap_creat(const char *path, mode_t mode) { return open_any(path, O_CREAT | O_WRONLY | O_TRUNC, mode); }
+int __wrap_creat64(const char *path, mode_t mode) { return open_any(path, O_CREAT | O_WRONLY | O_TRUNC, mode); }
 
 int __wrap_close(int fd) {
   if (on_pt()) return ppios_pt_close(fd);
@@ -218,6 +254,14 @@ FILE *__wrap_fopen(const char *path, const char *mode) {
 }
 
 FILE *__wrap_fopen64(const char *path, const char *mode) { return __wrap_fopen(path, mode); }
+
+FILE *__wrap_fdopen(int fd, const char *mode) {
+  if (on_pt()) return pt_owns(fd) ? fdopen(fd, mode) : nullptr;
+  if (pts_own(fd)) return nullptr;
+  if (ppios::pass_through()) return fdopen(fd, mode);
+  RuntimeScope scope(__builtin_return_address(0));
+  return ppios_fdopen(fd, mode);
+}
 
 // The PT never reopens a stream: only its own, and ppios-cc never emits it.
 FILE *__wrap_freopen(const char *path, const char *mode, FILE *stream) {

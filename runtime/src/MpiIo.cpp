@@ -29,18 +29,23 @@
 #include "MpiTypes.h"
 #include "PtBlocks.h"
 #include "Runtime.h"
+#include "SyncPoints.h"
+#include "WrapSupport.h"
 #include "ppios/ppios.h"
 
 using ppios::CachedFile;
 using ppios::FileKey;
 using ppios::MtStorageAccess;
 using ppios::Runtime;
+using ppios::RuntimeScope;
 
 namespace {
 
 struct MpiFileInfo {
   std::string path;
   FileKey key;
+  bool wrote = false;  // a write through the handle: its close is an own change too
+  bool held = false;   // a nonblocking or split write: the file is held until the close
 };
 
 std::mutex g_files_mu;
@@ -149,8 +154,21 @@ int read_call(Transfer how, MPI_File fh, MPI_Offset at, void *buf, int count,
 // The shared body of the MPI-IO reads. `at` < 0 means "at the individual file pointer".
 // Offsets and the file pointer count etypes of the view; `offset` is the file byte they
 // map to.
+int mpi_read_transfer(Transfer how, MPI_File fh, MPI_Offset at, void *buf, int count,
+                      MPI_Datatype datatype, MPI_Status *status);
+
+// A collective read is a release and an acquire point too.
 int mpi_read(Transfer how, MPI_File fh, MPI_Offset at, void *buf, int count,
              MPI_Datatype datatype, MPI_Status *status) {
+  if (how == Transfer::Independent) return mpi_read_transfer(how, fh, at, buf, count, datatype, status);
+  ppios::release_point(nullptr);
+  const int rc = mpi_read_transfer(how, fh, at, buf, count, datatype, status);
+  ppios::acquire_point(nullptr);
+  return rc;
+}
+
+int mpi_read_transfer(Transfer how, MPI_File fh, MPI_Offset at, void *buf, int count,
+                      MPI_Datatype datatype, MPI_Status *status) {
   Runtime &rt = Runtime::get();
   const bool explicit_offset = at >= 0;
   const bool collective = how == Transfer::Collective;
@@ -212,42 +230,44 @@ int mpi_read(Transfer how, MPI_File fh, MPI_Offset at, void *buf, int count,
   return rc;
 }
 
+// The file of `fh`, which the caller is about to change through it (false: not a handle
+// of a regular file the runtime knows).
+bool handle_written(MPI_File fh, FileKey *key) {
+  std::lock_guard<std::mutex> lock(g_files_mu);
+  auto it = g_files.find(fh);
+  if (it == g_files.end()) return false;
+  it->second.wrote = true;
+  *key = it->second.key;
+  return true;
+}
+
+// A nonblocking or split write through `fh`: its bytes land when MPI completes it, which
+// the runtime does not see, so the file is held until the handle is closed.
+void hold_for_nonblocking_write(MPI_File fh) {
+  FileKey key;
+  {
+    std::lock_guard<std::mutex> lock(g_files_mu);
+    auto it = g_files.find(fh);
+    if (it == g_files.end() || it->second.held) return;
+    it->second.held = true;
+    key = it->second.key;
+  }
+  ppios::ErrnoGuard errno_guard;
+  Runtime::get().coherence().hold(key);
+}
+
 int mpi_write(Transfer how, MPI_File fh, MPI_Offset at, const void *buf, int count,
               MPI_Datatype datatype, MPI_Status *status) {
   Runtime &rt = Runtime::get();
-  const bool explicit_offset = at >= 0;
   FileKey key;
-  bool known = false;
-  MPI_Offset offset = 0;
-  size_t length = 0;  // 0: the whole file
-  if (rt.caching()) {
-    std::lock_guard<std::mutex> lock(g_files_mu);
-    auto it = g_files.find(fh);
-    if (it != g_files.end()) {
-      key = it->second.key;
-      known = true;
-    }
-  }
-  if (known) {
-    int64_t type_size = (ppios::mpi_type_sizes_init(), ppios::mpi_type_size(datatype));
-    MPI_Offset position = at;
-    ViewMap view;
-    if (type_size > 0 && count > 0 && contiguous_view(fh, &view) &&
-        (explicit_offset || MPI_File_get_position(fh, &position) == MPI_SUCCESS)) {
-      offset = view.file_offset(position);
-      length = static_cast<size_t>(count) * static_cast<size_t>(type_size);
-    }
-  }
-  int rc = MPI_SUCCESS;
-  std::string path;
-  if (known) {
-    std::lock_guard<std::mutex> lock(g_files_mu);
-    path = g_files[fh].path;
-  }
+  const bool known = handle_written(fh, &key);
   MPI_Status own_status;
   MPI_Status *st = status == MPI_STATUS_IGNORE ? &own_status : status;
-  rt.mt_write(known ? &key : nullptr, offset, length,
+  int rc = MPI_SUCCESS;
+  if (how == Transfer::Collective) ppios::release_point(nullptr);
+  rt.mt_write(known ? &key : nullptr, -1,
               [&]() -> ssize_t {
+                const bool explicit_offset = at >= 0;
                 if (how == Transfer::Collective)
                   rc = explicit_offset ? MPI_File_write_at_all(fh, at, buf, count, datatype, st)
                                        : MPI_File_write_all(fh, buf, count, datatype, st);
@@ -256,13 +276,33 @@ int mpi_write(Transfer how, MPI_File fh, MPI_Offset at, const void *buf, int cou
                                        : MPI_File_write(fh, buf, count, datatype, st);
                 return transferred_bytes(rc, st);
               },
-              [&](ppios::FileStamp *stamp) {
-                struct stat st;
-                if (stat(path.c_str(), &st) != 0) return false;
-                *stamp = ppios::stamp_of(st);
-                return true;
-              },
               /*storage_io=*/how == Transfer::Independent);
+  if (how == Transfer::Collective) ppios::acquire_point(nullptr);
+  return rc;
+}
+
+enum class FileChange { Change, Hold };
+
+template <class Call>
+int mpi_file_change(MPI_File fh, FileChange how, const void *site, Call call) {
+  if (ppios::pass_through()) return call();
+  RuntimeScope scope(site);
+  ppios::release_point(nullptr);
+  int rc;
+  FileKey key;
+  if (how == FileChange::Hold) {
+    hold_for_nonblocking_write(fh);
+    rc = call();
+  } else if (handle_written(fh, &key)) {
+    ppios::Coherence &coherence = Runtime::get().coherence();
+    coherence.begin_change(key);
+    rc = call();
+    ppios::ErrnoGuard errno_guard;
+    coherence.end_change(key);
+  } else {
+    rc = call();
+  }
+  ppios::acquire_point(nullptr);
   return rc;
 }
 
@@ -283,9 +323,10 @@ int ppios_MPI_Type_free(MPI_Datatype *datatype) {
 
 int ppios_MPI_File_open(MPI_Comm comm, const char *filename, int amode, MPI_Info info,
                         MPI_File *fh) {
+  ppios::release_point(nullptr);
   int rc = MPI_File_open(comm, filename, amode, info, fh);
   Runtime &rt = Runtime::get();
-  if (rc == MPI_SUCCESS && rt.caching()) {
+  if (rc == MPI_SUCCESS) {
     std::string path = strip_driver_prefix(filename);
     struct stat st;
     ppios::ErrnoGuard errno_guard;
@@ -299,15 +340,36 @@ int ppios_MPI_File_open(MPI_Comm comm, const char *filename, int amode, MPI_Info
       g_files[*fh] = MpiFileInfo{path, ppios::key_of(st)};
     }
   }
+  ppios::acquire_point(nullptr);  // collective
   return rc;
 }
 
+// Collective: an acquire point. A handle that wrote changed its file (drivers may write
+// behind), and one with nonblocking writes gives its hold back.
 int ppios_MPI_File_close(MPI_File *fh) {
+  MpiFileInfo info;
+  bool known = false;
   {
     std::lock_guard<std::mutex> lock(g_files_mu);
-    g_files.erase(*fh);
+    auto it = g_files.find(*fh);
+    if (it != g_files.end()) {
+      info = it->second;
+      known = true;
+      g_files.erase(it);
+    }
   }
-  return MPI_File_close(fh);
+  ppios::release_point(nullptr);
+  int rc = MPI_File_close(fh);
+  if (known) {
+    ppios::ErrnoGuard errno_guard;
+    ppios::Coherence &coherence = Runtime::get().coherence();
+    if (info.held) coherence.unhold(info.key);
+    else if (info.wrote) coherence.changed(info.key);
+    ppios::PtResources &resources = ppios::PtResources::get();
+    if (resources.program_may_hold_locks()) resources.program_closed(info.key);
+  }
+  ppios::acquire_point(nullptr);
+  return rc;
 }
 
 int ppios_MPI_File_read(MPI_File fh, void *buf, int count, MPI_Datatype datatype, MPI_Status *status) {
@@ -356,6 +418,45 @@ int ppios_MPI_File_write_at_all(MPI_File fh, MPI_Offset offset, const void *buf,
 int ppios_MPI_File_seek(MPI_File fh, MPI_Offset offset, int whence) {
   return MPI_File_seek(fh, offset, whence);
 }
+
+// The other MPI-IO calls that change a file, declared once: X(name, parameters,
+// arguments, how). Change: a blocking change, bracketed as an own change (Coherence);
+// Hold: a nonblocking or split write (hold_for_nonblocking_write). Each is a release point
+// before and an acquire point after (most are collective). Their reads are not served
+// from the cache.
+#define PPIOS_MPI_FILE_CHANGES(X)                                                               \
+  X(MPI_File_write_shared, (MPI_File fh, const void *b, int n, MPI_Datatype t, MPI_Status *st),  \
+    (fh, b, n, t, st), Change)                                                                  \
+  X(MPI_File_write_ordered, (MPI_File fh, const void *b, int n, MPI_Datatype t, MPI_Status *st), \
+    (fh, b, n, t, st), Change)                                                                  \
+  X(MPI_File_write_all_end, (MPI_File fh, const void *b, MPI_Status *st), (fh, b, st), Change)  \
+  X(MPI_File_write_at_all_end, (MPI_File fh, const void *b, MPI_Status *st), (fh, b, st), Change) \
+  X(MPI_File_write_ordered_end, (MPI_File fh, const void *b, MPI_Status *st), (fh, b, st), Change) \
+  X(MPI_File_set_size, (MPI_File fh, MPI_Offset size), (fh, size), Change)                      \
+  X(MPI_File_preallocate, (MPI_File fh, MPI_Offset size), (fh, size), Change)                   \
+  X(MPI_File_iwrite, (MPI_File fh, const void *b, int n, MPI_Datatype t, MPI_Request *rq),      \
+    (fh, b, n, t, rq), Hold)                                                                    \
+  X(MPI_File_iwrite_at, (MPI_File fh, MPI_Offset o, const void *b, int n, MPI_Datatype t,       \
+                         MPI_Request *rq), (fh, o, b, n, t, rq), Hold)                          \
+  X(MPI_File_iwrite_all, (MPI_File fh, const void *b, int n, MPI_Datatype t, MPI_Request *rq),  \
+    (fh, b, n, t, rq), Hold)                                                                    \
+  X(MPI_File_iwrite_at_all, (MPI_File fh, MPI_Offset o, const void *b, int n, MPI_Datatype t,   \
+                             MPI_Request *rq), (fh, o, b, n, t, rq), Hold)                      \
+  X(MPI_File_iwrite_shared, (MPI_File fh, const void *b, int n, MPI_Datatype t, MPI_Request *rq), \
+    (fh, b, n, t, rq), Hold)                                                                    \
+  X(MPI_File_write_all_begin, (MPI_File fh, const void *b, int n, MPI_Datatype t), (fh, b, n, t), Hold) \
+  X(MPI_File_write_at_all_begin, (MPI_File fh, MPI_Offset o, const void *b, int n, MPI_Datatype t), \
+    (fh, o, b, n, t), Hold)                                                                     \
+  X(MPI_File_write_ordered_begin, (MPI_File fh, const void *b, int n, MPI_Datatype t), (fh, b, n, t), Hold)
+
+
+#define PPIOS_DEFINE_MPI_FILE_CHANGE(name, params, args, how)                                   \
+  int __wrap_##name params {                                                                    \
+    if (ppios::on_pt()) return MPI_ERR_OTHER;                                                   \
+    return mpi_file_change(fh, FileChange::how, __builtin_return_address(0), [&] { return name args; }); \
+  }
+PPIOS_MPI_FILE_CHANGES(PPIOS_DEFINE_MPI_FILE_CHANGE)
+#undef PPIOS_DEFINE_MPI_FILE_CHANGE
 
 // ------------------------------------------------------------------ PT side
 // The helpers below are static: inside extern "C" an unnamed namespace does not keep
@@ -425,7 +526,7 @@ ppios_pt_mpi_file ppios_pt_reopen_MPI_File(MPI_File mt_fh) {
   off_t at = static_cast<off_t>(view.usable ? view.map.file_offset(position) : 0);
   if (fd >= 0 && lseek(fd, at, SEEK_SET) < 0) {
     ppios::pt_disown_fd(fd);
-    close(fd);
+    ppios::PtResources::get().close_runtime_fd(fd);
     fd = -1;
   }
   if (fd >= 0) set_pt_view(fd, &view);
@@ -451,7 +552,7 @@ int ppios_pt_MPI_File_close(ppios_pt_mpi_file *fh) {
   if (fd >= 0 && ppios::PtResources::get().owns_fd(fd)) {
     set_pt_view(fd, nullptr);
     ppios::pt_disown_fd(fd);
-    close(fd);
+    ppios::PtResources::get().close_runtime_fd(fd);
   }
   *fh = nullptr;
   return MPI_SUCCESS;

@@ -126,9 +126,8 @@ ssize_t Runtime::mt_read(const CachedFile *file, off_t offset, size_t length, ch
   return result;
 }
 
-ssize_t Runtime::mt_write(const FileKey *file, off_t offset, size_t length,
-                          const std::function<ssize_t()> &do_write,
-                          const std::function<bool(FileStamp *)> &refresh, bool storage_io) {
+ssize_t Runtime::mt_write(const FileKey *file, off_t offset, const std::function<ssize_t()> &do_write,
+                          bool storage_io) {
   const int saved_errno = errno;
   const uint64_t seq = mt_started_.fetch_add(1, std::memory_order_acq_rel) + 1;
   notify_progress();
@@ -138,15 +137,13 @@ ssize_t Runtime::mt_write(const FileKey *file, off_t offset, size_t length,
     MtStorageAccess storage(*this);
     if (!storage_io) storage.exempt();
     storage.acquire();
-    if (file != nullptr && caching()) cache_.begin_write(*file, offset, length);
+    if (file != nullptr) coherence_.begin_change(*file);
     errno = saved_errno;
     result = do_write();
     if (result > 0) storage.add_bytes(static_cast<uint64_t>(result));
-    if (file != nullptr && caching()) {
-      ErrnoGuard errno_guard;  // the write's errno, not the refresh's
-      FileStamp stamp;
-      bool known = refresh(&stamp);
-      cache_.end_write(*file, offset, length, known ? &stamp : nullptr);
+    if (file != nullptr) {
+      ErrnoGuard errno_guard;  // the write's errno
+      coherence_.end_change(*file);
     }
   }  // the slot's release keeps the call's errno
   ErrnoGuard call_errno;  // and so does the bookkeeping below

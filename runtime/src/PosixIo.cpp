@@ -56,20 +56,15 @@ bool shares_description(int fd) {
 }
 
 
-ssize_t write_at(Runtime &rt, int fd, off_t offset, size_t length, bool whole_file,
-                 const std::function<ssize_t()> &do_write) {
+ssize_t write_at(Runtime &rt, int fd, off_t offset, const std::function<ssize_t()> &do_write) {
   FileKey key;
   bool regular, storage;
   {
     ppios::ErrnoGuard errno_guard;
-    regular = rt.caching() && ppios::probe_regular_file(fd, &key);
+    regular = ppios::probe_regular_file(fd, &key);
     storage = regular || !rt.scheduling() || ppios::storage_backed(fd);
   }
-  return rt.mt_write(regular ? &key : nullptr, whole_file ? 0 : offset, whole_file ? 0 : length,
-                     do_write, [fd](FileStamp *stamp) {
-                       FileKey k;
-                       return ppios::probe_regular_file(fd, &k, stamp);
-                     }, storage);
+  return rt.mt_write(regular ? &key : nullptr, offset, do_write, storage);
 }
 
 
@@ -82,19 +77,26 @@ void ppios::pt_disown_fd(int fd) {
 
 extern "C" {
 
+// An open that truncates is an own change of the file; the file is known only after it.
+static int opened_fd(int fd, int flags) {
+  if (fd >= 0 && (flags & O_TRUNC)) {
+    ppios::ErrnoGuard errno_guard;
+    FileKey key;
+    if (ppios::probe_regular_file(fd, &key)) Runtime::get().coherence().changed(key);
+  }
+  return fd;
+}
+
 int ppios_open(const char *path, int flags, ...) {
   va_list args;
   va_start(args, flags);
   mode_t mode = ppios::open_mode(flags, args);
   va_end(args);
-  int fd = open(path, flags, mode);
-  Runtime &rt = Runtime::get();
-  if (fd >= 0 && (flags & O_TRUNC) && (flags & O_ACCMODE) != O_RDONLY && rt.caching()) {
-    ppios::ErrnoGuard errno_guard;
-    FileKey key;
-    if (ppios::probe_regular_file(fd, &key)) rt.cache().invalidate_file(key);
-  }
-  return fd;
+  return opened_fd(open(path, flags, mode), flags);
+}
+
+int ppios_openat(int dirfd, const char *path, int flags, mode_t mode) {
+  return opened_fd(openat(dirfd, path, flags, mode), flags);
 }
 
 void ppios_mt_handoff_fd(unsigned slot, int mt_fd) {
@@ -109,7 +111,22 @@ int ppios_pt_take_fd(unsigned slot) {
   return static_cast<int>(handle);
 }
 
-int ppios_close(int fd) { return close(fd); }
+// The program's close of a file releases its record locks on it: the runtime's descriptors
+// kept open for them may close now (PtResources::program_closed).
+int ppios_close(int fd) {
+  PtResources &resources = PtResources::get();
+  FileKey key;
+  bool locked = false;
+  if (resources.program_may_hold_locks()) {
+    ppios::ErrnoGuard errno_guard;
+    struct stat st;
+    locked = fstat(fd, &st) == 0 && S_ISREG(st.st_mode);
+    key = ppios::key_of(st);
+  }
+  int r = close(fd);
+  if (locked) resources.program_closed(key);
+  return r;
+}
 
 off_t ppios_lseek(int fd, off_t offset, int whence) { return lseek(fd, offset, whence); }
 
@@ -169,22 +186,18 @@ ssize_t ppios_read(int fd, void *buf, size_t count) {
 
 ssize_t ppios_pwrite(int fd, const void *buf, size_t count, off_t offset) {
   Runtime &rt = Runtime::get();
-  return write_at(rt, fd, offset, count, false, [&] { return pwrite(fd, buf, count, offset); });
+  return write_at(rt, fd, offset, [&] { return pwrite(fd, buf, count, offset); });
 }
 
 ssize_t ppios_write(int fd, const void *buf, size_t count) {
   Runtime &rt = Runtime::get();
-  off_t offset = 0;
-  bool whole_file = true;  // appends, and descriptors without an offset
-  if (rt.caching()) {
+  off_t offset = -1;  // appends, and descriptors without an offset
+  if (rt.trace().enabled()) {
     ppios::ErrnoGuard errno_guard;
     int flags = fcntl(fd, F_GETFL);
-    if (flags >= 0 && !(flags & O_APPEND)) {
-      offset = lseek(fd, 0, SEEK_CUR);
-      whole_file = offset < 0;
-    }
+    if (flags >= 0 && !(flags & O_APPEND)) offset = lseek(fd, 0, SEEK_CUR);
   }
-  return write_at(rt, fd, offset, count, whole_file, [&] { return write(fd, buf, count); });
+  return write_at(rt, fd, offset, [&] { return write(fd, buf, count); });
 }
 
 // ------------------------------------------------------------------ PT side
@@ -203,7 +216,8 @@ int ppios_pt_close(int fd) {
     return -1;
   }
   ppios::pt_disown_fd(fd);
-  return close(fd);
+  PtResources::get().close_runtime_fd(fd);
+  return 0;
 }
 
 // A new open file description of the same file (its own offset), through /proc, so that
@@ -224,7 +238,7 @@ int ppios_pt_reopen_fd(int mt_fd) {
   if (fd >= 0 && (fstat(fd, &reopened) != 0 || !S_ISREG(reopened.st_mode) ||
                   reopened.st_dev != st.st_dev || reopened.st_ino != st.st_ino ||
                   (position > 0 && lseek(fd, position, SEEK_SET) < 0))) {
-    close(fd);
+    PtResources::get().close_runtime_fd(fd);
     fd = -1;
   }
   if (fd >= 0) {

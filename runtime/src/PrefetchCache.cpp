@@ -29,6 +29,7 @@ struct CacheEntry {
   size_t filled = 0;
   size_t consumed = 0;  // bytes the MT copied out
   uint64_t seq = 0;
+  uint64_t generation = 0;  // the file's change generation at the fetch start
   bool filling = true;
   bool linked = true;   // in files_[key].by_offset
   int pins = 0;         // MT copies in progress
@@ -36,14 +37,6 @@ struct CacheEntry {
 
   off_t end() const { return offset + static_cast<off_t>(length); }
 };
-
-namespace {
-constexpr off_t kToEnd = std::numeric_limits<off_t>::max();
-
-off_t range_end(off_t offset, size_t length) {
-  return length == 0 ? kToEnd : offset + static_cast<off_t>(length);
-}
-}  // namespace
 
 PrefetchCache::PrefetchCache(size_t capacity_bytes) : capacity_(capacity_bytes) {}
 
@@ -61,9 +54,7 @@ ReserveResult PrefetchCache::reserve(const FileKey &key, const FileStamp &stamp,
   for (;;) {
     if (stopped_) return ReserveResult::Stopped;
     FileEntries &file = files_[key];
-    if (file.holds > 0) return ReserveResult::Busy;
-    for (const Range &w : file.writes_in_progress)
-      if (w.begin < end && offset < w.end) return ReserveResult::Busy;
+    if (file.holds > 0 || file.changes_in_progress > 0) return ReserveResult::Busy;
     // The same transfer prefetched twice (a programs that reads the same bytes twice
     // needs them twice: its second read is another transfer).
     for (auto it = file.first_holding(offset); it != file.by_offset.end() && it->first <= offset; ++it) {
@@ -86,8 +77,10 @@ ReserveResult PrefetchCache::reserve(const FileKey &key, const FileStamp &stamp,
   e->length = length;
   e->reserved = length;
   e->seq = seq;
+  e->generation = generation_source_ ? generation_source_(key) : 0;
   FileEntries &file = files_[key];
   file.by_offset.emplace(offset, e);
+  file.generation_floor = std::min(file.generation_floor, e->generation);
   file.longest = std::max(file.longest, static_cast<off_t>(length));
   counters_.bytes_in_use += length;
   counters_.peak_bytes = std::max(counters_.peak_bytes, counters_.bytes_in_use);
@@ -247,35 +240,16 @@ void PrefetchCache::mt_progress(uint64_t seq) {
   if (room_waiters_ > 0) room_cv_.notify_all();  // entries may have become evictable
 }
 
-void PrefetchCache::begin_write(const FileKey &key, off_t offset, size_t length) {
+void PrefetchCache::begin_change(const FileKey &key) {
   std::lock_guard<std::mutex> lock(mu_);
-  files_[key].writes_in_progress.push_back({offset, range_end(offset, length)});
+  ++files_[key].changes_in_progress;
 }
 
-void PrefetchCache::end_write(const FileKey &key, off_t offset, size_t length,
-                              const FileStamp *new_stamp) {
+void PrefetchCache::end_change(const FileKey &key) {
   std::lock_guard<std::mutex> lock(mu_);
   FileEntries &file = files_[key];
-  const off_t end = range_end(offset, length);
-  auto &writes = file.writes_in_progress;
-  for (auto w = writes.begin(); w != writes.end(); ++w)
-    if (w->begin == offset && w->end == end) {
-      writes.erase(w);
-      break;
-    }
-  std::vector<CacheEntry *> overlapping;
-  for (auto &[off, e] : file.by_offset) {
-    // An entry still being fetched may hold bytes from before the write anywhere up to
-    // its reserved end, so its whole reserved range counts.
-    if (off < end && offset < e->end()) overlapping.push_back(e);
-    else if (new_stamp) e->stamp = *new_stamp;  // only our own write changed the file
-  }
-  for (CacheEntry *e : overlapping) {
-    unlink_entry(e);
-    ++counters_.invalidated_entries;
-    maybe_free(e);
-  }
-  if (room_waiters_ > 0) room_cv_.notify_all();
+  if (file.changes_in_progress > 0) --file.changes_in_progress;
+  drop_all_of(file);
   forget_file_if_empty(key);
 }
 
@@ -283,15 +257,41 @@ void PrefetchCache::invalidate_file(const FileKey &key) {
   std::lock_guard<std::mutex> lock(mu_);
   auto it = files_.find(key);
   if (it == files_.end()) return;
+  drop_all_of(it->second);
+  forget_file_if_empty(key);
+}
+
+size_t PrefetchCache::drop_changed(const std::function<uint64_t(const FileKey &)> &current) {
+  std::lock_guard<std::mutex> lock(mu_);
+  std::vector<CacheEntry *> stale;
+  for (auto &[key, file] : files_) {
+    if (file.by_offset.empty()) continue;
+    const uint64_t now = current(key);
+    if (now == file.generation_floor) continue;
+    for (auto &[off, e] : file.by_offset)
+      if (e->generation != now) stale.push_back(e);
+    file.generation_floor = now;  // what is left has it
+  }
+  for (CacheEntry *e : stale) {
+    unlink_entry(e);
+    ++counters_.invalidated_entries;
+    maybe_free(e);
+  }
+  if (!stale.empty() && room_waiters_ > 0) room_cv_.notify_all();
+  return stale.size();
+}
+
+// Called with mu_ held. An entry still being filled is unlinked too: its fetcher sees
+// that at its next sub-read and stops, and its bytes are never served.
+void PrefetchCache::drop_all_of(FileEntries &file) {
   std::vector<CacheEntry *> all;
-  for (auto &[off, e] : it->second.by_offset) all.push_back(e);
+  for (auto &[off, e] : file.by_offset) all.push_back(e);
   for (CacheEntry *e : all) {
     unlink_entry(e);
     ++counters_.invalidated_entries;
     maybe_free(e);
   }
-  if (room_waiters_ > 0) room_cv_.notify_all();
-  forget_file_if_empty(key);
+  if (!all.empty() && room_waiters_ > 0) room_cv_.notify_all();
 }
 
 void PrefetchCache::hold_file(const FileKey &key) {
@@ -392,7 +392,7 @@ bool PrefetchCache::evict_one_passed() {
 void PrefetchCache::forget_file_if_empty(const FileKey &key) {
   auto it = files_.find(key);
   if (it != files_.end() && it->second.by_offset.empty() && it->second.holds == 0 &&
-      it->second.writes_in_progress.empty())
+      it->second.changes_in_progress == 0)
     files_.erase(it);
 }
 

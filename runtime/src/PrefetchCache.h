@@ -6,6 +6,12 @@
 // below the MT's) are evicted first, so a PT that guessed wrong can never fill the cache
 // for good or make the MT wait.
 //
+// Which entries may be served is decided by one rule, docs/design/coherence.md: an own
+// change of a file drops every entry of it (begin_change/end_change), an acquire point
+// drops the entries whose file's change generation moved since their fetch start
+// (drop_changed), and serve() takes an entry only while the file's stamp is the one seen
+// at its fetch start. An entry is never re-stamped.
+//
 // Entry life: reserve() -> filling (owned by the fetching thread, which appends bytes
 // with fill_pointer()/filled()) -> finish() -> complete (served to the MT, removed when
 // the MT has read through its end) or dropped. The MT may take the filled prefix of an
@@ -38,7 +44,7 @@ enum class ReserveResult {
   Reserved,  // *entry is yours to fill, then finish()
   Covered,   // the range is already cached or being fetched
   TooLarge,  // larger than the whole cache (or no memory left for it)
-  Busy,      // the MT is writing the range, or the file is being written through stdio
+  Busy,      // the program is changing the file, or it is held (stdio writes, a mapping)
   Stopped,   // the runtime is shutting down
 };
 
@@ -93,12 +99,22 @@ class PrefetchCache {
                     char *buffer, InFlightPolicy policy);
   // The MT completed its transfer number `seq`: entries with lower numbers are passed.
   void mt_progress(uint64_t seq);
-  // Brackets an MT write of [offset, offset+length) (length 0: to the end of the file).
-  // Overlapping entries are dropped at the end; the others take the file's new stamp.
-  void begin_write(const FileKey &key, off_t offset, size_t length);
-  void end_write(const FileKey &key, off_t offset, size_t length, const FileStamp *new_stamp);
-  // Drops every entry of the file (it was truncated).
+  // Brackets an own change of the file (a write, a truncation, any call that can change
+  // its bytes or size): nothing of it is reserved meanwhile, and at the end every entry
+  // of it is dropped, whatever its range, including entries still being filled.
+  void begin_change(const FileKey &key);
+  void end_change(const FileKey &key);
+  // Drops every entry of the file (an own change that is over already).
   void invalidate_file(const FileKey &key);
+  // An acquire point: drops every entry whose file's generation now, current(file),
+  // differs from the one at its fetch start. Returns how many were dropped.
+  size_t drop_changed(const std::function<uint64_t(const FileKey &)> &current);
+  // Where an entry's generation comes from (ChangeGenerations::current), read under the
+  // cache's lock at its reservation, before any of its bytes is read. Set once, before
+  // any prefetch; without it every generation is 0.
+  void set_generation_source(std::function<uint64_t(const FileKey &)> source) {
+    generation_source_ = std::move(source);
+  }
   // While a file has buffered stdio writes, nothing of it is cached or served.
   void hold_file(const FileKey &key);
   void unhold_file(const FileKey &key);
@@ -123,10 +139,6 @@ class PrefetchCache {
   }
 
  private:
-  struct Range {
-    off_t begin;
-    off_t end;
-  };
   struct FileEntries {
     std::multimap<off_t, CacheEntry *> by_offset;
     off_t longest = 0;  // no entry of the file was ever longer: lookups start pos - longest
@@ -136,8 +148,11 @@ class PrefetchCache {
     std::multimap<off_t, CacheEntry *>::iterator first_holding(off_t pos) {
       return by_offset.lower_bound(pos - std::min(pos, longest));
     }
-    std::vector<Range> writes_in_progress;
+    int changes_in_progress = 0;
     int holds = 0;
+    // No entry of the file has an older generation: an acquire point at which the file's
+    // generation is still this one has nothing of it to look at.
+    uint64_t generation_floor = UINT64_MAX;
   };
 
   CacheEntry *best_entry(FileEntries &file, off_t pos);
@@ -145,6 +160,7 @@ class PrefetchCache {
   void maybe_free(CacheEntry *entry);
   bool evict_one_passed();
   void forget_file_if_empty(const FileKey &key);
+  void drop_all_of(FileEntries &file);
 
   const size_t capacity_;
   std::mutex mu_;
@@ -156,6 +172,7 @@ class PrefetchCache {
   int room_waiters_ = 0;
   CacheCounters counters_;
   std::function<void(const FileKey &, bool)> free_observer_;
+  std::function<uint64_t(const FileKey &)> generation_source_;
 };
 
 }  // namespace ppios

@@ -187,7 +187,7 @@ int PtResources::dup_high(int fd) {
   ErrnoGuard errno_guard;
   int high = fcntl(fd, F_DUPFD_CLOEXEC, base);
   if (high >= kMaxFds) {  // no bit for it: the program's calls could reach it
-    close(high);
+    get().close_runtime_fd(high);
     high = -1;
   }
   return high;
@@ -204,7 +204,7 @@ void PtResources::close_helper_fd(int fd) {
   // Given back before it is closed, as the PT's own (ppios_pt_close): once closed, the
   // number may be the program's next open()'s, which must not fail.
   set_fd_bit(helper_fd_bits_, fd, false);
-  close(fd);
+  close_runtime_fd(fd);
 }
 
 void PtResources::own_stream(FILE *stream) {
@@ -245,7 +245,7 @@ int PtResources::open_regular(const char *path) {
   if (fd < 0) return -1;
   struct stat st;
   if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
-    close(fd);
+    close_runtime_fd(fd);
     errno = ENXIO;
     return -1;
   }
@@ -268,12 +268,64 @@ int PtResources::adopt_fd(int fd) {
     const int high = dup_high(fd);
     if (high >= 0) {
       ErrnoGuard errno_guard;
-      close(fd);
+      close_runtime_fd(fd);
       fd = high;
     }
   }
   own_fd(fd);
   return fd;
+}
+
+void PtResources::note_program_lock(int fd) {
+  ErrnoGuard errno_guard;
+  struct stat st;
+  if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) return;
+  std::lock_guard<std::mutex> lock(locks_mu_);
+  locked_files_.insert(key_of(st));
+  any_locks_.store(true, std::memory_order_release);
+}
+
+void PtResources::program_closed(const FileKey &key) {
+  ErrnoGuard errno_guard;
+  std::lock_guard<std::mutex> lock(locks_mu_);
+  locked_files_.erase(key);
+  auto [first, last] = deferred_closes_.equal_range(key);
+  for (auto it = first; it != last; ++it) {
+    set_fd_bit(helper_fd_bits_, it->second, false);
+    close(it->second);
+  }
+  deferred_closes_.erase(first, last);
+}
+
+bool PtResources::defer_close_locked(int fd) {
+  if (locked_files_.empty()) return false;
+  struct stat st;
+  if (fstat(fd, &st) != 0 || locked_files_.count(key_of(st)) == 0) return false;
+  deferred_closes_.emplace(key_of(st), fd);
+  set_fd_bit(helper_fd_bits_, fd, true);  // still open: not the program's to use
+  return true;
+}
+
+void PtResources::close_runtime_fd(int fd) {
+  ErrnoGuard errno_guard;
+  if (!program_may_hold_locks()) {
+    close(fd);
+    return;
+  }
+  std::lock_guard<std::mutex> lock(locks_mu_);
+  if (!defer_close_locked(fd)) close(fd);
+}
+
+void PtResources::close_runtime_stream(FILE *stream) {
+  ErrnoGuard errno_guard;
+  if (!program_may_hold_locks()) {
+    fclose(stream);
+    return;
+  }
+  std::lock_guard<std::mutex> lock(locks_mu_);
+  // Kept open: the stream is freed without its descriptor.
+  if (defer_close_locked(fileno(stream))) detach_stream_descriptor(stream);
+  fclose(stream);
 }
 
 void *PtResources::allocate(size_t bytes, PrefetchCache &cache) {
@@ -331,12 +383,12 @@ void PtResources::release_all(PrefetchCache &cache) {
   for (FILE *stream : streams) {
     disown_fd(fileno(stream));
     auto line_buffer = take_line_buffer(stream);  // freed after the close
-    fclose(stream);
+    close_runtime_stream(stream);
   }
   for (int word = 0; word < kMaxFds / 64; ++word) {
     uint64_t bits = fd_bits_[word].exchange(0, std::memory_order_acq_rel);
     for (int bit = 0; bits != 0; ++bit, bits >>= 1)
-      if (bits & 1) close(word * 64 + bit);
+      if (bits & 1) close_runtime_fd(word * 64 + bit);
   }
   while (blocks_ != nullptr) release(blocks_ + 1, cache);
 }

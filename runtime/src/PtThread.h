@@ -21,8 +21,12 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstdio>
+#include <map>
 #include <mutex>
+#include <set>
 #include <vector>
+
+#include "FileKey.h"
 
 namespace ppios {
 
@@ -113,6 +117,21 @@ class PtResources {
   // Closes every owned stream and descriptor and frees every block: the PT has ended.
   void release_all(PrefetchCache &cache);
 
+  // The program's POSIX record locks (docs/design/coherence.md, "File locks"): the close
+  // of any descriptor of a file releases all of the process's record locks on it, so the
+  // runtime never closes a descriptor of its own of a file the program may hold one on.
+  // note_program_lock: before the program's fcntl or lockf may take a lock through `fd`.
+  void note_program_lock(int fd);
+  // After the program closed a descriptor of `key`'s file (that released its locks):
+  // the runtime's deferred descriptors of it are closed now.
+  void program_closed(const FileKey &key);
+  bool program_may_hold_locks() const { return any_locks_.load(std::memory_order_acquire); }
+  // Every close of a runtime descriptor (the PT's, a helper's, a stream's) goes through
+  // these: closed now, or kept open (and the program's calls on its number failing with
+  // EBADF) until program_closed() for its file, or the end of the process.
+  void close_runtime_fd(int fd);
+  void close_runtime_stream(FILE *stream);
+
  private:
   struct alignas(16) Block {
     Block *prev;
@@ -131,6 +150,15 @@ class PtResources {
   std::mutex streams_mu_;
   std::vector<FILE *> streams_;
   Block *blocks_ = nullptr;
+  // Files the program took a record lock on, and the runtime descriptors kept open for
+  // them. locks_mu_ is a leaf; close() runs under it so that a close and a lock being
+  // noted are ordered.
+  std::mutex locks_mu_;
+  std::set<FileKey> locked_files_;
+  std::multimap<FileKey, int> deferred_closes_;
+  std::atomic<bool> any_locks_{false};
+  // Under locks_mu_: true if `fd` was kept open instead of closed.
+  bool defer_close_locked(int fd);
 };
 
 // For PT calls: whether the descriptor (stream) is the PT's own; if not, errno is EBADF

@@ -31,6 +31,8 @@
 
 #include "Backoff.h"
 #include "CallSiteStats.h"
+#include "ChangeGenerations.h"
+#include "Coherence.h"
 #include "Config.h"
 #include "FileKey.h"
 #include "IoScheduler.h"
@@ -137,14 +139,16 @@ class Runtime {
   // call delivered, or -1 on error.
   ssize_t mt_read(const CachedFile *file, off_t offset, size_t length, char *buffer,
                   const std::function<ssize_t(size_t, MtStorageAccess &)> &complete);
-  // One MT write of [offset, offset+length) (length 0: whole file) of `file` (null: not
-  // cached). do_write performs it and returns the bytes written or -1; refresh returns
-  // the file's stamp afterwards (false if unknown). `storage` false: not a regular file
-  // (see MtStorageAccess::exempt).
-  ssize_t mt_write(const FileKey *file, off_t offset, size_t length,
-                   const std::function<ssize_t()> &do_write,
-                   const std::function<bool(FileStamp *)> &refresh, bool storage = true);
+  // One MT write of `file` (null: not a regular file), an own change of it
+  // (Coherence::begin_change/end_change), at `offset` (-1: unknown; for the trace).
+  // do_write performs it and returns the bytes written or -1. `storage` false: no storage
+  // behind it (see MtStorageAccess::exempt).
+  ssize_t mt_write(const FileKey *file, off_t offset, const std::function<ssize_t()> &do_write,
+                   bool storage = true);
   PrefetchCache &cache() { return cache_; }
+  // The coherence rule's events (docs/design/coherence.md): own changes, holds, release
+  // and acquire points.
+  Coherence &coherence() { return coherence_; }
 
   // ---- prefetch thread
   void start_pt(void (*entry)(void *), const void *ctx, size_t ctx_size);
@@ -275,6 +279,7 @@ class Runtime {
   const Config config_;
   const uint64_t start_ns_;
   PrefetchCache cache_;
+  Coherence coherence_{cache_, ChangeGenerations::node(), config_.job_on_one_node};
   PrefetchBackoff backoff_;
   IoScheduler scheduler_;
   std::unique_ptr<Coordinator> coordinator_;

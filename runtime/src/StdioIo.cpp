@@ -20,6 +20,7 @@
 #include <map>
 #include <mutex>
 #include <string>
+#include <vector>
 
 #include "ErrnoGuard.h"
 #include "ScanFormat.h"
@@ -65,6 +66,57 @@ thread_local MtStreamBlock t_mt_stream_block;
 
 void forget_mt_stream_block(FILE *stream) {
   if (t_mt_stream_block.stream == stream) t_mt_stream_block = MtStreamBlock{};
+}
+
+// The MT's streams whose buffer holds bytes of a line or formatted read's top-up: more
+// than the original's stream would (one block of st_blksize, stream_buffer_bytes). Those
+// bytes past that block are prefetched bytes under the coherence rule
+// (docs/design/coherence.md): at an own change of the file or an acquire point after
+// which its generation moved, the stream gives them back (trim_line_streams) and reads
+// them again when it gets there, as the original's would.
+struct MtLineStream {
+  FileKey key;
+  off_t block = 0;           // the original's buffer size for the file
+  uint64_t generation = 0;   // of the file when the oldest of the bytes were read
+};
+std::mutex g_line_streams_mu;
+std::map<FILE *, MtLineStream> g_line_streams;
+
+void trim_line_streams(const std::function<bool(const FileKey &, uint64_t)> &stale) {
+  std::vector<std::pair<FILE *, off_t>> due;
+  {
+    std::lock_guard<std::mutex> lock(g_line_streams_mu);
+    for (auto &[stream, line] : g_line_streams)
+      if (stale(line.key, line.generation)) due.emplace_back(stream, line.block);
+  }
+  for (auto [stream, block] : due) {
+    ppios::StreamLock lock(stream);
+    const off_t position = ppios::stream_position(stream);
+    if (position < 0) continue;
+    // The original's buffer ends at the block boundary after the position (it holds
+    // nothing at a boundary: it read the block up to it and refills from there).
+    const off_t keep_end = (position + block - 1) / block * block;
+    ppios::trim_stream_buffer(stream, keep_end);
+    std::lock_guard<std::mutex> guard(g_line_streams_mu);
+    auto it = g_line_streams.find(stream);
+    if (it != g_line_streams.end()) it->second.generation = Runtime::get().coherence().generation(it->second.key);
+  }
+}
+
+// After a top-up of `stream` from `file`: its bytes are under the rule from now on.
+void note_line_stream(FILE *stream, const FileKey &key, int fd) {
+  static std::once_flag trimmer_set;
+  std::call_once(trimmer_set, [] { Runtime::get().coherence().set_stream_trimmer(trim_line_streams); });
+  std::lock_guard<std::mutex> lock(g_line_streams_mu);
+  if (g_line_streams.count(stream) && g_line_streams[stream].key == key) return;
+  struct stat st;
+  const off_t block = fstat(fd, &st) == 0 ? ppios::stream_buffer_bytes(st.st_blksize) : BUFSIZ;
+  g_line_streams[stream] = MtLineStream{key, block, Runtime::get().coherence().generation(key)};
+}
+
+void forget_line_stream(FILE *stream) {
+  std::lock_guard<std::mutex> lock(g_line_streams_mu);
+  g_line_streams.erase(stream);
 }
 
 // Where a top-up found the end of the file, per thread (the MT's, the PT's), for one
@@ -179,6 +231,7 @@ void mt_line_read(FILE *stream, size_t bound, const std::function<void()> &call)
                if (got > 0) {
                  ppios::ErrnoGuard errno_guard;
                  ppios::stream_filled(stream, room, got);
+                 if (cacheable) note_line_stream(stream, file.key, fileno(stream));
                }
                call();
                const off_t after = ppios::stream_file_offset(stream);
@@ -188,14 +241,43 @@ void mt_line_read(FILE *stream, size_t bound, const std::function<void()> &call)
              });
 }
 
-// A stream just opened (or reopened) with `mode`: a truncated file's cached bytes are gone.
-FILE *opened(FILE *stream, const char *mode) {
-  Runtime &rt = Runtime::get();
-  if (stream != nullptr && truncating_mode(mode) && rt.caching()) {
-    ppios::ErrnoGuard errno_guard;
-    FileKey key;
-    if (ppios::probe_regular_file(fileno(stream), &key)) rt.cache().invalidate_file(key);
-  }
+// A stream that may write a regular file holds the file out of the cache from its open
+// to its close (docs/design/coherence.md): whatever call writes through it (fwrite,
+// fputs, fprintf, putc and its macro), its bytes reach the file at a time only glibc
+// knows. The close is an own change.
+void hold_for_writer(FILE *stream, const FileKey &key) {
+  std::lock_guard<std::mutex> lock(g_writers_mu);
+  if (g_writers.emplace(stream, key).second) Runtime::get().coherence().hold(key);
+}
+
+// Before the stream's close: whether it held a file, and which.
+bool take_writer(FILE *stream, FileKey *key) {
+  std::lock_guard<std::mutex> lock(g_writers_mu);
+  auto it = g_writers.find(stream);
+  if (it == g_writers.end()) return false;
+  *key = it->second;
+  g_writers.erase(it);
+  return true;
+}
+
+// After it: the buffered bytes are in the file now.
+void release_writer(const FileKey &key) {
+  ppios::ErrnoGuard errno_guard;
+  Runtime::get().coherence().unhold(key);
+}
+
+bool writing_mode(const char *mode) {
+  return mode != nullptr && (mode[0] == 'w' || mode[0] == 'a' || std::strchr(mode, '+') != nullptr);
+}
+
+// A stream just opened (or reopened, or fdopen'ed: `may_truncate` false) with `mode`.
+FILE *opened(FILE *stream, const char *mode, bool may_truncate = true) {
+  if (stream == nullptr || !writing_mode(mode)) return stream;
+  ppios::ErrnoGuard errno_guard;
+  FileKey key;
+  if (!ppios::probe_regular_file(fileno(stream), &key)) return stream;
+  if (may_truncate && truncating_mode(mode)) Runtime::get().coherence().changed(key);
+  hold_for_writer(stream, key);
   return stream;
 }
 
@@ -207,36 +289,38 @@ FILE *ppios_fopen(const char *path, const char *mode) {
   return opened(fopen(path, mode), mode);
 }
 
+FILE *ppios_fdopen(int fd, const char *mode) { return opened(fdopen(fd, mode), mode, false); }
+
 // The stream keeps its address (and mostly its descriptor number) for another file.
 FILE *ppios_freopen(const char *path, const char *mode, FILE *stream) {
   forget_mt_stream_block(stream);
   forget_line_end(stream);
+  forget_line_stream(stream);
   auto line_buffer = ppios::take_line_buffer(stream);  // the old file's, freed after
-  return opened(freopen(path, mode, stream), mode);
+  FileKey old;
+  const bool wrote = take_writer(stream, &old);
+  FILE *reopened = freopen(path, mode, stream);
+  if (wrote) release_writer(old);  // freopen closed the old file
+  return opened(reopened, mode);
 }
 
 int ppios_fclose(FILE *stream) {
   forget_mt_stream_block(stream);
   forget_line_end(stream);
+  forget_line_stream(stream);
+  PtResources &resources = PtResources::get();
   FileKey key;
-  bool held = false;
-  {
-    std::lock_guard<std::mutex> lock(g_writers_mu);
-    auto it = g_writers.find(stream);
-    if (it != g_writers.end()) {
-      key = it->second;
-      held = true;
-      g_writers.erase(it);
-    }
+  bool locked = false;
+  if (resources.program_may_hold_locks()) {
+    ppios::ErrnoGuard errno_guard;
+    locked = ppios::probe_regular_file(fileno(stream), &key);
   }
   auto line_buffer = ppios::take_line_buffer(stream);  // freed after the close
+  FileKey written;
+  const bool wrote = take_writer(stream, &written);
   int r = fclose(stream);
-  if (held) {
-    ppios::ErrnoGuard errno_guard;
-    Runtime &rt = Runtime::get();
-    rt.cache().invalidate_file(key);  // the buffered bytes are in the file now
-    rt.cache().unhold_file(key);
-  }
+  if (wrote) release_writer(written);
+  if (locked) resources.program_closed(key);  // the close released its record locks
   return r;
 }
 
@@ -324,23 +408,18 @@ size_t ppios_fwrite(const void *ptr, size_t size, size_t nmemb, FILE *stream) {
     ppios::ErrnoGuard errno_guard;
     int fd = fileno(stream);
     forget_mt_stream_block(stream);  // the stream's buffer now holds the program's bytes
-    if (rt.caching()) {
-      regular = fd >= 0 && ppios::probe_regular_file(fd, &key);
-      if (regular) {
-        std::lock_guard<std::mutex> lock(g_writers_mu);
-        if (g_writers.emplace(stream, key).second) rt.cache().hold_file(key);
-      }
-    }
+    regular = fd >= 0 && ppios::probe_regular_file(fd, &key);
+    if (regular) hold_for_writer(stream, key);  // a stream opened before main (stdout)
     if (!regular && fd >= 0 && rt.scheduling())
       storage_io = ppios::storage_backed(fd);  // stdout to a pipe or tty
   }
   size_t items = 0;
-  rt.mt_write(regular ? &key : nullptr, 0, 0,
+  rt.mt_write(regular ? &key : nullptr, -1,
               [&] {
                 items = fwrite(ptr, size, nmemb, stream);
                 return static_cast<ssize_t>(items * size);
               },
-              [](ppios::FileStamp *) { return false; }, storage_io);
+              storage_io);
   return items;
 }
 
@@ -373,7 +452,7 @@ FILE *ppios_pt_fopen(const char *path, const char * /*mode*/) {
   FILE *stream = fdopen(fd, "r");
   if (stream == nullptr) {
     ppios::pt_disown_fd(fd);
-    close(fd);
+    resources.close_runtime_fd(fd);
     return nullptr;
   }
   resources.own_stream(stream);
@@ -392,7 +471,8 @@ int ppios_pt_fclose(FILE *stream) {
   forget_pt_scan(stream);
   forget_line_end(stream);
   auto line_buffer = ppios::take_line_buffer(stream);  // freed after the close
-  return fclose(stream);
+  resources.close_runtime_stream(stream);
+  return 0;
 }
 
 // The MT's logical position counts bytes its buffer holds but the program has not
@@ -408,12 +488,12 @@ FILE *ppios_pt_reopen_stream(FILE *mt_stream) {
   FILE *stream = fdopen(fd, "r");
   if (stream == nullptr) {
     ppios::pt_disown_fd(fd);
-    close(fd);
+    resources.close_runtime_fd(fd);
     return nullptr;
   }
   if (ppios::seek_stream(stream, position, SEEK_SET) != 0) {
     ppios::pt_disown_fd(fd);
-    fclose(stream);
+    resources.close_runtime_stream(stream);
     return nullptr;
   }
   resources.own_stream(stream);

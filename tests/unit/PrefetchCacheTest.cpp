@@ -4,6 +4,7 @@
 #include <chrono>
 #include <cstring>
 #include <numeric>
+#include <map>
 #include <thread>
 #include <vector>
 
@@ -161,31 +162,68 @@ TEST(PrefetchCache, StopReleasesAPrefetcherWaitingForRoom) {
   pt.join();
 }
 
-TEST(PrefetchCache, WritesBlockOverlappingPrefetchesAndDropOverlappingEntries) {
+// docs/design/coherence.md, rule 1: an own change drops every entry of the file, however
+// far from the change, and none is re-stamped (an entry fetched before another process's
+// change would otherwise become valid again with the file's new stamp).
+TEST(PrefetchCache, AnOwnChangeDropsEveryEntryOfTheFileAndReservesNothingMeanwhile) {
   PrefetchCache cache(1 << 20);
   prefetch(cache, 0, 100, 1);
   prefetch(cache, 1000, 100, 2);
-  cache.begin_write(kFile, 50, 10);
-  EXPECT_EQ(prefetch(cache, 40, 100, 3), ReserveResult::Busy);
+  cache.begin_change(kFile);
+  EXPECT_EQ(prefetch(cache, 5000, 100, 3), ReserveResult::Busy);
+  cache.end_change(kFile);
   FileStamp after = kStamp;
   after.mtime_ns += 5;
-  cache.end_write(kFile, 50, 10, &after);
   std::vector<char> buf;
-  EXPECT_EQ(serve(cache, 0, 100, &buf, after), 0u) << "overlapping entry must be dropped";
-  EXPECT_EQ(serve(cache, 1000, 100, &buf, after), 100u)
-      << "the other entry takes the file's new stamp";
+  EXPECT_EQ(serve(cache, 0, 100, &buf, after), 0u);
+  EXPECT_EQ(serve(cache, 1000, 100, &buf, after), 0u) << "an entry far from the change is dropped too";
+  EXPECT_EQ(serve(cache, 1000, 100, &buf, kStamp), 0u) << "and not kept under its old stamp either";
+  EXPECT_EQ(cache.counters().bytes_in_use, 0u);
+  EXPECT_EQ(prefetch(cache, 5000, 100, 3), ReserveResult::Reserved);
 }
 
-TEST(PrefetchCache, AWholeFileWriteDropsEverything) {
+TEST(PrefetchCache, AnEntryBeingFilledDuringAChangeIsNeverServed) {
   PrefetchCache cache(1 << 20);
-  prefetch(cache, 0, 100, 1);
-  prefetch(cache, 1000, 100, 2);
-  cache.begin_write(kFile, 0, 0);
-  cache.end_write(kFile, 0, 0, nullptr);
+  CacheEntry *entry = nullptr;
+  ASSERT_EQ(cache.reserve(kFile, kStamp, 0, 100, 1, &entry), ReserveResult::Reserved);
+  size_t remaining = 0;
+  char *to = cache.fill_pointer(entry, &remaining);
+  std::memset(to, 'o', 50);  // old bytes, read before the change
+  EXPECT_TRUE(cache.filled(entry, 50));
+  cache.begin_change(kFile);
+  cache.end_change(kFile);
+  to = cache.fill_pointer(entry, &remaining);
+  EXPECT_EQ(to, nullptr) << "the fetcher is told to stop";
+  cache.finish(entry, true);
   std::vector<char> buf;
   EXPECT_EQ(serve(cache, 0, 100, &buf), 0u);
-  EXPECT_EQ(serve(cache, 1000, 100, &buf), 0u);
-  EXPECT_EQ(cache.counters().bytes_in_use, 0u);
+}
+
+// Rule 2: at an acquire point, entries whose file's generation moved since their fetch
+// start are dropped; the others stay.
+TEST(PrefetchCache, AnAcquirePointDropsEntriesWhoseGenerationMoved) {
+  PrefetchCache cache(1 << 20);
+  std::map<ino_t, uint64_t> generation;
+  cache.set_generation_source([&](const FileKey &k) { return generation[k.ino]; });
+  const FileKey other{kFile.dev, kFile.ino + 1};
+  prefetch(cache, 0, 100, 1);
+  CacheEntry *entry = nullptr;
+  ASSERT_EQ(cache.reserve(other, kStamp, 0, 100, 2, &entry), ReserveResult::Reserved);
+  size_t remaining = 0;
+  std::memset(cache.fill_pointer(entry, &remaining), 'x', 100);
+  cache.filled(entry, 100);
+  cache.finish(entry, true);
+  auto current = [&](const FileKey &k) { return generation[k.ino]; };
+  EXPECT_EQ(cache.drop_changed(current), 0u) << "nothing moved";
+  generation[kFile.ino] = 7;  // another process changed kFile after the fetch
+  EXPECT_EQ(cache.drop_changed(current), 1u);
+  std::vector<char> buf;
+  EXPECT_EQ(serve(cache, 0, 100, &buf), 0u);
+  ServeResult r = cache.serve(other, kStamp, 0, 100, buf.data(), InFlightPolicy::NeedToken);
+  EXPECT_EQ(r.bytes, 100u) << "the unchanged file keeps its entry";
+  prefetch(cache, 200, 100, 3);  // fetched at generation 7: valid
+  EXPECT_EQ(cache.drop_changed(current), 0u);
+  EXPECT_EQ(serve(cache, 200, 100, &buf), 100u);
 }
 
 TEST(PrefetchCache, HeldFilesAreNeitherCachedNorServed) {

@@ -161,6 +161,7 @@ static __inline__ long long ppios_pt_index(long long i, long long n) {
 
 /* ---------------------------------------------------------------- MT: POSIX */
 PPIOS_API int ppios_open(const char *path, int flags, ...);
+PPIOS_API int ppios_openat(int dirfd, const char *path, int flags, mode_t mode);
 PPIOS_API int ppios_close(int fd);
 PPIOS_API ssize_t ppios_read(int fd, void *buf, size_t count);
 PPIOS_API ssize_t ppios_pread(int fd, void *buf, size_t count, off_t offset);
@@ -170,6 +171,7 @@ PPIOS_API off_t ppios_lseek(int fd, off_t offset, int whence);
 
 /* ---------------------------------------------------------------- MT: stdio */
 PPIOS_API FILE *ppios_fopen(const char *path, const char *mode);
+PPIOS_API FILE *ppios_fdopen(int fd, const char *mode);
 PPIOS_API FILE *ppios_freopen(const char *path, const char *mode, FILE *stream);
 PPIOS_API int ppios_fclose(FILE *stream);
 PPIOS_API size_t ppios_fread(void *ptr, size_t size, size_t nmemb, FILE *stream);

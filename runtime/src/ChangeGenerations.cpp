@@ -1,0 +1,124 @@
+#include "ChangeGenerations.h"
+
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <new>
+
+namespace ppios {
+namespace {
+
+constexpr uint64_t kMagic = 0x7070696f7367656eULL;  // "ppiosgen"
+constexpr uint64_t kVersion = 1;
+
+struct Layout {
+  std::atomic<uint64_t> magic;
+  std::atomic<uint64_t> version;
+  std::atomic<uint64_t> counters[ChangeGenerations::kCounters];
+};
+static_assert(std::atomic<uint64_t>::is_always_lock_free, "counters are shared between processes");
+
+// A segment someone else could have planted or can write would let them hide a change:
+// it must be a regular file of ours, with no access for anyone else, of the right size.
+std::string untrusted_reason(const struct stat &st) {
+  if (!S_ISREG(st.st_mode)) return "is not a regular file";
+  if (st.st_uid != geteuid()) return "belongs to uid " + std::to_string(st.st_uid) + ", not to this user";
+  if (st.st_mode & 077) return "is accessible to other users";
+  if (static_cast<size_t>(st.st_size) != sizeof(Layout)) return "has an unexpected size";
+  return "";
+}
+
+}  // namespace
+
+std::string ChangeGenerations::segment_name() {
+  return "ppios-generations." + std::to_string(geteuid());
+}
+
+ChangeGenerations *ChangeGenerations::open_segment(const std::string &path, std::string *why) {
+  auto *table = new ChangeGenerations;
+  auto fail = [&](const std::string &what) {
+    table->why_ = path + " " + what;
+    if (why) *why = table->why_;
+    return table;
+  };
+  // O_NOFOLLOW: a symlink planted under the name is refused, not followed.
+  const int flags = O_RDWR | O_NOFOLLOW | O_CLOEXEC;
+  int fd = ::open(path.c_str(), flags | O_CREAT | O_EXCL, 0600);
+  if (fd >= 0) {
+    // ftruncate zero-fills: every counter starts at 0, and the magic is written after.
+    if (fchmod(fd, 0600) != 0 || ftruncate(fd, sizeof(Layout)) != 0) {
+      int e = errno;
+      close(fd);
+      unlink(path.c_str());
+      return fail(std::string("cannot be set up: ") + std::strerror(e));
+    }
+  } else if (errno == EEXIST) {
+    fd = ::open(path.c_str(), flags);
+    if (fd < 0) return fail(std::string("cannot be opened: ") + std::strerror(errno));
+  } else {
+    return fail(std::string("cannot be created: ") + std::strerror(errno));
+  }
+  struct stat st;
+  // A creator may still be sizing it: a zero size for a moment is no reason to give up.
+  for (int tries = 0; fstat(fd, &st) == 0 && st.st_size == 0 && tries < 1000; ++tries) usleep(1000);
+  std::string reason = fstat(fd, &st) == 0 ? untrusted_reason(st) : std::strerror(errno);
+  if (!reason.empty()) {
+    close(fd);
+    return fail(reason + "; prefetched bytes are dropped at every synchronization instead");
+  }
+  void *mem = mmap(nullptr, sizeof(Layout), PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  close(fd);
+  if (mem == MAP_FAILED) return fail(std::string("cannot be mapped: ") + std::strerror(errno));
+  auto *layout = static_cast<Layout *>(mem);
+  // Counters only ever grow, from a zero-filled segment: the header is informative, and a
+  // segment of another version is refused rather than read with another meaning.
+  uint64_t expected = 0;
+  layout->magic.compare_exchange_strong(expected, kMagic);
+  expected = 0;
+  layout->version.compare_exchange_strong(expected, kVersion);
+  if (layout->magic.load() != kMagic || layout->version.load() != kVersion) {
+    munmap(mem, sizeof(Layout));
+    return fail("was made by another version of ppios");
+  }
+  table->counters_ = layout->counters;
+  return table;
+}
+
+ChangeGenerations &ChangeGenerations::node() {
+  static ChangeGenerations *table = open_segment("/dev/shm/" + segment_name(), nullptr);
+  return *table;
+}
+
+ChangeGenerations *ChangeGenerations::make_private() {
+  auto *table = new ChangeGenerations;
+  table->counters_ = new std::atomic<uint64_t>[kCounters]();
+  return table;
+}
+
+ChangeGenerations *ChangeGenerations::make_unavailable() {
+  auto *table = new ChangeGenerations;
+  table->why_ = "unavailable (test)";
+  return table;
+}
+
+size_t ChangeGenerations::index_of(const FileKey &key) const {
+  uint64_t h = static_cast<uint64_t>(key.ino) * 0x9e3779b97f4a7c15ULL;
+  h ^= static_cast<uint64_t>(key.dev) + 0x7f4a7c159e3779b9ULL + (h << 6) + (h >> 2);
+  h ^= h >> 29;
+  return static_cast<size_t>(h & (kCounters - 1));
+}
+
+uint64_t ChangeGenerations::current(const FileKey &key) const {
+  if (!counters_) return 0;
+  return counters_[index_of(key)].load(std::memory_order_seq_cst);
+}
+
+void ChangeGenerations::bump(const FileKey &key) {
+  if (counters_) counters_[index_of(key)].fetch_add(1, std::memory_order_seq_cst);
+}
+
+}  // namespace ppios

@@ -1,0 +1,54 @@
+// The node's change generations (docs/design/coherence.md, rule 2): one counter per file
+// (device and inode, hashed into a fixed table), in a shared-memory segment of the user's
+// that every process running under ppios on the node maps. A process bumps a file's
+// counter after each change it made to the file; a prefetched entry records the counter
+// at its fetch start, and at an acquire point an entry whose counter moved is dropped.
+//
+// Two files may share a counter: a collision only drops more. The table has no keys, no
+// insertion and no lock: a bump is one atomic increment, a look one atomic load.
+//
+// Without the segment (no /dev/shm, a segment of the name planted by someone else) the
+// table is unavailable, and callers must treat every file as changed at every acquire
+// point: available() says which.
+#pragma once
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+#include "FileKey.h"
+
+namespace ppios {
+
+class ChangeGenerations {
+ public:
+  // Maps the user's segment (kSegmentDir + segment_name()), creating it if needed. Never
+  // fails: on any error the table is unavailable, and *why says so (for the statistics).
+  static ChangeGenerations &node();
+
+  // For tests: a table in this process's memory only (available), or none at all.
+  static ChangeGenerations *make_private();
+  static ChangeGenerations *make_unavailable();
+  // For tests: the table of a segment at `path` (created if missing).
+  static ChangeGenerations *open_segment(const std::string &path, std::string *why);
+
+  bool available() const { return counters_ != nullptr; }
+  // The counter of `key` (0 when unavailable).
+  uint64_t current(const FileKey &key) const;
+  // After a change of `key` completed.
+  void bump(const FileKey &key);
+  // Why the table is unavailable ("" if it is available).
+  const std::string &unavailable_reason() const { return why_; }
+
+  static constexpr size_t kCounters = 1u << 16;
+  static std::string segment_name();
+
+ private:
+  ChangeGenerations() = default;
+  size_t index_of(const FileKey &key) const;
+  std::atomic<uint64_t> *counters_ = nullptr;
+  std::string why_;
+};
+
+}  // namespace ppios

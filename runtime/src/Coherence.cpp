@@ -1,0 +1,58 @@
+#include "Coherence.h"
+
+#include <cstdint>
+
+namespace ppios {
+
+Coherence::Coherence(PrefetchCache &cache, ChangeGenerations &generations, bool generations_cover_job)
+    : cache_(cache), generations_(generations), exact_(generations.available() && generations_cover_job) {
+  cache_.set_generation_source([this](const FileKey &key) { return generations_.current(key); });
+}
+
+void Coherence::begin_change(const FileKey &key) { cache_.begin_change(key); }
+
+void Coherence::end_change(const FileKey &key) {
+  // The bump comes after the change completed (the call returned): an entry reserved
+  // after it was read after the change (the design note's soundness argument).
+  generations_.bump(key);
+  cache_.end_change(key);
+  if (StreamTrimmer trim = trim_streams_.load(std::memory_order_acquire))
+    trim([&key](const FileKey &file, uint64_t) { return file == key; });
+}
+
+void Coherence::hold(const FileKey &key) {
+  cache_.hold_file(key);
+  std::lock_guard<std::mutex> lock(held_mu_);
+  ++held_[key];
+}
+
+void Coherence::unhold(const FileKey &key) {
+  {
+    std::lock_guard<std::mutex> lock(held_mu_);
+    auto it = held_.find(key);
+    if (it != held_.end() && --it->second == 0) held_.erase(it);
+  }
+  changed(key);
+  cache_.unhold_file(key);
+}
+
+void Coherence::release_point() {
+  std::lock_guard<std::mutex> lock(held_mu_);
+  for (const auto &[key, holds] : held_) generations_.bump(key);
+}
+
+uint64_t Coherence::generation(const FileKey &key) const { return generations_.current(key); }
+
+bool Coherence::moved(const FileKey &key, uint64_t since) const {
+  return !exact_ || generations_.current(key) != since;
+}
+
+void Coherence::acquire_point() {
+  // Without an exact table every generation counts as moved: UINT64_MAX is none's.
+  acquire_drops_ += cache_.drop_changed(
+      [this](const FileKey &key) { return exact_ ? generations_.current(key) : UINT64_MAX; });
+  if (StreamTrimmer trim = trim_streams_.load(std::memory_order_acquire))
+    trim([this](const FileKey &file, uint64_t since) { return moved(file, since); });
+}
+
+}  // namespace ppios

@@ -1,0 +1,76 @@
+// The runtime's side of the coherence rule (docs/design/coherence.md): what an own change
+// of a file and an acquire point do to the prefetched bytes of the process, the cache's
+// entries and the bytes the MT's streams hold past what the original's stream would.
+//
+// Own changes come from the MT's wrappers of every call that can change a file; acquire
+// points from the MT's wrappers of the MPI calls that can order another process's change
+// before the MT's next read, and of file-lock acquisition. Both are cheap when nothing is
+// cached: the cache and the stream list are empty.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <mutex>
+
+#include "ChangeGenerations.h"
+#include "FileKey.h"
+#include "PrefetchCache.h"
+
+namespace ppios {
+
+class Coherence {
+ public:
+  // `generations_cover_job`: every process of the job runs on this node, so the node's
+  // table sees all of their changes (else every acquire point drops everything).
+  Coherence(PrefetchCache &cache, ChangeGenerations &generations, bool generations_cover_job);
+
+  // Brackets an own change of `key`. end_change drops every entry of the file, bumps its
+  // generation for the other processes, and trims the MT's streams of it.
+  void begin_change(const FileKey &key);
+  void end_change(const FileKey &key);
+  // An own change that is over already (it cannot be bracketed: the file is known only
+  // after the call, as with open(O_TRUNC)).
+  void changed(const FileKey &key) {
+    begin_change(key);
+    end_change(key);
+  }
+
+  // A file that changes through a channel whose changes the runtime cannot bracket (a
+  // stdio stream that writes it, a shared writable mapping, a nonblocking MPI-IO write)
+  // is held: nothing of it is cached or served, and its generation is bumped at every
+  // release point, so that other processes drop what they fetched of it at their next
+  // acquire point. unhold() is an own change (the channel's last bytes are in the file).
+  void hold(const FileKey &key);
+  void unhold(const FileKey &key);
+
+  // A release point of the MT (before an MPI call that may order this process's changes
+  // before another process's reads): bumps the held files.
+  void release_point();
+  // An acquire point of the MT.
+  void acquire_point();
+
+  // The generation an MT stream's bytes are read at, and whether it moved since.
+  uint64_t generation(const FileKey &key) const;
+  bool moved(const FileKey &key, uint64_t since) const;
+
+  // The MT's streams: trim(stale) trims every stream whose file and generation when its
+  // bytes were read make stale(file, generation) true. Set by the stdio layer before its
+  // first stream holds such bytes.
+  using StreamTrimmer = void (*)(const std::function<bool(const FileKey &, uint64_t)> &stale);
+  void set_stream_trimmer(StreamTrimmer trimmer) { trim_streams_.store(trimmer, std::memory_order_release); }
+
+  uint64_t acquire_drops() const { return acquire_drops_; }
+
+ private:
+  PrefetchCache &cache_;
+  ChangeGenerations &generations_;
+  const bool exact_;  // the table is there and sees every process of the job
+  std::atomic<StreamTrimmer> trim_streams_{nullptr};
+  uint64_t acquire_drops_ = 0;  // MT only
+  std::mutex held_mu_;  // a leaf
+  std::map<FileKey, int> held_;  // guarded by held_mu_: how many holds each file has
+};
+
+}  // namespace ppios

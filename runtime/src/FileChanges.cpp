@@ -1,0 +1,205 @@
+// The program's calls that change a file besides write/pwrite (PosixIo.cpp), stdio
+// (StdioIo.cpp) and MPI-IO (MpiIo.cpp): each is an own change of the coherence rule
+// (docs/design/coherence.md, rule 1), bracketed by Coherence::begin_change/end_change so
+// that the file's prefetched bytes are dropped and its generation bumped once the call
+// returned. Writes go through Runtime::mt_write (they take a storage slot, as write does);
+// the others only change the file's size or blocks.
+//
+// On the PT every one of them fails with EBADF: the PT never changes a file. Where the
+// runtime may not be entered (a signal handler, a forked child), the change still bumps
+// the file's generation, lock-free, for the other processes.
+#include <fcntl.h>
+#include <sys/sendfile.h>
+#include <sys/stat.h>
+#include <sys/uio.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdarg>
+
+#include "ChangeGenerations.h"
+#include "ErrnoGuard.h"
+#include "FileProbe.h"
+#include "Runtime.h"
+#include "ThreadState.h"
+#include "WrapSupport.h"
+
+using ppios::FileKey;
+using ppios::Runtime;
+using ppios::RuntimeScope;
+
+namespace {
+
+bool key_of_fd(int fd, FileKey *key) {
+  ppios::ErrnoGuard errno_guard;
+  struct stat st;
+  if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) return false;
+  *key = ppios::key_of(st);
+  return true;
+}
+
+bool key_of_path(const char *path, FileKey *key) {
+  ppios::ErrnoGuard errno_guard;
+  struct stat st;
+  if (path == nullptr || stat(path, &st) != 0 || !S_ISREG(st.st_mode)) return false;
+  *key = ppios::key_of(st);
+  return true;
+}
+
+// A change of the file `key` names (if any) made by `call`, which returns -1 on failure.
+template <class Call>
+auto change_file(bool known, const FileKey &key, const void *site, Call call) -> decltype(call()) {
+  if (!known) return call();
+  if (ppios::pass_through()) {
+    auto result = call();
+    ppios::ChangeGenerations::node().bump(key);
+    return result;
+  }
+  RuntimeScope scope(site);
+  ppios::Coherence &coherence = Runtime::get().coherence();
+  coherence.begin_change(key);
+  auto result = call();
+  {
+    ppios::ErrnoGuard errno_guard;
+    coherence.end_change(key);
+  }
+  return result;
+}
+
+// A change through the program's descriptor `fd`.
+template <class Call>
+auto change_fd(int fd, const void *site, Call call) -> decltype(call()) {
+  using Result = decltype(call());
+  if (ppios::on_pt()) {
+    errno = EBADF;
+    return static_cast<Result>(-1);
+  }
+  if (ppios::pts_own(fd)) return static_cast<Result>(-1);
+  FileKey key;
+  const bool known = key_of_fd(fd, &key);
+  return change_file(known, key, site, call);
+}
+
+// A write through the program's descriptor: like write(), through Runtime::mt_write.
+ssize_t write_fd(int fd, const void *site, const std::function<ssize_t()> &call) {
+  if (ppios::on_pt()) {
+    errno = EBADF;
+    return -1;
+  }
+  if (ppios::pts_own(fd)) return -1;
+  FileKey key;
+  const bool known = key_of_fd(fd, &key);
+  if (ppios::pass_through()) return change_file(known, key, site, call);
+  RuntimeScope scope(site);
+  Runtime &rt = Runtime::get();
+  bool storage = true;
+  if (!known && rt.scheduling()) {
+    ppios::ErrnoGuard errno_guard;
+    storage = ppios::storage_backed(fd);
+  }
+  return rt.mt_write(known ? &key : nullptr, -1, call, storage);
+}
+
+}  // namespace
+
+extern "C" {
+
+// ------------------------------------------------------------------ writes
+
+ssize_t __wrap_writev(int fd, const struct iovec *iov, int count) {
+  return write_fd(fd, __builtin_return_address(0), [&] { return writev(fd, iov, count); });
+}
+
+ssize_t __wrap_pwritev(int fd, const struct iovec *iov, int count, off_t offset) {
+  return write_fd(fd, __builtin_return_address(0), [&] { return pwritev(fd, iov, count, offset); });
+}
+
+ssize_t __wrap_pwritev64(int fd, const struct iovec *iov, int count, off64_t offset) {
+  return write_fd(fd, __builtin_return_address(0), [&] { return pwritev64(fd, iov, count, offset); });
+}
+
+ssize_t __wrap_pwritev2(int fd, const struct iovec *iov, int count, off_t offset, int flags) {
+  return write_fd(fd, __builtin_return_address(0), [&] { return pwritev2(fd, iov, count, offset, flags); });
+}
+
+ssize_t __wrap_pwritev64v2(int fd, const struct iovec *iov, int count, off64_t offset, int flags) {
+  return write_fd(fd, __builtin_return_address(0),
+                  [&] { return pwritev64v2(fd, iov, count, offset, flags); });
+}
+
+// Data copied into a file by the kernel: the output descriptor's file changes.
+ssize_t __wrap_copy_file_range(int in_fd, off64_t *in_off, int out_fd, off64_t *out_off, size_t length,
+                               unsigned flags) {
+  if (!ppios::on_pt() && ppios::pts_own(in_fd)) return -1;
+  return write_fd(out_fd, __builtin_return_address(0),
+                  [&] { return copy_file_range(in_fd, in_off, out_fd, out_off, length, flags); });
+}
+
+ssize_t __wrap_sendfile(int out_fd, int in_fd, off_t *offset, size_t count) {
+  if (!ppios::on_pt() && ppios::pts_own(in_fd)) return -1;
+  return write_fd(out_fd, __builtin_return_address(0), [&] { return sendfile(out_fd, in_fd, offset, count); });
+}
+
+ssize_t __wrap_sendfile64(int out_fd, int in_fd, off64_t *offset, size_t count) {
+  if (!ppios::on_pt() && ppios::pts_own(in_fd)) return -1;
+  return write_fd(out_fd, __builtin_return_address(0),
+                  [&] { return sendfile64(out_fd, in_fd, offset, count); });
+}
+
+ssize_t __wrap_splice(int in_fd, off64_t *in_off, int out_fd, off64_t *out_off, size_t length,
+                      unsigned flags) {
+  if (!ppios::on_pt() && ppios::pts_own(in_fd)) return -1;
+  return write_fd(out_fd, __builtin_return_address(0),
+                  [&] { return splice(in_fd, in_off, out_fd, out_off, length, flags); });
+}
+
+// ------------------------------------------------------------------ size and blocks
+
+int __wrap_ftruncate(int fd, off_t length) {
+  return change_fd(fd, __builtin_return_address(0), [&] { return ftruncate(fd, length); });
+}
+
+int __wrap_ftruncate64(int fd, off64_t length) {
+  return change_fd(fd, __builtin_return_address(0), [&] { return ftruncate64(fd, length); });
+}
+
+int __wrap_fallocate(int fd, int mode, off_t offset, off_t length) {
+  return change_fd(fd, __builtin_return_address(0), [&] { return fallocate(fd, mode, offset, length); });
+}
+
+int __wrap_fallocate64(int fd, int mode, off64_t offset, off64_t length) {
+  return change_fd(fd, __builtin_return_address(0), [&] { return fallocate64(fd, mode, offset, length); });
+}
+
+// posix_fallocate returns an error number instead of -1.
+int __wrap_posix_fallocate(int fd, off_t offset, off_t length) {
+  if (ppios::on_pt() || ppios::pts_own(fd)) return EBADF;
+  return change_fd(fd, __builtin_return_address(0), [&] { return posix_fallocate(fd, offset, length); });
+}
+
+int __wrap_posix_fallocate64(int fd, off64_t offset, off64_t length) {
+  if (ppios::on_pt() || ppios::pts_own(fd)) return EBADF;
+  return change_fd(fd, __builtin_return_address(0), [&] { return posix_fallocate64(fd, offset, length); });
+}
+
+int __wrap_truncate(const char *path, off_t length) {
+  if (ppios::on_pt()) {
+    errno = EACCES;
+    return -1;
+  }
+  FileKey key;
+  const bool known = key_of_path(path, &key);
+  return change_file(known, key, __builtin_return_address(0), [&] { return truncate(path, length); });
+}
+
+int __wrap_truncate64(const char *path, off64_t length) {
+  if (ppios::on_pt()) {
+    errno = EACCES;
+    return -1;
+  }
+  FileKey key;
+  const bool known = key_of_path(path, &key);
+  return change_file(known, key, __builtin_return_address(0), [&] { return truncate64(path, length); });
+}
+
+}  // extern "C"

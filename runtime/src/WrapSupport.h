@@ -1,0 +1,23 @@
+// What every __wrap_ function decides first: whether the caller is the PT, and whether a
+// descriptor the program names is one of the runtime's own.
+#pragma once
+
+#include <cerrno>
+
+#include "PtThread.h"
+#include "ThreadState.h"
+
+namespace ppios {
+
+inline bool on_pt() { return t_thread.role == ThreadRole::PT; }
+
+// Off the PT: a descriptor of the PT's, or a helper's copy of one, does not exist for the
+// program (without ppios that number would not be open): the call fails with EBADF, as
+// it would.
+inline bool pts_own(int fd) {
+  if (!PtResources::get().runtime_owns_fd(fd)) return false;
+  errno = EBADF;
+  return true;
+}
+
+}  // namespace ppios
