@@ -510,6 +510,7 @@ int ppios_pt_MPI_File_open(const char *filename, int /*amode*/, ppios_pt_mpi_fil
 }
 
 ppios_pt_mpi_file ppios_pt_reopen_MPI_File(MPI_File mt_fh) {
+  if (!Runtime::get().caching()) return nullptr;  // mode off: no PT will take it
   std::string path;
   {
     std::lock_guard<std::mutex> lock(g_files_mu);

@@ -226,6 +226,7 @@ int ppios_pt_close(int fd) {
 // shares its description with another (dup): reads through either move both offsets,
 // which the PT's independent copies would not.
 int ppios_pt_reopen_fd(int mt_fd) {
+  if (!Runtime::get().caching()) return -1;  // mode off: no PT will take it
   ppios::ErrnoGuard errno_guard;  // the MT's start block and handoffs leave errno alone
   struct stat st;
   if (mt_fd < 0 || fstat(mt_fd, &st) != 0 || !S_ISREG(st.st_mode)) return -1;

@@ -39,7 +39,10 @@ struct PtStart {
 }  // namespace
 
 void Runtime::start_pt(void (*entry)(void *), const void *ctx, size_t ctx_size) {
-  if (mode() == Mode::Off) return;
+  if (mode() == Mode::Off) {  // no PT: what the start block opened for it is closed now
+    PtResources::get().release_all(cache_);
+    return;
+  }
   mpi_type_sizes_init();
   {
     std::lock_guard<std::mutex> lock(lifecycle_mu_);
@@ -79,6 +82,7 @@ void Runtime::start_pt(void (*entry)(void *), const void *ctx, size_t ctx_size) 
     delete start;
     pt_running_ = false;
     pt_stop_.store(static_cast<int>(PtStop::NoThread), std::memory_order_release);
+    PtResources::get().release_all(cache_);
   }
 }
 

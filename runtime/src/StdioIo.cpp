@@ -478,6 +478,7 @@ int ppios_pt_fclose(FILE *stream) {
 // The MT's logical position counts bytes its buffer holds but the program has not
 // consumed yet; ftello gives exactly that.
 FILE *ppios_pt_reopen_stream(FILE *mt_stream) {
+  if (!Runtime::get().caching()) return nullptr;  // mode off: no PT will take it
   if (mt_stream == nullptr) return nullptr;
   int mt_fd = fileno(mt_stream);
   off_t position = ftello(mt_stream);
