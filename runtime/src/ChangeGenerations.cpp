@@ -121,4 +121,12 @@ void ChangeGenerations::bump(const FileKey &key) {
   if (counters_) counters_[index_of(key)].fetch_add(1, std::memory_order_seq_cst);
 }
 
+void ChangeGenerations::bump_file_of(int fd) {
+  if (!counters_) return;
+  const int saved_errno = errno;
+  struct stat st;
+  if (fstat(fd, &st) == 0 && S_ISREG(st.st_mode)) bump(key_of(st));
+  errno = saved_errno;
+}
+
 }  // namespace ppios

@@ -38,6 +38,9 @@ class ChangeGenerations {
   uint64_t current(const FileKey &key) const;
   // After a change of `key` completed.
   void bump(const FileKey &key);
+  // After a change through `fd`, where the runtime may not be entered (a signal handler,
+  // a forked child): async-signal-safe (fstat and an atomic increment); errno is kept.
+  void bump_file_of(int fd);
   // Why the table is unavailable ("" if it is available).
   const std::string &unavailable_reason() const { return why_; }
 

@@ -15,6 +15,7 @@
 #include <cstdarg>
 #include <cstdint>
 
+#include "ChangeGenerations.h"
 #include "ErrnoGuard.h"
 #include "FileProbe.h"
 #include "GlibcStream.h"
@@ -215,7 +216,11 @@ ssize_t __wrap___pread64_chk(int fd, void *buf, size_t count, off64_t offset, si
 ssize_t __wrap_write(int fd, const void *buf, size_t count) {
   if (on_pt()) return pt_owns(fd) ? write(fd, buf, count) : -1;
   if (pts_own(fd)) return -1;
-  if (ppios::pass_through()) return write(fd, buf, count);
+  if (ppios::pass_through()) {  // a handler's or a forked child's write: others see it
+    ssize_t r = write(fd, buf, count);
+    ppios::ChangeGenerations::node().bump_file_of(fd);
+    return r;
+  }
   RuntimeScope scope(__builtin_return_address(0));
   return ppios_write(fd, buf, count);
 }
@@ -223,7 +228,11 @@ ssize_t __wrap_write(int fd, const void *buf, size_t count) {
 ssize_t __wrap_pwrite(int fd, const void *buf, size_t count, off_t offset) {
   if (on_pt()) return pt_owns(fd) ? pwrite(fd, buf, count, offset) : -1;
   if (pts_own(fd)) return -1;
-  if (ppios::pass_through()) return pwrite(fd, buf, count, offset);
+  if (ppios::pass_through()) {
+    ssize_t r = pwrite(fd, buf, count, offset);
+    ppios::ChangeGenerations::node().bump_file_of(fd);
+    return r;
+  }
   RuntimeScope scope(__builtin_return_address(0));
   return ppios_pwrite(fd, buf, count, offset);
 }

@@ -18,7 +18,9 @@
 #include <fcntl.h>
 #include <mpi.h>
 #include <sys/file.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -152,6 +154,50 @@ extern "C" {
   }
 PPIOS_ACQUIRE_CALLS(PPIOS_DEFINE_ACQUIRE)
 #undef PPIOS_DEFINE_ACQUIRE
+
+// ------------------------------------------------------------------ child processes
+// A forked child's changes bump the table too (FileChanges.cpp, pass-through); the parent
+// that waited for it may read them next.
+
+pid_t __wrap_wait(int *status) {
+  if (ppios::on_pt()) {
+    errno = ECHILD;
+    return -1;
+  }
+  const pid_t pid = wait(status);
+  if (pid > 0) acquire_point(__builtin_return_address(0));
+  return pid;
+}
+
+pid_t __wrap_waitpid(pid_t which, int *status, int options) {
+  if (ppios::on_pt()) {
+    errno = ECHILD;
+    return -1;
+  }
+  const pid_t pid = waitpid(which, status, options);
+  if (pid > 0) acquire_point(__builtin_return_address(0));
+  return pid;
+}
+
+pid_t __wrap_wait4(pid_t which, int *status, int options, struct rusage *usage) {
+  if (ppios::on_pt()) {
+    errno = ECHILD;
+    return -1;
+  }
+  const pid_t pid = wait4(which, status, options, usage);
+  if (pid > 0) acquire_point(__builtin_return_address(0));
+  return pid;
+}
+
+int __wrap_waitid(idtype_t type, id_t id, siginfo_t *info, int options) {
+  if (ppios::on_pt()) {
+    errno = ECHILD;
+    return -1;
+  }
+  const int rc = waitid(type, id, info, options);
+  if (rc == 0) acquire_point(__builtin_return_address(0));
+  return rc;
+}
 
 // ------------------------------------------------------------------ file locks
 
