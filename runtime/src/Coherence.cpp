@@ -49,7 +49,7 @@ bool Coherence::moved(const FileKey &key, uint64_t since) const {
 
 void Coherence::acquire_point() {
   // Without an exact table every generation counts as moved: UINT64_MAX is none's.
-  acquire_drops_ += cache_.drop_changed(
+  cache_.drop_changed(
       [this](const FileKey &key) { return exact_ ? generations_.current(key) : UINT64_MAX; });
   if (StreamTrimmer trim = trim_streams_.load(std::memory_order_acquire))
     trim([this](const FileKey &file, uint64_t since) { return moved(file, since); });

@@ -61,14 +61,11 @@ class Coherence {
   using StreamTrimmer = void (*)(const std::function<bool(const FileKey &, uint64_t)> &stale);
   void set_stream_trimmer(StreamTrimmer trimmer) { trim_streams_.store(trimmer, std::memory_order_release); }
 
-  uint64_t acquire_drops() const { return acquire_drops_; }
-
  private:
   PrefetchCache &cache_;
   ChangeGenerations &generations_;
   const bool exact_;  // the table is there and sees every process of the job
   std::atomic<StreamTrimmer> trim_streams_{nullptr};
-  uint64_t acquire_drops_ = 0;  // MT only
   std::mutex held_mu_;  // a leaf
   std::map<FileKey, int> held_;  // guarded by held_mu_: how many holds each file has
 };

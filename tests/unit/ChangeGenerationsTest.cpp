@@ -1,0 +1,188 @@
+// The node's change generations (docs/design/coherence.md, rule 2): a table two processes
+// map sees each other's bumps, and a segment someone else could write is refused.
+#include <gtest/gtest.h>
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <memory>
+#include <string>
+
+#include "ChangeGenerations.h"
+
+using ppios::ChangeGenerations;
+using ppios::FileKey;
+
+namespace {
+
+std::string scratch_path(const char *name) {
+  return "/dev/shm/ppios-test-" + std::to_string(getpid()) + "-" + name;
+}
+
+struct Unlink {
+  std::string path;
+  ~Unlink() { unlink(path.c_str()); }
+};
+
+}  // namespace
+
+TEST(ChangeGenerations, ABumpInAnotherProcessIsSeenHere) {
+  const std::string path = scratch_path("shared");
+  Unlink cleanup{path};
+  std::string why;
+  std::unique_ptr<ChangeGenerations> table(ChangeGenerations::open_segment(path, &why));
+  ASSERT_TRUE(table->available()) << why;
+  const FileKey file{8, 12345};
+  const uint64_t before = table->current(file);
+  pid_t child = fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    std::unique_ptr<ChangeGenerations> other(ChangeGenerations::open_segment(path, nullptr));
+    if (!other->available()) _exit(1);
+    other->bump(file);
+    _exit(0);
+  }
+  int status = 0;
+  ASSERT_EQ(waitpid(child, &status, 0), child);
+  ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+  EXPECT_EQ(table->current(file), before + 1);
+}
+
+TEST(ChangeGenerations, OtherFilesMostlyKeepTheirCounters) {
+  std::unique_ptr<ChangeGenerations> table(ChangeGenerations::make_private());
+  table->bump(FileKey{8, 1});
+  int moved = 0;
+  for (ino_t ino = 2; ino < 1002; ++ino) moved += table->current(FileKey{8, ino}) != 0;
+  // A collision only drops more; a table where most files share a counter would drop
+  // every cached file at every change of any.
+  EXPECT_LE(moved, 2);
+}
+
+TEST(ChangeGenerations, ASegmentOthersCanWriteIsRefused) {
+  const std::string path = scratch_path("open");
+  Unlink cleanup{path};
+  std::string why;
+  std::unique_ptr<ChangeGenerations> first(ChangeGenerations::open_segment(path, &why));
+  ASSERT_TRUE(first->available()) << why;
+  ASSERT_EQ(chmod(path.c_str(), 0666), 0);
+  std::unique_ptr<ChangeGenerations> second(ChangeGenerations::open_segment(path, &why));
+  EXPECT_FALSE(second->available());
+  EXPECT_NE(why.find("accessible to other users"), std::string::npos) << why;
+}
+
+TEST(ChangeGenerations, ASymlinkPlantedUnderTheNameIsNotFollowed) {
+  const std::string path = scratch_path("link");
+  const std::string target = scratch_path("target");
+  Unlink cleanup{path}, cleanup_target{target};
+  int fd = open(target.c_str(), O_CREAT | O_WRONLY, 0600);
+  ASSERT_GE(fd, 0);
+  close(fd);
+  ASSERT_EQ(symlink(target.c_str(), path.c_str()), 0);
+  std::string why;
+  std::unique_ptr<ChangeGenerations> table(ChangeGenerations::open_segment(path, &why));
+  EXPECT_FALSE(table->available());
+  struct stat st;
+  ASSERT_EQ(stat(target.c_str(), &st), 0);
+  EXPECT_EQ(st.st_size, 0) << "the symlink's target was written";
+}
+
+TEST(ChangeGenerations, WithoutATableNothingIsAvailable) {
+  std::unique_ptr<ChangeGenerations> table(ChangeGenerations::make_unavailable());
+  EXPECT_FALSE(table->available());
+  table->bump(FileKey{1, 1});
+  EXPECT_EQ(table->current(FileKey{1, 1}), 0u);
+}
+
+// ---- Coherence over a cache and a table
+
+#include <cstring>
+#include <vector>
+
+#include "Coherence.h"
+#include "PrefetchCache.h"
+
+using ppios::CacheEntry;
+using ppios::Coherence;
+using ppios::FileStamp;
+using ppios::InFlightPolicy;
+using ppios::PrefetchCache;
+using ppios::ReserveResult;
+
+namespace {
+
+const FileStamp kStamp{4096, 1, 1};
+
+bool fetch(PrefetchCache &cache, const FileKey &file, off_t offset, size_t length, uint64_t seq) {
+  CacheEntry *e = nullptr;
+  if (cache.reserve(file, kStamp, offset, length, seq, &e) != ReserveResult::Reserved) return false;
+  size_t remaining = 0;
+  char *to = cache.fill_pointer(e, &remaining);
+  std::memset(to, 'x', remaining);
+  cache.filled(e, remaining);
+  cache.finish(e, true);
+  return true;
+}
+
+size_t served(PrefetchCache &cache, const FileKey &file, off_t offset, size_t length) {
+  std::vector<char> buf(length);
+  return cache.serve(file, kStamp, offset, length, buf.data(), InFlightPolicy::Wait).bytes;
+}
+
+}  // namespace
+
+TEST(Coherence, AnotherProcessesChangeIsDroppedAtTheNextAcquirePointOnly) {
+  PrefetchCache cache(1 << 20);
+  std::unique_ptr<ChangeGenerations> table(ChangeGenerations::make_private());
+  Coherence coherence(cache, *table, true);
+  const FileKey input{8, 100}, shared{8, 200};
+  ASSERT_TRUE(fetch(cache, input, 0, 512, 1));
+  ASSERT_TRUE(fetch(cache, shared, 0, 512, 2));
+  table->bump(shared);  // another process's change, not yet ordered before our reads
+  EXPECT_EQ(served(cache, shared, 0, 256), 256u) << "no acquire point yet: the old bytes are legal";
+  coherence.acquire_point();
+  EXPECT_EQ(served(cache, shared, 256, 256), 0u);
+  EXPECT_EQ(served(cache, input, 0, 512), 512u) << "a file nobody changed keeps its bytes";
+}
+
+TEST(Coherence, AnOwnChangeBumpsForOthersAndDropsHere) {
+  PrefetchCache cache(1 << 20);
+  std::unique_ptr<ChangeGenerations> table(ChangeGenerations::make_private());
+  Coherence coherence(cache, *table, true);
+  const FileKey file{8, 300};
+  ASSERT_TRUE(fetch(cache, file, 0, 512, 1));
+  const uint64_t before = table->current(file);
+  coherence.begin_change(file);
+  EXPECT_FALSE(fetch(cache, file, 1024, 512, 2)) << "nothing is reserved during the change";
+  coherence.end_change(file);
+  EXPECT_EQ(table->current(file), before + 1);
+  EXPECT_EQ(served(cache, file, 0, 512), 0u);
+}
+
+TEST(Coherence, HeldFilesAreBumpedAtEveryReleasePoint) {
+  PrefetchCache cache(1 << 20);
+  std::unique_ptr<ChangeGenerations> table(ChangeGenerations::make_private());
+  Coherence coherence(cache, *table, true);
+  const FileKey file{8, 400};
+  coherence.hold(file);
+  const uint64_t before = table->current(file);
+  coherence.release_point();
+  coherence.release_point();
+  EXPECT_EQ(table->current(file), before + 2);
+  coherence.unhold(file);
+  const uint64_t after = table->current(file);
+  coherence.release_point();
+  EXPECT_EQ(table->current(file), after) << "released: no more bumps";
+}
+
+TEST(Coherence, WithoutAnExactTableEveryAcquirePointDropsEverything) {
+  PrefetchCache cache(1 << 20);
+  std::unique_ptr<ChangeGenerations> table(ChangeGenerations::make_private());
+  Coherence several_nodes(cache, *table, false);
+  const FileKey file{8, 500};
+  ASSERT_TRUE(fetch(cache, file, 0, 512, 1));
+  several_nodes.acquire_point();
+  EXPECT_EQ(served(cache, file, 0, 512), 0u);
+}
