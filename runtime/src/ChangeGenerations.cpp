@@ -13,12 +13,13 @@ namespace ppios {
 namespace {
 
 constexpr uint64_t kMagic = 0x7070696f7367656eULL;  // "ppiosgen"
-constexpr uint64_t kVersion = 1;
+constexpr uint64_t kVersion = 2;
 
 struct Layout {
   std::atomic<uint64_t> magic;
   std::atomic<uint64_t> version;
-  std::atomic<uint64_t> counters[ChangeGenerations::kCounters];
+  alignas(64) std::atomic<uint64_t> total;  // every bump, of any file
+  alignas(64) std::atomic<uint64_t> counters[ChangeGenerations::kCounters];
 };
 static_assert(std::atomic<uint64_t>::is_always_lock_free, "counters are shared between processes");
 
@@ -85,6 +86,7 @@ ChangeGenerations *ChangeGenerations::open_segment(const std::string &path, std:
     return fail("was made by another version of ppios");
   }
   table->counters_ = layout->counters;
+  table->total_ = &layout->total;
   return table;
 }
 
@@ -96,6 +98,7 @@ ChangeGenerations &ChangeGenerations::node() {
 ChangeGenerations *ChangeGenerations::make_private() {
   auto *table = new ChangeGenerations;
   table->counters_ = new std::atomic<uint64_t>[kCounters]();
+  table->total_ = new std::atomic<uint64_t>(0);
   return table;
 }
 
@@ -118,7 +121,13 @@ uint64_t ChangeGenerations::current(const FileKey &key) const {
 }
 
 void ChangeGenerations::bump(const FileKey &key) {
-  if (counters_) counters_[index_of(key)].fetch_add(1, std::memory_order_seq_cst);
+  if (!counters_) return;
+  counters_[index_of(key)].fetch_add(1, std::memory_order_seq_cst);
+  total_->fetch_add(1, std::memory_order_seq_cst);  // after the file's: see total()
+}
+
+uint64_t ChangeGenerations::total() const {
+  return total_ ? total_->load(std::memory_order_seq_cst) : 0;
 }
 
 void ChangeGenerations::bump_file_of(int fd) {

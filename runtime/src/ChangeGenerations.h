@@ -38,6 +38,10 @@ class ChangeGenerations {
   uint64_t current(const FileKey &key) const;
   // After a change of `key` completed.
   void bump(const FileKey &key);
+  // How many bumps the table has seen, of any file: an acquire point at which it has not
+  // moved since the last has nothing to drop (a program polling MPI_Test with a full
+  // cache pays one load, not a look-up per cached file).
+  uint64_t total() const;
   // After a change through `fd`, where the runtime may not be entered (a signal handler,
   // a forked child): async-signal-safe (fstat and an atomic increment); errno is kept.
   void bump_file_of(int fd);
@@ -51,6 +55,7 @@ class ChangeGenerations {
   ChangeGenerations() = default;
   size_t index_of(const FileKey &key) const;
   std::atomic<uint64_t> *counters_ = nullptr;
+  std::atomic<uint64_t> *total_ = nullptr;
   std::string why_;
 };
 

@@ -22,21 +22,31 @@ void Coherence::end_change(const FileKey &key) {
 
 void Coherence::hold(const FileKey &key) {
   cache_.hold_file(key);
-  std::lock_guard<std::mutex> lock(held_mu_);
-  ++held_[key];
+  {
+    std::lock_guard<std::mutex> lock(held_mu_);
+    ++held_[key];
+    holds_.fetch_add(1, std::memory_order_relaxed);
+  }
+  // What the MT's streams hold of it past the original's block may change any time now.
+  if (StreamTrimmer trim = trim_streams_.load(std::memory_order_acquire))
+    trim([&key](const FileKey &file, uint64_t) { return file == key; });
 }
 
 void Coherence::unhold(const FileKey &key) {
   {
     std::lock_guard<std::mutex> lock(held_mu_);
     auto it = held_.find(key);
-    if (it != held_.end() && --it->second == 0) held_.erase(it);
+    if (it != held_.end()) {
+      holds_.fetch_sub(1, std::memory_order_relaxed);
+      if (--it->second == 0) held_.erase(it);
+    }
   }
   changed(key);
   cache_.unhold_file(key);
 }
 
 void Coherence::release_point() {
+  if (holds_.load(std::memory_order_relaxed) == 0) return;  // the MT's own hold()s only
   std::lock_guard<std::mutex> lock(held_mu_);
   for (const auto &[key, holds] : held_) generations_.bump(key);
 }
@@ -48,11 +58,17 @@ bool Coherence::moved(const FileKey &key, uint64_t since) const {
 }
 
 void Coherence::acquire_point() {
+  // Nothing bumped anywhere since the last look that completed: nothing moved. The total
+  // is read before the files' counters, and bump() raises it after the file's, so a bump
+  // this look misses leaves the total it stores behind the table's. It is stored once
+  // the look is over: another thread's acquire point meanwhile looks for itself.
+  const uint64_t total = generations_.total();
+  if (exact_ && seen_total_.load(std::memory_order_acquire) == total) return;
   // Without an exact table every generation counts as moved: UINT64_MAX is none's.
-  cache_.drop_changed(
-      [this](const FileKey &key) { return exact_ ? generations_.current(key) : UINT64_MAX; });
+  cache_.drop_changed([this](const FileKey &key) { return exact_ ? generations_.current(key) : UINT64_MAX; });
   if (StreamTrimmer trim = trim_streams_.load(std::memory_order_acquire))
     trim([this](const FileKey &file, uint64_t since) { return moved(file, since); });
+  if (exact_) seen_total_.store(total, std::memory_order_release);
 }
 
 }  // namespace ppios

@@ -66,6 +66,9 @@ class Coherence {
   ChangeGenerations &generations_;
   const bool exact_;  // the table is there and sees every process of the job
   std::atomic<StreamTrimmer> trim_streams_{nullptr};
+  // The table's total() at the last acquire point that looked (UINT64_MAX: none yet).
+  std::atomic<uint64_t> seen_total_{UINT64_MAX};
+  std::atomic<int> holds_{0};  // how many files are held: release points skip the lock when 0
   std::mutex held_mu_;  // a leaf
   std::map<FileKey, int> held_;  // guarded by held_mu_: how many holds each file has
 };

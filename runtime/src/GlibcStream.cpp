@@ -193,6 +193,29 @@ off_t stream_position(FILE *stream) {
 #endif
 }
 
+bool stream_has_pushback(FILE *stream) {
+#ifdef __GLIBC__
+  return (static_cast<unsigned>(stream->_flags) & kInBackup) != 0;
+#else
+  (void)stream;
+  return true;
+#endif
+}
+
+bool stream_holds_delimiter(FILE *stream, off_t within, int delim) {
+#ifdef __GLIBC__
+  if (within <= 0 || !understood(stream) || stream->_IO_read_ptr >= stream->_IO_read_end) return false;
+  const size_t n = std::min<size_t>(static_cast<size_t>(within),
+                                    static_cast<size_t>(stream->_IO_read_end - stream->_IO_read_ptr));
+  return std::memchr(stream->_IO_read_ptr, static_cast<unsigned char>(delim), n) != nullptr;
+#else
+  (void)stream;
+  (void)within;
+  (void)delim;
+  return false;
+#endif
+}
+
 void trim_stream_buffer(FILE *stream, off_t keep_end) {
 #ifdef __GLIBC__
   const off_t position = stream_position(stream);

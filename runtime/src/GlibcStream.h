@@ -86,6 +86,12 @@ off_t stream_file_offset(FILE *stream);
 // position): the next read reads them from the file again. The caller holds the stream's
 // lock. Nothing for a stream stream_room() does not understand.
 void trim_stream_buffer(FILE *stream, off_t keep_end);
+// Whether the next `within` buffered bytes of the stream hold `delim` (a line read that
+// stops there takes no byte past them).
+bool stream_holds_delimiter(FILE *stream, off_t within, int delim);
+// Whether characters pushed back with ungetc (other than the one just read) wait in the
+// stream: the next read returns them, not the file's bytes.
+bool stream_has_pushback(FILE *stream);
 // The stream's position (ftello) without a system call, or -1.
 off_t stream_position(FILE *stream);
 

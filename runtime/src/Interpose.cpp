@@ -67,9 +67,10 @@ void check_open_2(int flags) {
   if ((flags & O_CREAT) || (flags & O_TMPFILE) == O_TMPFILE) __chk_fail();
 }
 
-// A regular file mapped shared and writable: its bytes change with every store through
-// the mapping, which the runtime never sees, so the cache never serves it again (the hold
-// is never released; PT prefetches of it are refused too).
+// A regular file mapped shared, writable or from a descriptor open for writing: its bytes
+// change with every store through the mapping, which the runtime never sees, so the cache
+// never serves it again (the hold is never released; PT prefetches of it are refused too,
+// and other processes see it changed at each release point).
 void hold_mapped_file(int fd) {
   ppios::ErrnoGuard errno_guard;
   ppios::Runtime &rt = ppios::Runtime::get();
@@ -165,10 +166,15 @@ void *__wrap_mmap(void *addr, size_t length, int prot, int flags, int fd, off_t 
   }
   if (fd >= 0 && !(flags & MAP_ANONYMOUS) && pts_own(fd)) return MAP_FAILED;
   void *mapped = mmap(addr, length, prot, flags, fd, offset);
-  if (mapped != MAP_FAILED && fd >= 0 && !(flags & MAP_ANONYMOUS) && (prot & PROT_WRITE) &&
-      (flags & MAP_SHARED) && !ppios::pass_through()) {
-    RuntimeScope scope(__builtin_return_address(0));
-    hold_mapped_file(fd);
+  // A shared mapping of a descriptor open for writing can be made writable later
+  // (mprotect), and a store through it changes the file without a call the runtime sees.
+  if (mapped != MAP_FAILED && fd >= 0 && !(flags & MAP_ANONYMOUS) && (flags & MAP_SHARED) &&
+      !ppios::pass_through()) {
+    const int access = fcntl(fd, F_GETFL);
+    if ((prot & PROT_WRITE) || (access >= 0 && (access & O_ACCMODE) == O_RDWR)) {
+      RuntimeScope scope(__builtin_return_address(0));
+      hold_mapped_file(fd);
+    }
   }
   return mapped;
 }

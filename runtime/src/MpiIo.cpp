@@ -749,9 +749,13 @@ int ppios_pt_start(void (*entry)(void *ctx), const void *ctx, size_t ctx_size) {
 
 ppios_seq_t ppios_mt_seq(void) { return Runtime::get().mt_transfers_started(); }
 
+// Collective: a release and an acquire point like any other (the program may read after it).
 int ppios_MPI_Finalize(void) {
+  ppios::release_point(nullptr);
   Runtime::get().shutdown();
-  return MPI_Finalize();
+  const int rc = MPI_Finalize();
+  ppios::acquire_point(nullptr);
+  return rc;
 }
 
 }  // extern "C"

@@ -17,6 +17,7 @@
 #include "PtThread.h"
 #include "ThreadState.h"
 #include "Runtime.h"
+#include "SyncPoints.h"
 #include "ppios/ppios.h"
 
 using ppios::CachedFile;
@@ -122,6 +123,9 @@ int ppios_close(int fd) {
     struct stat st;
     locked = fstat(fd, &st) == 0 && S_ISREG(st.st_mode);
     key = ppios::key_of(st);
+    // The close may release the program's record locks: another process may take one
+    // next and read what this one changed.
+    if (locked) ppios::release_point(nullptr);
   }
   int r = close(fd);
   if (locked) resources.program_closed(key);

@@ -30,6 +30,7 @@
 #include "PtThread.h"
 #include "ThreadState.h"
 #include "Runtime.h"
+#include "SyncPoints.h"
 #include "ppios/ppios.h"
 
 using ppios::CachedFile;
@@ -78,7 +79,12 @@ struct MtLineStream {
   FileKey key;
   off_t block = 0;           // the original's buffer size for the file
   uint64_t generation = 0;   // of the file when the oldest of the bytes were read
+  ppios::FileStamp stamp;    // and its stamp then (rule 3: changes of processes not under ppios)
 };
+
+// The file offset where the original's buffer ends for a stream at `position`: the block
+// boundary after it (at a boundary the original holds nothing: it refills from there).
+off_t original_buffer_end(off_t position, off_t block) { return (position + block - 1) / block * block; }
 std::mutex g_line_streams_mu;
 std::map<FILE *, MtLineStream> g_line_streams;
 
@@ -93,25 +99,62 @@ void trim_line_streams(const std::function<bool(const FileKey &, uint64_t)> &sta
     ppios::StreamLock lock(stream);
     const off_t position = ppios::stream_position(stream);
     if (position < 0) continue;
-    // The original's buffer ends at the block boundary after the position (it holds
-    // nothing at a boundary: it read the block up to it and refills from there).
-    const off_t keep_end = (position + block - 1) / block * block;
-    ppios::trim_stream_buffer(stream, keep_end);
+    ppios::trim_stream_buffer(stream, original_buffer_end(position, block));
+    struct stat st;
+    const bool known = fstat(fileno(stream), &st) == 0;
     std::lock_guard<std::mutex> guard(g_line_streams_mu);
     auto it = g_line_streams.find(stream);
-    if (it != g_line_streams.end()) it->second.generation = Runtime::get().coherence().generation(it->second.key);
+    if (it == g_line_streams.end()) continue;
+    it->second.generation = Runtime::get().coherence().generation(it->second.key);
+    if (known) it->second.stamp = ppios::stamp_of(st);
   }
 }
 
-// After a top-up of `stream` from `file`: its bytes are under the rule from now on.
-void note_line_stream(FILE *stream, const FileKey &key, int fd) {
+// Before a line or formatted read of an MT stream that holds bytes past the original's
+// buffer: if the call may go past that buffer (no `delim` before its end, within `bound`;
+// a formatted read, delim < 0, always may), the original would read what lies past it
+// from the file during the call, so the file's stamp is checked first, and the stream
+// trimmed if the file changed since those bytes were read. Once per block boundary a
+// line crosses, as often as the original reads the file. The stream's lock is held.
+void check_line_stream(FILE *stream, int delim, size_t bound) {
+  MtLineStream line;
+  {
+    std::lock_guard<std::mutex> lock(g_line_streams_mu);
+    auto it = g_line_streams.find(stream);
+    if (it == g_line_streams.end()) return;
+    line = it->second;
+  }
+  const off_t position = ppios::stream_position(stream);
+  const off_t buffered_end = ppios::stream_file_offset(stream);
+  if (position < 0 || buffered_end < 0) return;
+  const off_t keep_end = original_buffer_end(position, line.block);
+  if (buffered_end <= keep_end) return;  // nothing past the original's buffer
+  if (delim >= 0 && ppios::stream_holds_delimiter(stream, std::min<off_t>(keep_end - position, static_cast<off_t>(std::min<size_t>(bound, INT64_MAX))), delim))
+    return;
+  ppios::ErrnoGuard errno_guard;
+  struct stat st;
+  if (fstat(fileno(stream), &st) != 0) return;
+  if (ppios::stamp_of(st) == line.stamp) return;
+  ppios::trim_stream_buffer(stream, keep_end);
+  std::lock_guard<std::mutex> lock(g_line_streams_mu);
+  auto it = g_line_streams.find(stream);
+  if (it != g_line_streams.end()) {
+    it->second.stamp = ppios::stamp_of(st);
+    it->second.generation = Runtime::get().coherence().generation(it->second.key);
+  }
+}
+
+// After a top-up of `stream` from `file` (stamped `stamp` before it): its bytes are under
+// the rule from now on. A stream noted already keeps the older generation and stamp.
+void note_line_stream(FILE *stream, const CachedFile &file, int fd) {
   static std::once_flag trimmer_set;
   std::call_once(trimmer_set, [] { Runtime::get().coherence().set_stream_trimmer(trim_line_streams); });
   std::lock_guard<std::mutex> lock(g_line_streams_mu);
-  if (g_line_streams.count(stream) && g_line_streams[stream].key == key) return;
+  auto it = g_line_streams.find(stream);
+  if (it != g_line_streams.end() && it->second.key == file.key) return;
   struct stat st;
   const off_t block = fstat(fd, &st) == 0 ? ppios::stream_buffer_bytes(st.st_blksize) : BUFSIZ;
-  g_line_streams[stream] = MtLineStream{key, block, Runtime::get().coherence().generation(key)};
+  g_line_streams[stream] = MtLineStream{file.key, block, Runtime::get().coherence().generation(file.key), file.stamp};
 }
 
 void forget_line_stream(FILE *stream) {
@@ -189,9 +232,10 @@ size_t read_fully(int fd, char *to, size_t count, off_t offset) {
 // whose hit is the top-up's share from the cache. The file is asked (fstat) only when a
 // top-up is due, once per half buffer: the other calls are served by the buffer as
 // without prefetching.
-void mt_line_read(FILE *stream, size_t bound, const std::function<void()> &call) {
+void mt_line_read(FILE *stream, size_t bound, int delim, const std::function<void()> &call) {
   Runtime &rt = Runtime::get();
   ppios::StreamLock lock(stream);
+  check_line_stream(stream, delim, bound);
   ppios::StreamRoom room;
   CachedFile file;
   bool cacheable = false, storage_io = true;
@@ -231,7 +275,7 @@ void mt_line_read(FILE *stream, size_t bound, const std::function<void()> &call)
                if (got > 0) {
                  ppios::ErrnoGuard errno_guard;
                  ppios::stream_filled(stream, room, got);
-                 if (cacheable) note_line_stream(stream, file.key, fileno(stream));
+                 if (cacheable) note_line_stream(stream, file, fileno(stream));
                }
                call();
                const off_t after = ppios::stream_file_offset(stream);
@@ -314,6 +358,7 @@ int ppios_fclose(FILE *stream) {
   if (resources.program_may_hold_locks()) {
     ppios::ErrnoGuard errno_guard;
     locked = ppios::probe_regular_file(fileno(stream), &key);
+    if (locked) ppios::release_point(nullptr);  // as ppios_close
   }
   auto line_buffer = ppios::take_line_buffer(stream);  // freed after the close
   FileKey written;
@@ -335,7 +380,7 @@ size_t ppios_fread(void *ptr, size_t size, size_t nmemb, FILE *stream) {
   {
     ppios::ErrnoGuard errno_guard;
     int fd = fileno(stream);
-    if (rt.caching() && sized && !feof(stream) && fd >= 0) {
+    if (rt.caching() && sized && !feof(stream) && fd >= 0 && !ppios::stream_has_pushback(stream)) {
       cacheable = mt_stream_cacheable(stream, fd, total, &file, &offset);
       if (!cacheable) offset = -1;
     }
@@ -366,7 +411,7 @@ size_t ppios_fread(void *ptr, size_t size, size_t nmemb, FILE *stream) {
 
 char *ppios_fgets(char *s, int n, FILE *stream) {
   char *line = nullptr;
-  mt_line_read(stream, n > 1 ? static_cast<size_t>(n) - 1 : 0, [&] { line = fgets(s, n, stream); });
+  mt_line_read(stream, n > 1 ? static_cast<size_t>(n) - 1 : 0, '\n', [&] { line = fgets(s, n, stream); });
   return line;
 }
 
@@ -375,13 +420,13 @@ char *ppios_fgets(char *s, int n, FILE *stream) {
 char *ppios_fgets_chk(char *s, size_t size, int n, FILE *stream) {
   char *line = nullptr;
   const size_t bound = n > 1 ? std::min(static_cast<size_t>(n) - 1, size) : 0;
-  mt_line_read(stream, bound, [&] { line = __fgets_chk(s, size, n, stream); });
+  mt_line_read(stream, bound, '\n', [&] { line = __fgets_chk(s, size, n, stream); });
   return line;
 }
 
 ssize_t ppios_getdelim(char **lineptr, size_t *n, int delim, FILE *stream) {
   ssize_t got = -1;
-  mt_line_read(stream, SIZE_MAX, [&] { got = getdelim(lineptr, n, delim, stream); });
+  mt_line_read(stream, SIZE_MAX, delim, [&] { got = getdelim(lineptr, n, delim, stream); });
   return got;
 }
 
@@ -390,7 +435,7 @@ ssize_t ppios_getdelim(char **lineptr, size_t *n, int delim, FILE *stream) {
 // topped up as for a line of unknown length.
 int ppios_vfscanf(FILE *stream, const char *format, va_list ap, int c99) {
   int result = EOF;
-  mt_line_read(stream, SIZE_MAX, [&] {
+  mt_line_read(stream, SIZE_MAX, -1, [&] {
     result = c99 ? __isoc99_vfscanf(stream, format, ap) : vfscanf(stream, format, ap);
   });
   return result;

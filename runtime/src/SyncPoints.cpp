@@ -137,6 +137,48 @@ using ppios::release_point;
   X(MPI_Comm_dup, (MPI_Comm comm, MPI_Comm *out), (comm, out))                                  \
   X(MPI_Comm_split, (MPI_Comm comm, int color, int key, MPI_Comm *out), (comm, color, key, out)) \
   X(MPI_Comm_create, (MPI_Comm comm, MPI_Group group, MPI_Comm *out), (comm, group, out))       \
+  X(MPI_Comm_split_type, (MPI_Comm comm, int type, int key, MPI_Info info, MPI_Comm *out),      \
+    (comm, type, key, info, out))                                                               \
+  X(MPI_Comm_create_group, (MPI_Comm comm, MPI_Group group, int tag, MPI_Comm *out),            \
+    (comm, group, tag, out))                                                                    \
+  X(MPI_Intercomm_create, (MPI_Comm local, int leader, MPI_Comm bridge, int remote, int tag,    \
+                           MPI_Comm *out), (local, leader, bridge, remote, tag, out))           \
+  X(MPI_Intercomm_merge, (MPI_Comm inter, int high, MPI_Comm *out), (inter, high, out))         \
+  X(MPI_Cart_create, (MPI_Comm comm, int nd, const int dims[], const int periods[], int reorder, \
+                      MPI_Comm *out), (comm, nd, dims, periods, reorder, out))                  \
+  X(MPI_Cart_sub, (MPI_Comm comm, const int remain[], MPI_Comm *out), (comm, remain, out))      \
+  X(MPI_Graph_create, (MPI_Comm comm, int nn, const int index[], const int edges[], int reorder, \
+                       MPI_Comm *out), (comm, nn, index, edges, reorder, out))                  \
+  X(MPI_Dist_graph_create, (MPI_Comm comm, int n, const int nodes[], const int degrees[],       \
+                            const int targets[], const int weights[], MPI_Info info, int reorder, \
+                            MPI_Comm *out), (comm, n, nodes, degrees, targets, weights, info, reorder, out)) \
+  X(MPI_Dist_graph_create_adjacent, (MPI_Comm comm, int indeg, const int srcs[], const int sw[], \
+                                     int outdeg, const int dsts[], const int dw[], MPI_Info info, \
+                                     int reorder, MPI_Comm *out),                               \
+    (comm, indeg, srcs, sw, outdeg, dsts, dw, info, reorder, out))                              \
+  X(MPI_Neighbor_allgather, (const void *s, int sn, MPI_Datatype st, void *r, int rn, MPI_Datatype rt, \
+                             MPI_Comm comm), (s, sn, st, r, rn, rt, comm))                      \
+  X(MPI_Neighbor_allgatherv, (const void *s, int sn, MPI_Datatype st, void *r, const int rn[],  \
+                              const int rd[], MPI_Datatype rt, MPI_Comm comm), (s, sn, st, r, rn, rd, rt, comm)) \
+  X(MPI_Neighbor_alltoall, (const void *s, int sn, MPI_Datatype st, void *r, int rn, MPI_Datatype rt, \
+                            MPI_Comm comm), (s, sn, st, r, rn, rt, comm))                       \
+  X(MPI_Neighbor_alltoallv, (const void *s, const int sn[], const int sd[], MPI_Datatype st, void *r, \
+                             const int rn[], const int rd[], MPI_Datatype rt, MPI_Comm comm),   \
+    (s, sn, sd, st, r, rn, rd, rt, comm))                                                       \
+  X(MPI_Neighbor_alltoallw, (const void *s, const int sn[], const MPI_Aint sd[], const MPI_Datatype st[], \
+                             void *r, const int rn[], const MPI_Aint rd[], const MPI_Datatype rt[], \
+                             MPI_Comm comm), (s, sn, sd, st, r, rn, rd, rt, comm))              \
+  X(MPI_Win_create, (void *base, MPI_Aint size, int unit, MPI_Info info, MPI_Comm comm, MPI_Win *win), \
+    (base, size, unit, info, comm, win))                                                        \
+  X(MPI_Win_allocate, (MPI_Aint size, int unit, MPI_Info info, MPI_Comm comm, void *base, MPI_Win *win), \
+    (size, unit, info, comm, base, win))                                                        \
+  X(MPI_Win_allocate_shared, (MPI_Aint size, int unit, MPI_Info info, MPI_Comm comm, void *base, \
+                              MPI_Win *win), (size, unit, info, comm, base, win))               \
+  X(MPI_Win_create_dynamic, (MPI_Info info, MPI_Comm comm, MPI_Win *win), (info, comm, win))    \
+  X(MPI_Win_free, (MPI_Win *win), (win))                                                        \
+  X(MPI_Win_post, (MPI_Group group, int assert_, MPI_Win win), (group, assert_, win))           \
+  X(MPI_Win_complete, (MPI_Win win), (win))                                                     \
+  X(MPI_Request_get_status, (MPI_Request rq, int *flag, MPI_Status *st), (rq, flag, st))        \
   X(MPI_File_sync, (MPI_File fh), (fh))                                                         \
   X(MPI_File_set_view, (MPI_File fh, MPI_Offset disp, MPI_Datatype et, MPI_Datatype ft,          \
                         const char *rep, MPI_Info info), (fh, disp, et, ft, rep, info))         \
