@@ -80,6 +80,18 @@ auto change_fd(int fd, const void *site, Call call) -> decltype(call()) {
   return change_file(known, key, site, call);
 }
 
+// A change of the file at `path`; the PT never changes a file.
+template <class Call>
+int change_path(const char *path, const void *site, Call call) {
+  if (ppios::on_pt()) {
+    errno = EACCES;
+    return -1;
+  }
+  FileKey key;
+  const bool known = key_of_path(path, &key);
+  return change_file(known, key, site, call);
+}
+
 // A write through the program's descriptor: like write(), through Runtime::mt_write.
 ssize_t write_fd(int fd, const void *site, const std::function<ssize_t()> &call) {
   if (ppios::on_pt()) {
@@ -183,23 +195,11 @@ int __wrap_posix_fallocate64(int fd, off64_t offset, off64_t length) {
 }
 
 int __wrap_truncate(const char *path, off_t length) {
-  if (ppios::on_pt()) {
-    errno = EACCES;
-    return -1;
-  }
-  FileKey key;
-  const bool known = key_of_path(path, &key);
-  return change_file(known, key, __builtin_return_address(0), [&] { return truncate(path, length); });
+  return change_path(path, __builtin_return_address(0), [&] { return truncate(path, length); });
 }
 
 int __wrap_truncate64(const char *path, off64_t length) {
-  if (ppios::on_pt()) {
-    errno = EACCES;
-    return -1;
-  }
-  FileKey key;
-  const bool known = key_of_path(path, &key);
-  return change_file(known, key, __builtin_return_address(0), [&] { return truncate64(path, length); });
+  return change_path(path, __builtin_return_address(0), [&] { return truncate64(path, length); });
 }
 
 }  // extern "C"

@@ -54,6 +54,21 @@ void acquire_point(const void *site) {
 
 }  // namespace ppios
 
+namespace {
+// A wait for a child that returns the child's pid (> 0) once one was reaped: an acquire
+// point then. The PT never waits for a child.
+template <class Wait>
+auto reaped_child(const void *site, Wait wait_call) -> decltype(wait_call()) {
+  if (ppios::on_pt()) {
+    errno = ECHILD;
+    return -1;
+  }
+  const auto pid = wait_call();
+  if (pid > 0) ppios::acquire_point(site);
+  return pid;
+}
+}  // namespace
+
 using ppios::acquire_point;
 using ppios::release_point;
 
@@ -202,43 +217,23 @@ PPIOS_ACQUIRE_CALLS(PPIOS_DEFINE_ACQUIRE)
 // that waited for it may read them next.
 
 pid_t __wrap_wait(int *status) {
-  if (ppios::on_pt()) {
-    errno = ECHILD;
-    return -1;
-  }
-  const pid_t pid = wait(status);
-  if (pid > 0) acquire_point(__builtin_return_address(0));
-  return pid;
+  return reaped_child(__builtin_return_address(0), [&] { return wait(status); });
 }
 
 pid_t __wrap_waitpid(pid_t which, int *status, int options) {
-  if (ppios::on_pt()) {
-    errno = ECHILD;
-    return -1;
-  }
-  const pid_t pid = waitpid(which, status, options);
-  if (pid > 0) acquire_point(__builtin_return_address(0));
-  return pid;
+  return reaped_child(__builtin_return_address(0), [&] { return waitpid(which, status, options); });
 }
 
 pid_t __wrap_wait4(pid_t which, int *status, int options, struct rusage *usage) {
-  if (ppios::on_pt()) {
-    errno = ECHILD;
-    return -1;
-  }
-  const pid_t pid = wait4(which, status, options, usage);
-  if (pid > 0) acquire_point(__builtin_return_address(0));
-  return pid;
+  return reaped_child(__builtin_return_address(0), [&] { return wait4(which, status, options, usage); });
 }
 
+// waitid returns 0, and a zero si_pid when WNOHANG found no child to reap.
 int __wrap_waitid(idtype_t type, id_t id, siginfo_t *info, int options) {
-  if (ppios::on_pt()) {
-    errno = ECHILD;
-    return -1;
-  }
-  const int rc = waitid(type, id, info, options);
-  if (rc == 0) acquire_point(__builtin_return_address(0));
-  return rc;
+  return reaped_child(__builtin_return_address(0), [&] {
+    const int rc = waitid(type, id, info, options);
+    return rc == 0 && info != nullptr ? static_cast<int>(info->si_pid) : rc;
+  }) < 0 ? -1 : 0;
 }
 
 // ------------------------------------------------------------------ file locks
