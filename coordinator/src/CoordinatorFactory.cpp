@@ -1,4 +1,5 @@
 // Chooses the backend named by PPIOS_COORDINATOR (already parsed into CoordinatorOptions).
+#include "CoordinatorNotices.h"
 #include "ShmCoordinator.h"
 #include "NodeCoordinator.h"
 #include "RedisCoordinator.h"
@@ -6,8 +7,10 @@
 #include "ppios/Coordinator.h"
 
 #include <algorithm>
+#include <atomic>
 #include <cerrno>
 #include <cstdint>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <grp.h>
@@ -15,6 +18,19 @@
 #include <vector>
 
 namespace ppios {
+
+namespace {
+std::atomic<CoordinatorNoticeSink> g_notice_sink{nullptr};
+}  // namespace
+
+void set_coordinator_notice_sink(CoordinatorNoticeSink sink) {
+  g_notice_sink.store(sink, std::memory_order_release);
+}
+
+void tell_notice(const CoordinatorNotice &notice) {
+  if (CoordinatorNoticeSink sink = g_notice_sink.load(std::memory_order_acquire)) sink(notice);
+  else fprintf(stderr, "ppios: warning: %s\n", notice.text.c_str());
+}
 
 bool parse_threshold_setting(const char *text, CoordinatorOptions *options, std::string *error) {
   if (text != nullptr && std::strcmp(text, "auto") == 0) {

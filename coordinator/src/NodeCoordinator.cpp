@@ -2,6 +2,8 @@
 // lock order.
 #include "NodeCoordinator.h"
 
+#include "CoordinatorNotices.h"
+
 #include "ppios/CoordinatorAdmin.h"
 
 #include <hiredis/hiredis.h>
@@ -67,10 +69,7 @@ std::unique_ptr<Coordinator> NodeCoordinator::create(const CoordinatorOptions &o
     // The first process of the target stores its PPIOS_THRESHOLD; the stored one wins.
     auto r = probe->run(options.target, {"adopt", std::to_string(options.threshold), "0"}, &problem);
     if (r && options.threshold >= 0 && r->integer != options.threshold)
-      fprintf(stderr,
-              "ppios: warning: PPIOS_THRESHOLD=%lld differs from the threshold %lld stored for target '%s'; "
-              "obeying the stored one (change it with `ppios-coord set-threshold`)\n",
-              static_cast<long long>(options.threshold), static_cast<long long>(r->integer), options.target.c_str());
+      tell_threshold_conflict(options.threshold, r->integer, options.target);
   }
   if (probe) probe->run(options.target, {"node-hello", node_name(options), std::to_string(2 * options.lease_ms)}, &problem);
   probe.reset();
@@ -203,10 +202,8 @@ bool NodeCoordinator::connect_agent_link() {
   }
   static std::atomic<bool> warned{false};
   if (!warned.exchange(true))
-    fprintf(stderr,
-            "ppios: warning: coordinator %s unreachable (%s); this node keeps its share until its lease ends, "
-            "then its fair share of the cap\n",
-            address_.describe().c_str(), err.c_str());
+    tell_notice("coordinator " + address_.describe() + " unreachable (" + err +
+                "); this node keeps its share until its lease ends, then its fair share of the cap");
   return false;
 }
 

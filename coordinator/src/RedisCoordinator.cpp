@@ -7,6 +7,8 @@
 // requests for our PTs and reconnects after an outage. Lock order: see RedisCoordinator.h.
 #include "RedisCoordinator.h"
 
+#include "CoordinatorNotices.h"
+
 #include <hiredis/hiredis.h>
 
 #include <algorithm>
@@ -195,10 +197,7 @@ bool RedisCoordinator::go_online(RedisLink &link, std::string *error) {
   if (!r) return false;
   int64_t stored = r->integer;
   if (options_.threshold >= 0 && stored != options_.threshold && !warned_threshold_.exchange(true))
-    fprintf(stderr,
-            "ppios: warning: PPIOS_THRESHOLD=%lld differs from the threshold %lld stored for target '%s'; "
-            "obeying the stored one (change it with `ppios-coord set-threshold`)\n",
-            static_cast<long long>(options_.threshold), static_cast<long long>(stored), options_.target.c_str());
+    tell_threshold_conflict(options_.threshold, stored, options_.target);
   // Should the server go away, the node-local stand-in starts from the same cap.
   fallback_->adopt_threshold(stored);
   online_.store(true);
@@ -213,9 +212,8 @@ void RedisCoordinator::go_offline(const std::string &reason) {
     ++link_epoch_;
   }
   if (!warned_offline_.exchange(true))
-    fprintf(stderr,
-            "ppios: warning: coordinator %s unreachable (%s); using node-local scheduling until it is back\n",
-            address_.describe().c_str(), reason.c_str());
+    tell_notice("coordinator " + address_.describe() + " unreachable (" + reason +
+                "); using node-local scheduling until it is back");
 }
 
 std::unique_ptr<RedisLink> RedisCoordinator::take_link(uint64_t *epoch) {

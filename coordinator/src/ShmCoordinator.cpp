@@ -4,9 +4,10 @@
 // the stop flag; ShmSlotTable's own lock is never taken while holding stop_mutex_.
 #include "ShmCoordinator.h"
 
+#include "CoordinatorNotices.h"
+
 #include <algorithm>
 #include <chrono>
-#include <cstdio>
 #include <cstdlib>
 #include <set>
 #include <string>
@@ -41,21 +42,17 @@ std::unique_ptr<ShmCoordinator> ShmCoordinator::create(const CoordinatorOptions 
     auto registered = table->register_process(options.lease_ms, &c->process_handle_);
     if (registered == ShmSlotTable::RegisterResult::Removed) continue;
     if (registered == ShmSlotTable::RegisterResult::TableFull)
-      fprintf(stderr, "ppios: warning: shm coordinator: the table of target '%s' is full; retrying at each access\n",
-              options.target.c_str());
+      tell_notice("shm coordinator: the table of target '" + options.target + "' is full; retrying at each access");
     c->table_ = std::move(table);
   }
   if (!c->table_) {
     if (problem.empty()) problem = "was removed and re-created too often while opening it";
-    fprintf(stderr, "ppios: warning: %s; this process schedules its accesses only within itself\n", problem.c_str());
+    tell_notice(problem + "; this process schedules its accesses only within itself");
     return c;
   }
   int64_t stored = options.auto_threshold ? c->table_->enable_auto() : c->table_->adopt_threshold(options.threshold);
   if (options.threshold >= 0 && stored != options.threshold && !quiet_threshold_conflict)
-    fprintf(stderr,
-            "ppios: warning: PPIOS_THRESHOLD=%lld differs from the threshold %lld stored for target '%s'; "
-            "obeying the stored one (change it with `ppios-coord set-threshold`)\n",
-            static_cast<long long>(options.threshold), static_cast<long long>(stored), options.target.c_str());
+    tell_threshold_conflict(options.threshold, stored, options.target);
   c->renewer_ = std::thread([raw = c.get()] { raw->renew_leases(); });
   {
     std::lock_guard<std::mutex> g(registry().mutex);
@@ -127,8 +124,7 @@ void ShmCoordinator::renew_leases() {
 SlotTicket ShmCoordinator::unscheduled(IoClass cls, const char *why) {
   failing_open_.store(true);
   if (!warned_unscheduled_.exchange(true))
-    fprintf(stderr, "ppios: warning: shm coordinator, target '%s': %s; the access proceeds without a slot\n",
-            options_.target.c_str(), why);
+    tell_notice("shm coordinator, target '" + options_.target + "': " + why + "; the access proceeds without a slot");
   return SlotTicket{ShmSlotTable::kUnscheduledTicket, cls};
 }
 

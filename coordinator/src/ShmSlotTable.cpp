@@ -29,6 +29,8 @@
 // also notices dead holders itself.
 #include "ShmSlotTable.h"
 
+#include "CoordinatorNotices.h"
+
 #include <algorithm>
 #include <cerrno>
 #include <climits>
@@ -207,10 +209,9 @@ void futex_wait(std::atomic<uint32_t> *word, uint32_t expected, int timeout_ms) 
   futex_wait_us(word, expected, int64_t{timeout_ms} * 1000);
 }
 
-// One warning per process and kind: a stuck lock or an unusable segment would otherwise
-// print at every access.
+// One notice per process and kind: a stuck lock would otherwise be told at every access.
 void warn_once(std::atomic<bool> &flag, const std::string &message) {
-  if (!flag.exchange(true)) fprintf(stderr, "ppios: warning: %s\n", message.c_str());
+  if (!flag.exchange(true)) tell_notice(message);
 }
 std::atomic<bool> warned_takeover{false}, warned_lock_timeout{false};
 

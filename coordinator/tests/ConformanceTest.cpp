@@ -13,11 +13,13 @@
 #include <csignal>
 #include <dirent.h>
 #include <future>
+#include <mutex>
 #include <random>
 #include <sys/mman.h>
 #include <sys/wait.h>
 #include <thread>
 #include <unistd.h>
+#include <vector>
 
 namespace ppios {
 namespace {
@@ -138,6 +140,37 @@ TEST_P(Conformance, StoredThresholdWinsAndTheOtherValueWarns) {
   EXPECT_TRUE(c.valid());
   second->release(b);
   first->release(c);
+}
+
+namespace {
+std::mutex g_notices_mutex;
+std::vector<CoordinatorNotice> g_notices;
+void keep_notice(const CoordinatorNotice &notice) {
+  std::lock_guard<std::mutex> g(g_notices_mutex);
+  g_notices.push_back(notice);
+}
+}  // namespace
+
+// A program's runtime takes the notices (the program's stderr is not the library's): the
+// same notice, with both caps, and nothing on stderr.
+TEST_P(Conformance, AnInstalledSinkTakesTheNoticesInsteadOfStderr) {
+  auto first = make(2);
+  {
+    std::lock_guard<std::mutex> g(g_notices_mutex);
+    g_notices.clear();
+  }
+  set_coordinator_notice_sink(&keep_notice);
+  testing::internal::CaptureStderr();
+  auto second = make(5);
+  std::string err = testing::internal::GetCapturedStderr();
+  set_coordinator_notice_sink(nullptr);
+  EXPECT_EQ(err, "");
+  std::lock_guard<std::mutex> g(g_notices_mutex);
+  ASSERT_EQ(g_notices.size(), 1u);
+  EXPECT_EQ(g_notices[0].requested_threshold, 5);
+  EXPECT_EQ(g_notices[0].stored_threshold, 2);
+  EXPECT_NE(g_notices[0].text.find("PPIOS_THRESHOLD=5 differs from the threshold 2"), std::string::npos)
+      << g_notices[0].text;
 }
 
 TEST_P(Conformance, PtGetsOnlyNMinusMSlots) {

@@ -87,6 +87,7 @@ done
 # 3. A lock holder that never lets go, then one stopped inside the critical section.
 for how in hold stop; do
   timeout 10 "$coord" set-threshold 2 || fail "set-threshold"
+  rm -f "$dir/hold.out"
   "$tool" "$target" -1 hold 60000 >"$dir/hold.out" &
   holder=$!; pids+=("$holder")
   for _ in $(seq 100); do grep -q holding "$dir/hold.out" && break; sleep 0.05; done

@@ -63,7 +63,7 @@ bool Config::parse(const std::function<const char *(const char *)> &getenv_fn, C
     }
   }
 
-  int64_t cache_mb = 256, subread_kb = 256, max_wt = 4, pt_readers = 2, backoff = 1;
+  int64_t cache_mb = 256, subread_kb = 256, max_wt = 4, pt_readers = 2, backoff = 1, verbose = 0;
   if (!integer("PPIOS_CACHE_MB", 1, 1 << 20, &cache_mb)) return false;
   if (!integer("PPIOS_SUBREAD_KB", 4, 1 << 20, &subread_kb)) return false;
   if (!integer("PPIOS_MAX_WT", 0, 64, &max_wt)) return false;
@@ -72,6 +72,8 @@ bool Config::parse(const std::function<const char *(const char *)> &getenv_fn, C
   if (!parse_coordinator_env(getenv_fn, &c.coordinator, error)) return false;
   if (!integer("PPIOS_BACKOFF", 0, 1, &backoff)) return false;
   c.backoff = backoff != 0;
+  if (!integer("PPIOS_VERBOSE", 0, 1, &verbose)) return false;
+  c.verbose = verbose != 0;
   c.cache_bytes = static_cast<size_t>(cache_mb) << 20;
   c.subread_bytes = static_cast<size_t>(subread_kb) << 10;
   c.max_waiting_threads = static_cast<int>(max_wt);

@@ -26,6 +26,10 @@ struct Config {
   bool backoff = true;                 // PPIOS_BACKOFF: stop prefetching what does not pay off
   std::string stats_path;              // PPIOS_STATS (empty: off)
   std::string trace_prefix;            // PPIOS_TRACE (empty: off)
+  // PPIOS_VERBOSE: what does not stop the run (a PT fault, a coordinator notice, an output
+  // that cannot be written) is also printed on stderr, "ppios: "-prefixed. Off, the
+  // program's stderr carries nothing but a configuration error that stops the run.
+  bool verbose = false;
   // Every process of the job runs on this node (from the launcher's variables, see
   // launcher_says_one_node): the node's change generations see all of their changes.
   bool job_on_one_node = true;

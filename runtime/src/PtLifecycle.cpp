@@ -62,10 +62,13 @@ void Runtime::start_pt(void (*entry)(void *), const void *ctx, size_t ctx_size) 
   std::lock_guard<std::mutex> lock(lifecycle_mu_);  // pt_thread_ is set before the PT ends
   // The PT (and the WTs it starts) take no asynchronous signal: the program's handlers
   // run on the program's threads, as without ppios. Faults stay deliverable for the
-  // fault net. The mask is inherited at creation, so there is no window.
+  // fault net, and so does SIGABRT, which abort() raises on its own thread (not every
+  // abort() unblocks it first); one sent to the process that lands here is passed on to
+  // the program's threads (SignalTable). The mask is inherited at creation, so there is
+  // no window.
   sigset_t blocked, saved_mask;
   sigfillset(&blocked);
-  for (int sig : {SIGSEGV, SIGBUS, SIGFPE, SIGILL}) sigdelset(&blocked, sig);
+  for (int sig : {SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGABRT}) sigdelset(&blocked, sig);
   pthread_sigmask(SIG_BLOCK, &blocked, &saved_mask);
   // Detached: shutdown() waits for it through pt_running_, with a time limit.
   const bool started = start_detached_thread(

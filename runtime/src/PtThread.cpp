@@ -31,9 +31,15 @@ namespace {
 sigjmp_buf g_escape;
 thread_local bool t_armed __attribute__((tls_model("initial-exec"))) = false;
 
+// The signal that stopped the slice, written by the fault handler (lock-free) and read at
+// exit for the statistics: the address first, the signal last (0: none).
+std::atomic<uintptr_t> g_fault_address{0};
+std::atomic<bool> g_fault_has_address{false};
+std::atomic<int> g_fault_signal{0};
+
 constexpr size_t kAltStackBytes = 64 << 10;
 
-// Async-signal-safe formatting for the fault warning.
+// Async-signal-safe formatting for the fault line of PPIOS_VERBOSE=1.
 size_t append(char *out, size_t at, size_t cap, const char *text) {
   while (*text && at + 1 < cap) out[at++] = *text++;
   return at;
@@ -56,6 +62,7 @@ const char *fault_name(int sig) {
     case SIGBUS: return "SIGBUS";
     case SIGFPE: return "SIGFPE";
     case SIGILL: return "SIGILL";
+    case SIGABRT: return "SIGABRT";
   }
   return "?";
 }
@@ -133,19 +140,39 @@ void pt_checkpoint() {
   if (rt.pt_backed_off()) pt_escape(PtStop::Backoff);
 }
 
-void pt_fault_escape(int sig, const void *address) {
+void pt_fault_escape(int sig, const siginfo_t *info) {
   if (t_thread.role != ThreadRole::PT || !t_armed || t_thread.runtime_depth > 0) return;
-  char line[200];
-  size_t n = append(line, 0, sizeof line, "ppios: warning: the prefetch thread stopped after signal ");
-  n = append_unsigned(line, n, sizeof line, static_cast<uintptr_t>(sig), 10);
-  n = append(line, n, sizeof line, " (");
-  n = append(line, n, sizeof line, fault_name(sig));
-  n = append(line, n, sizeof line, ") at 0x");
-  n = append_unsigned(line, n, sizeof line, reinterpret_cast<uintptr_t>(address), 16);
-  n = append(line, n, sizeof line, "; the program goes on without prefetching\n");
-  ssize_t ignored = write(STDERR_FILENO, line, n);
-  (void)ignored;
+  // Only a fault the kernel reports (si_code > 0) has an address; in a raised signal's
+  // siginfo that place holds its sender.
+  const bool has_address = info != nullptr && info->si_code > 0;
+  const uintptr_t address = has_address ? reinterpret_cast<uintptr_t>(info->si_addr) : 0;
+  g_fault_address.store(address, std::memory_order_relaxed);
+  g_fault_has_address.store(has_address, std::memory_order_relaxed);
+  g_fault_signal.store(sig, std::memory_order_release);
+  if (Runtime::get().config().verbose) {  // it exists: it started this PT
+    ErrnoGuard errno_guard;
+    char line[200];
+    size_t n = append(line, 0, sizeof line, "ppios: warning: the prefetch thread stopped after signal ");
+    n = append_unsigned(line, n, sizeof line, static_cast<uintptr_t>(sig), 10);
+    n = append(line, n, sizeof line, " (");
+    n = append(line, n, sizeof line, fault_name(sig));
+    n = append(line, n, sizeof line, ")");
+    if (has_address) {
+      n = append(line, n, sizeof line, " at 0x");
+      n = append_unsigned(line, n, sizeof line, address, 16);
+    }
+    n = append(line, n, sizeof line, "; the program goes on without prefetching\n");
+    ssize_t ignored = write(STDERR_FILENO, line, n);
+    (void)ignored;
+  }
   siglongjmp(g_escape, static_cast<int>(PtStop::Fault));
+}
+
+bool pt_fault_seen(int *sig, uintptr_t *address, bool *has_address) {
+  *sig = g_fault_signal.load(std::memory_order_acquire);
+  *address = g_fault_address.load(std::memory_order_relaxed);
+  *has_address = g_fault_has_address.load(std::memory_order_relaxed);
+  return *sig != 0;
 }
 
 void pt_probe_buffer(void *buf, size_t count) {

@@ -37,7 +37,7 @@ enum class PtStop : int {
   Running = 0,
   Done,     // the slice returned
   Exit,     // ppios_pt_exit: the program would exit/abort here
-  Fault,    // a SIGSEGV/SIGBUS/SIGFPE/SIGILL in the slice
+  Fault,    // a SIGSEGV/SIGBUS/SIGFPE/SIGILL in the slice, or a SIGABRT it raised (abort())
   Budget,   // ppios_pt_malloc over PPIOS_CACHE_MB, or out of memory
   Stopped,  // the runtime is stopping (end of the run)
   Bounds,   // ppios_pt_index: a subscript out of bounds
@@ -59,10 +59,16 @@ PtStop run_pt_slice(void (*entry)(void *), void *ctx);
 // first. Other threads: nothing.
 void pt_checkpoint();
 
-// The fault net calls this for a fault on any thread: if the fault is the slice's (on
-// the PT, outside runtime code, inside run_pt_slice) it writes one warning and escapes;
-// otherwise it returns and the caller behaves as without ppios.
-void pt_fault_escape(int sig, const void *address);
+// The fault net calls this for a signal of the net that a thread brought on itself (a
+// fault, or one it raised): if it is the slice's (on the PT, outside runtime code, inside
+// run_pt_slice) it records it for PPIOS_STATS (pt_fault_seen), prints one line with
+// PPIOS_VERBOSE=1 and escapes; otherwise it returns and the caller behaves as without ppios.
+void pt_fault_escape(int sig, const siginfo_t *info);
+
+// The signal that stopped the slice (pt_stop "fault"), for PPIOS_STATS: false if there was
+// none. *address is where the fault was; *has_address is false for a signal that has no
+// address (one raised, such as abort()'s SIGABRT).
+bool pt_fault_seen(int *sig, uintptr_t *address, bool *has_address);
 
 // Touches every page of [buf, buf+count) as a write would, from outside runtime code,
 // so that a bad PT buffer faults here (and escapes) rather than inside the runtime.

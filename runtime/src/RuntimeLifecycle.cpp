@@ -6,9 +6,14 @@
 // briefly (kStopGrace) and then writes the statistics (PPIOS_STATS) and the trace
 // whether or not they ended.
 //
+// The program's stdout and stderr are the program's: the runtime writes there only a
+// configuration error that stops the run (load(), the coordinator's make). Whatever else it
+// has to tell (a PT fault, the coordinator's notices, an output it could not write) goes to
+// the statistics and, with PPIOS_VERBOSE=1, also to stderr.
+//
 // Locks: shutdown takes lifecycle_mu_, handoff_mu_, progress_mu_, wt_mu_ and readers_mu_
 // one at a time, each only to set its state or wake its waiters; the outputs are
-// written with none held.
+// written with none held. CoordinatorNotes::mu is a leaf.
 #include "Runtime.h"
 
 #include <fcntl.h>
@@ -21,7 +26,9 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <mutex>
 #include <thread>
+#include <vector>
 
 #include "Clock.h"
 #include "OutputFile.h"
@@ -41,6 +48,52 @@ std::string format_double(double v) {
   char buf[64];
   std::snprintf(buf, sizeof buf, "%.6f", v);
   return buf;
+}
+
+// A JSON string's text: quotes and backslashes escaped, control characters dropped.
+std::string json_escaped(const std::string &text) {
+  std::string out;
+  for (char c : text) {
+    if (c == '"' || c == '\\') out += '\\';
+    if (static_cast<unsigned char>(c) >= 0x20) out += c;
+  }
+  return out;
+}
+
+// PPIOS_VERBOSE, for the coordinator's notices, which may come before the runtime exists
+// (while it makes its coordinator) and after its outputs are written (at exit).
+std::atomic<bool> g_verbose{false};
+
+// A message that does not stop the run: on stderr with PPIOS_VERBOSE=1 only.
+void say(const std::string &text) {
+  if (g_verbose.load(std::memory_order_relaxed)) std::fprintf(stderr, "ppios: %s\n", text.c_str());
+}
+
+// What the coordinator told about this run, for PPIOS_STATS ("coordinator_notices",
+// "threshold_conflict"). Never destroyed: a notice may come at exit. Each kind comes once
+// per process, so the list stays short.
+struct CoordinatorNotes {
+  std::mutex mu;
+  std::vector<std::string> texts;
+  int64_t requested_threshold = -1, stored_threshold = -1;
+};
+
+CoordinatorNotes &coordinator_notes() {
+  static CoordinatorNotes *notes = new CoordinatorNotes;
+  return *notes;
+}
+
+void note_coordinator(const CoordinatorNotice &notice) {
+  CoordinatorNotes &notes = coordinator_notes();
+  {
+    std::lock_guard<std::mutex> lock(notes.mu);
+    notes.texts.push_back(notice.text);
+    if (notice.stored_threshold >= 0) {
+      notes.requested_threshold = notice.requested_threshold;
+      notes.stored_threshold = notice.stored_threshold;
+    }
+  }
+  say("warning: " + notice.text);
 }
 
 }  // namespace
@@ -85,6 +138,8 @@ Runtime::Runtime(const Config &config)
                      config.mode == Mode::PPIOSStrict,
                  config.mode == Mode::PPIOS ? config.pt_readers : 1),
       trace_(config.trace_prefix) {
+  g_verbose.store(config.verbose, std::memory_order_relaxed);
+  set_coordinator_notice_sink(&note_coordinator);  // before the coordinator may tell anything
   cache_.set_free_observer([this](const FileKey &key, bool used) {
     count_backoff(backoff_.record_entry(key, used));
   });
@@ -191,7 +246,15 @@ void Runtime::write_outputs() {
 #undef PPIOS_STATS_COUNT
 #undef PPIOS_STATS_TIME
     const PtStop pt_stop = static_cast<PtStop>(pt_stop_.load(std::memory_order_acquire));
+    int fault_signal = 0;
+    uintptr_t fault_address = 0;
+    bool fault_has_address = false;
+    pt_fault_seen(&fault_signal, &fault_address, &fault_has_address);
+    char address[32] = "null";
+    if (fault_has_address)
+      std::snprintf(address, sizeof address, "\"0x%llx\"", static_cast<unsigned long long>(fault_address));
     json += ",\"pt_stop\":\"" + std::string(pt_started_ ? pt_stop_name(pt_stop) : "none") + "\"" +
+        ",\"pt_fault_signal\":" + std::to_string(fault_signal) + ",\"pt_fault_address\":" + address +
         ",\"pt_mismatch\":" + std::to_string(cache.unserved_entries) +
         ",\"cpu_s\":" + format_double(process_cpu_s()) +
         ",\"pt_unused_bytes\":" + std::to_string(cache.unused_bytes) +
@@ -200,19 +263,27 @@ void Runtime::write_outputs() {
         ",\"cache_peak_bytes\":" + std::to_string(cache.peak_bytes) +
         ",\"cache_evicted_entries\":" + std::to_string(cache.evicted_entries) +
         ",\"cache_invalidated_entries\":" + std::to_string(cache.invalidated_entries);
+    {
+      CoordinatorNotes &notes = coordinator_notes();
+      std::lock_guard<std::mutex> lock(notes.mu);
+      json += ",\"threshold_conflict\":";
+      if (notes.stored_threshold >= 0)
+        json += "{\"requested\":" + std::to_string(notes.requested_threshold) +
+            ",\"stored\":" + std::to_string(notes.stored_threshold) + "}";
+      else
+        json += "null";
+      json += ",\"coordinator_notices\":[";
+      const char *sep = "";
+      for (const std::string &text : notes.texts) {
+        json += std::string(sep) + "\"" + json_escaped(text) + "\"";
+        sep = ",";
+      }
+      json += "]";
+    }
     // The MT's reads per call site (program calls through the interposers only).
     std::string exe;
     uintptr_t exe_base = 0;
     describe_executable(&exe, &exe_base);
-    // A JSON string's text: quotes and backslashes escaped, control characters dropped.
-    auto json_escaped = [](const std::string &text) {
-      std::string out;
-      for (char c : text) {
-        if (c == '"' || c == '\\') out += '\\';
-        if (static_cast<unsigned char>(c) >= 0x20) out += c;
-      }
-      return out;
-    };
     json += ",\"exe\":\"" + json_escaped(exe) + "\",\"exe_base\":" + std::to_string(exe_base) + ",\"sites\":[";
     const char *sep = "";
     for (const auto &[site, c] : sites_.snapshot()) {
@@ -236,7 +307,7 @@ void Runtime::write_outputs() {
     int fd = open_output_file(config_.stats_path, /*truncate=*/false, &problem);
     if (fd >= 0 && write(fd, json.data(), json.size()) != static_cast<ssize_t>(json.size()))
       problem = config_.stats_path + ": " + std::strerror(errno);
-    if (!problem.empty()) std::fprintf(stderr, "ppios: cannot write PPIOS_STATS=%s\n", problem.c_str());
+    if (!problem.empty()) say("cannot write PPIOS_STATS=" + problem);
     if (fd >= 0) close(fd);
   }
   if (trace_.enabled()) {
@@ -246,8 +317,7 @@ void Runtime::write_outputs() {
     std::string about = "\"pid\":" + std::to_string(getpid()) + ",\"host\":\"" + host +
         "\",\"mode\":\"" + mode_name(mode()) + "\",\"coordinator\":\"" + coordinator_->name() +
         "\",\"threshold\":" + (c.auto_threshold ? std::string("\"auto\"") : std::to_string(c.threshold));
-    if (!trace_.write(config_.trace_prefix, rank_, start_ns_, about, &error))
-      std::fprintf(stderr, "ppios: %s\n", error.c_str());
+    if (!trace_.write(config_.trace_prefix, rank_, start_ns_, about, &error)) say(error);
   }
 }
 

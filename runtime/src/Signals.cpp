@@ -1,5 +1,7 @@
 #include "Signals.h"
 
+#include <sys/syscall.h>
+#include <ucontext.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -18,6 +20,11 @@ SignalTable &SignalTable::get() {
 bool SignalTable::fault_signal(int sig) {
   return sig == SIGSEGV || sig == SIGBUS || sig == SIGFPE || sig == SIGILL;
 }
+
+namespace {
+// The signals of the fault net.
+constexpr int kNetSignals[] = {SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGABRT};
+}  // namespace
 
 bool SignalTable::ours(const struct sigaction &action) {
   return (action.sa_flags & SA_SIGINFO) &&
@@ -128,9 +135,25 @@ void SignalTable::trampoline(int sig, siginfo_t *info, void *context) {
   deliver(sig, handler, flags, info, context);
 }
 
+bool SignalTable::pass_to_program_threads(int sig, siginfo_t *info, void *context) {
+  if (info == nullptr || context == nullptr) return false;
+  // With its siginfo where the kernel allows it (sigqueue()'s); one from kill() the kernel
+  // lets only the main thread queue again, so that one is sent anew, the process its sender.
+  if (syscall(SYS_rt_sigqueueinfo, getpid(), sig, info) != 0 && kill(getpid(), sig) != 0) return false;
+  // The mask the kernel restores when the handler returns: blocked from then on, so the
+  // signal goes to a thread of the program's (or waits, as it would, if they all block it).
+  sigaddset(&static_cast<ucontext_t *>(context)->uc_sigmask, sig);
+  return true;
+}
+
 void SignalTable::fault_handler(int sig, siginfo_t *info, void *context) {
-  pt_fault_escape(sig, info != nullptr ? info->si_addr : nullptr);  // returns if not the PT's
-  ErrnoGuard errno_guard;  // a handler that returns must leave errno alone
+  // A fault (si_code > 0: the kernel's) or a signal this thread raised itself.
+  const bool own = info != nullptr && (info->si_code > 0 || (info->si_code == SI_TKILL && info->si_pid == getpid()));
+  if (own) pt_fault_escape(sig, info);  // returns if not the PT's slice
+  ErrnoGuard errno_guard;  // a handler that returns must leave errno alone (not before the
+                           // escape: its siglongjmp would skip the destructor)
+  if (!own && sig == SIGABRT && t_thread.role != ThreadRole::MT && pass_to_program_threads(sig, info, context))
+    return;
   SignalTable &table = get();
   ProgramAction &mine = table.actions_[sig];
   if (mine.set.load(std::memory_order_acquire)) {
@@ -154,7 +177,7 @@ void SignalTable::fault_handler(int sig, siginfo_t *info, void *context) {
 
 void SignalTable::install_fault_net() {
   if (net_installed_.exchange(true)) return;
-  for (int sig : {SIGSEGV, SIGBUS, SIGFPE, SIGILL}) {
+  for (int sig : kNetSignals) {
     struct sigaction net{};
     net.sa_sigaction = &fault_handler;
     net.sa_flags = SA_SIGINFO | SA_ONSTACK;

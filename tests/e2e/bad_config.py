@@ -1,8 +1,11 @@
 #!/usr/bin/env python3
 """Runs a prefetching program under mpirun with bad PPIOS_* values: each run must stop
 at start, exit non-zero, and say which variable is wrong and what it accepts, without
-hanging."""
+hanging. Values that let the run go on (an unreachable coordinator, a PPIOS_THRESHOLD
+that differs from the stored one) leave the program's stderr alone: they are in
+PPIOS_STATS, and on stderr only with PPIOS_VERBOSE=1."""
 import argparse
+import json
 import os
 import subprocess
 import sys
@@ -14,43 +17,87 @@ CASES = [
     ({"PPIOS_MODE": "turbo"}, ["PPIOS_MODE='turbo'", "ppios, ppios-strict, intra, pp or off"]),
     ({"PPIOS_SUBREAD_KB": "1.5"}, ["PPIOS_SUBREAD_KB='1.5'"]),
     ({"PPIOS_PT_READERS": "0"}, ["PPIOS_PT_READERS='0'", "from 1 to 16"]),
+    ({"PPIOS_VERBOSE": "2"}, ["PPIOS_VERBOSE='2'", "from 0 to 1"]),
     ({"PPIOS_COORDINATOR": "tcp://x"}, ["PPIOS_COORDINATOR", "redis://"]),
     ({"PPIOS_COORDINATOR": "redis://127.0.0.1:1/x"}, ["PPIOS_COORDINATOR"]),
 ]
-# An unreachable coordinator is not a configuration error: the program runs on with
-# node-local scheduling and says so.
-RUNS_ON = [({"PPIOS_COORDINATOR": "redis://127.0.0.1:1"}, ["unreachable", "node-local"])]
+# Not configuration errors: the program runs on. (environment, a cap to store for the
+# target first or None, what every rank's statistics must show, the words of the
+# PPIOS_VERBOSE=1 line).
+RUNS_ON = [
+    # node-local scheduling until the server is back
+    ({"PPIOS_COORDINATOR": "redis://127.0.0.1:1"}, None,
+     lambda s: any("unreachable" in n and "node-local" in n for n in s["coordinator_notices"])
+     and s["threshold_conflict"] is None,
+     ["ppios: warning: coordinator", "unreachable", "node-local"]),
+    # another job of the user stored 3: the stored cap is obeyed
+    ({"PPIOS_THRESHOLD": "2"}, 3,
+     lambda s: s["threshold_conflict"] == {"requested": 2, "stored": 3}
+     and any("differs from the threshold 3" in n for n in s["coordinator_notices"]),
+     ["ppios: warning: PPIOS_THRESHOLD=2 differs from the threshold 3 stored for target"]),
+]
+
+
+def run(a, cwd, env):
+    p = subprocess.run([a.mpirun, "-np", "2", "--oversubscribe", a.program, os.path.join(cwd, "in.bin")],
+                       cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=120)
+    return p.returncode, p.stdout, p.stderr.decode(errors="replace")
 
 
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--mpirun", required=True)
     ap.add_argument("--program", required=True)
-    ap.add_argument("--ppios-coord", help="ppios-coord, to remove the test's coordinator state")
+    ap.add_argument("--ppios-coord", help="ppios-coord, to store a cap and remove the test's coordinator state")
     a = ap.parse_args()
     failures = 0
     target = f"bad-config-{os.getpid()}"
+    base = {k: v for k, v in os.environ.items() if not k.startswith("PPIOS_")}
+    base.update(OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1", PPIOS_TARGET=target)
     with tempfile.TemporaryDirectory() as d:
-        path = os.path.join(d, "in.bin")
-        with open(path, "wb") as f:
+        with open(os.path.join(d, "in.bin"), "wb") as f:
             f.write(os.urandom(1000))
-        for (extra, needles), must_fail in [(c, True) for c in CASES] + [(c, False) for c in RUNS_ON]:
-            env = {k: v for k, v in os.environ.items() if not k.startswith("PPIOS_")}
-            env.update(OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1",
-                       PPIOS_TARGET=target, **extra)
-            p = subprocess.run([a.mpirun, "-np", "2", "--oversubscribe", a.program, path], cwd=d,
-                               env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=120)
-            err = p.stderr.decode(errors="replace")
+        for extra, needles in CASES:
+            code, out, err = run(a, d, dict(base, **extra))
             missing = [n for n in needles if n not in err]
-            if must_fail:
-                ok = p.returncode != 0 and not missing and b"read bad fd" not in p.stdout
-            else:
-                ok = p.returncode == 0 and not missing and b"MPI read_at past EOF" in p.stdout
-            print(f"{'ok  ' if ok else 'FAIL'} {extra}: exit {p.returncode}"
+            ok = code != 0 and not missing and b"read bad fd" not in out
+            print(f"{'ok  ' if ok else 'FAIL'} {extra}: exit {code}"
                   + (f", message lacks {missing}" if missing else ""))
             if not ok:
                 print(err)
                 failures += 1
+        for i, (extra, stored, stats_ok, needles) in enumerate(RUNS_ON):
+            env = dict(base, PPIOS_TARGET=f"{target}-{i}", **extra)
+            if stored is not None:
+                if not a.ppios_coord:
+                    print(f"skip {extra}: needs --ppios-coord")
+                    continue
+                subprocess.run([a.ppios_coord, "set-threshold", str(stored)], env=env, check=True,
+                               stdout=subprocess.DEVNULL, timeout=60)
+            stats_path = os.path.join(d, f"stats-{i}.jsonl")
+            code, out, err = run(a, d, dict(env, PPIOS_STATS=stats_path))
+            problems = []
+            if code != 0 or b"MPI read_at past EOF" not in out:
+                problems.append(f"exit {code}")
+            problems += [f"on stderr: {l}" for l in err.splitlines() if l.startswith("ppios:")]
+            try:
+                with open(stats_path) as f:
+                    stats = [json.loads(line) for line in f]
+                if len(stats) != 2 or not all(stats_ok(s) for s in stats):
+                    problems.append(f"statistics: {[(s.get('threshold_conflict'), s.get('coordinator_notices')) for s in stats]}")
+            except (OSError, KeyError, ValueError) as e:
+                problems.append(f"statistics: {e}")
+            code, out, verbose_err = run(a, d, dict(env, PPIOS_VERBOSE="1"))
+            missing = [n for n in needles if n not in verbose_err]
+            if code != 0 or missing:
+                problems.append(f"with PPIOS_VERBOSE=1: exit {code}, stderr lacks {missing}")
+            print(f"{'FAIL' if problems else 'ok  '} {extra}" + "".join(f"\n     {p}" for p in problems))
+            if problems:
+                print(err + verbose_err)
+                failures += 1
+            if a.ppios_coord:
+                subprocess.run([a.ppios_coord, "--target", env["PPIOS_TARGET"], "reset"], env=env,
+                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, timeout=60)
     if a.ppios_coord:
         subprocess.run([a.ppios_coord, "--target", target, "reset"], stdout=subprocess.DEVNULL,
                        stderr=subprocess.DEVNULL, timeout=60)

@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """Runs a plain MPI program and its prefetching build under real mpirun, in every
 PPIOS_MODE, and checks that the prefetching build behaves exactly like the plain one:
-same stdout, same exit code, byte-identical output files. Also checks each run's
+same stdout, same exit code, byte-identical output files, and no ppios line on stderr
+unless the test expects one (--stderr-lines, PPIOS_VERBOSE=1). Also checks each run's
 PPIOS_STATS (mode, bounded cache, optional minimum hit ratio) and, on request, the MT
 priority invariant in the PPIOS_TRACE output. A mode whose only misses are the hit ratio
 or the time (this 2-core machine's load) is run once more, and that run decides."""
@@ -213,6 +214,12 @@ def check(a, args, base_env, failures):
                     if got != want:
                         found.append(f"{label}: {got} stderr lines match {pattern.pattern!r}, "
                                         f"expected {want}\n{err_m}")
+            # The program's stderr carries no ppios line but a configuration error that
+            # stops the run (never one of these runs) and what a --stderr-lines pattern
+            # expects (PPIOS_VERBOSE=1).
+            for line in err_m.splitlines():
+                if line.startswith("ppios:") and not any(p.search(line) for p, _ in stderr_patterns):
+                    found.append(f"{label}: ppios wrote on the program's stderr: {line}")
             if a.max_extra_seconds is not None:
                 extra = elapsed[run_name] - elapsed["plain"]
                 print(f"  {label}: {elapsed[run_name]:.2f} s, plain {elapsed['plain']:.2f} s")

@@ -4,7 +4,8 @@
  * calls (a wrapped build routes them to the runtime) and prints checksums.
  *
  * usage: safety <scenario> <input> <chunk-bytes>
- *   scenarios: segv fpe exit bounds budget stuck   (the PT fails; the MT reads the input)
+ *   scenarios: segv fpe abort abort_free exit bounds budget stuck
+ *                        (the PT fails; the MT reads the input)
  *              foreign   the PT reads/seeks/closes the MT's descriptor, stream and stdin
  *              fifo      the MT reads a FIFO a thread of its own writes, and stdin
  *              signal    handlers that read with pread interrupt the MT's reads
@@ -13,6 +14,7 @@
  *                        dies as it would without ppios
  *              mt_segv_handler  the same with a SIGSEGV handler of the program's,
  *                        installed after the PT started: it runs, and exits 3
+ *              mt_abort, mt_abort_handler  the same with abort() (SIGABRT)
  *              pipeslot  rank 0 blocks reading a FIFO whose writer waits until rank 1
  *                        has read its input (under a cap of one storage access: the
  *                        blocked read must not hold the slot)
@@ -140,10 +142,11 @@ static void read_in_handler(void) {
 static void on_alarm(int sig) { (void)sig; read_in_handler(); }
 static void on_usr1(int sig, siginfo_t *info, void *ctx) { (void)sig; (void)info; (void)ctx; read_in_handler(); }
 static void other_handler(int sig) { (void)sig; }
-static void on_segv(int sig) {
-  static const char msg[] = "the program's SIGSEGV handler ran\n";
-  (void)sig;
-  write(STDOUT_FILENO, msg, sizeof msg - 1);
+static void on_fatal(int sig) {
+  static const char segv[] = "the program's SIGSEGV handler ran\n";
+  static const char abrt[] = "the program's SIGABRT handler ran\n";
+  if (sig == SIGABRT) write(STDOUT_FILENO, abrt, sizeof abrt - 1);
+  else write(STDOUT_FILENO, segv, sizeof segv - 1);
   _exit(3);
 }
 
@@ -182,19 +185,21 @@ int main(int argc, char **argv) {
     pthread_join(stdin_writer, NULL);
     snprintf(line, sizeof line, "rank %d: fifo %016llx stdin %016llx\n", rank,
              (unsigned long long)fifo_sum, (unsigned long long)stdin_sum);
-  } else if (is(s.scenario, "mt_segv") || is(s.scenario, "mt_segv_handler")) {
+  } else if (!strncmp(s.scenario, "mt_segv", 7) || !strncmp(s.scenario, "mt_abort", 8)) {
+    int aborts = !strncmp(s.scenario, "mt_abort", 8);
     s.mt_fd = open(s.path, O_RDONLY);
     START_PT(&s);
-    if (is(s.scenario, "mt_segv_handler")) {
+    if (strstr(s.scenario, "_handler") != NULL) {
       struct sigaction sa;
       memset(&sa, 0, sizeof sa);
-      sa.sa_handler = on_segv;
+      sa.sa_handler = on_fatal;
       sigemptyset(&sa.sa_mask);
-      sigaction(SIGSEGV, &sa, NULL);
+      sigaction(aborts ? SIGABRT : SIGSEGV, &sa, NULL);
     }
     uint64_t sum = pread_all(s.mt_fd, s.size / 2, s.chunk, 2);
     printf("rank %d: sum %016llx\n", rank, (unsigned long long)sum);
     fflush(stdout);
+    if (aborts) abort();
     volatile int *null = NULL;
     *null = (int)sum;
     snprintf(line, sizeof line, "rank %d: not reached\n", rank);

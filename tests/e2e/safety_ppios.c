@@ -45,6 +45,19 @@ static void prefetch_thread(void *arg) {
     volatile int zero = 0, one = 1;
     volatile int x = one / zero;
     (void)x;
+  } else if (is(s->scenario, "abort")) {
+    /* A library's failed check: abort() raises SIGABRT on the PT's own thread. */
+    prefetch_chunks(s, 1);
+    g_pt_ending = 1;
+    abort();
+  } else if (is(s->scenario, "abort_free")) {
+    /* libc's free() of a pointer the allocator never returned: glibc's heap check prints
+     * its line and aborts (before it takes any lock of the allocator's). */
+    prefetch_chunks(s, 1);
+    char *block = malloc(64);
+    volatile size_t inside = 1;  /* not at compile time: the compiler would warn */
+    g_pt_ending = 1;
+    free(block + inside);
   } else if (is(s->scenario, "exit")) {
     prefetch_chunks(s, 4);
     g_pt_ending = 1;
@@ -100,7 +113,7 @@ static void prefetch_thread(void *arg) {
       if (plain != NULL) fread(buf, 1, sizeof buf, plain);
       usleep(20000);
     }
-  } else if (is(s->scenario, "signal") || is(s->scenario, "fork") || !strncmp(s->scenario, "mt_segv", 7)) {
+  } else if (is(s->scenario, "signal") || is(s->scenario, "fork") || !strncmp(s->scenario, "mt_", 3)) {
     /* prefetch the MT's preads, pass after pass */
     int fd = ppios_pt_open(s->path, O_RDONLY);
     ppios_seq_t seq = ppios_mt_seq();
@@ -120,8 +133,9 @@ static void start_pt(struct safety *s) { ppios_pt_start(prefetch_thread, s, size
  * fpe and exit): there the MT waits, at most 60 s, until the PT is about to end, and a
  * little more for the end to be recorded. */
 static void await_pt_fault(const struct safety *s) {
-  if (!is(s->scenario, "segv") && !is(s->scenario, "fpe") && !is(s->scenario, "exit") &&
-      !is(s->scenario, "bounds") && !is(s->scenario, "budget"))
+  if (!is(s->scenario, "segv") && !is(s->scenario, "fpe") && !is(s->scenario, "abort") &&
+      !is(s->scenario, "abort_free") && !is(s->scenario, "exit") && !is(s->scenario, "bounds") &&
+      !is(s->scenario, "budget"))
     return;
   const char *mode = getenv("PPIOS_MODE");
   if (mode != NULL && is(mode, "off")) return;  /* no PT */

@@ -123,3 +123,21 @@ TEST(Config, BackoffSwitch) {
   EXPECT_FALSE(c.backoff);
   EXPECT_NE(error_for("PPIOS_BACKOFF", "yes").find("PPIOS_BACKOFF='yes'"), std::string::npos);
 }
+
+// PPIOS_VERBOSE: 0 (the default) keeps the program's stderr for configuration errors that
+// stop the run; 1 also prints what goes to the statistics. Nothing else is accepted.
+TEST(Config, VerboseSwitch) {
+  Config c;
+  std::string error;
+  ASSERT_TRUE(parse({}, &c, &error)) << error;
+  EXPECT_FALSE(c.verbose);
+  ASSERT_TRUE(parse({{"PPIOS_VERBOSE", "1"}}, &c, &error)) << error;
+  EXPECT_TRUE(c.verbose);
+  ASSERT_TRUE(parse({{"PPIOS_VERBOSE", "0"}}, &c, &error)) << error;
+  EXPECT_FALSE(c.verbose);
+  for (const char *bad : {"2", "yes", "", "-1", " 1"}) {
+    std::string message = error_for("PPIOS_VERBOSE", bad);
+    EXPECT_NE(message.find(std::string("PPIOS_VERBOSE='") + bad + "'"), std::string::npos) << message;
+    EXPECT_NE(message.find("from 0 to 1"), std::string::npos) << message;
+  }
+}

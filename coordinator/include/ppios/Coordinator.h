@@ -97,6 +97,27 @@ class Coordinator {
   virtual const char *name() const = 0;
 };
 
+// Something a coordinator has to tell about a run that goes on: a stored cap that differs
+// from PPIOS_THRESHOLD, a server that cannot be reached, a node-local segment that cannot be
+// used, a lock taken over. Errors that stop the run are not notices: make_coordinator
+// returns them. Each kind is told once per process (once per coordinator for the redis
+// backend's).
+struct CoordinatorNotice {
+  std::string text;  // one line, without a "ppios: warning: " prefix
+  // A stored cap that differs from PPIOS_THRESHOLD (the stored one is obeyed): both caps.
+  // -1 in every other notice.
+  int64_t requested_threshold = -1;
+  int64_t stored_threshold = -1;
+};
+
+// Where the notices go. Without a sink (nullptr, the default) each is printed on stderr as
+// "ppios: warning: <text>", which is what a command such as ppios-coord wants; a program's
+// runtime installs its own before it makes its coordinator, since the program's stderr is
+// not its to write on. The sink is called from any thread, possibly with the coordinator's
+// own locks held: it must return quickly and never call the coordinator.
+using CoordinatorNoticeSink = void (*)(const CoordinatorNotice &notice);
+void set_coordinator_notice_sink(CoordinatorNoticeSink sink);
+
 // Grants every request at once; used when scheduling across processes is off
 // (PPIOS_MODE=pp/intra/off).
 std::unique_ptr<Coordinator> make_unlimited_coordinator();
