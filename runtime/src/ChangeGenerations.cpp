@@ -35,8 +35,11 @@ std::string untrusted_reason(const struct stat &st) {
 
 }  // namespace
 
+// The layout's version is part of the name: processes of another ppios version on the
+// node keep a segment of their own (a segment of another size would be refused, and
+// every acquire point would then drop everything).
 std::string ChangeGenerations::segment_name() {
-  return "ppios-generations." + std::to_string(geteuid());
+  return "ppios-generations-v" + std::to_string(kVersion) + "." + std::to_string(geteuid());
 }
 
 ChangeGenerations *ChangeGenerations::open_segment(const std::string &path, std::string *why) {

@@ -5,7 +5,10 @@
 namespace ppios {
 
 Coherence::Coherence(PrefetchCache &cache, ChangeGenerations &generations, bool generations_cover_job)
-    : cache_(cache), generations_(generations), exact_(generations.available() && generations_cover_job) {
+    : cache_(cache),
+      generations_(generations),
+      exact_(generations.available() && generations_cover_job),
+      one_node_(generations_cover_job) {
   cache_.set_generation_source([this](const FileKey &key) { return generations_.current(key); });
 }
 
@@ -49,6 +52,12 @@ void Coherence::release_point() {
   if (holds_.load(std::memory_order_relaxed) == 0) return;  // the MT's own hold()s only
   std::lock_guard<std::mutex> lock(held_mu_);
   for (const auto &[key, holds] : held_) generations_.bump(key);
+}
+
+std::string Coherence::mode() const {
+  if (exact_) return "exact";
+  if (!one_node_) return "drop at every synchronization: the job spans several nodes";
+  return "drop at every synchronization: the node's change table " + generations_.unavailable_reason();
 }
 
 uint64_t Coherence::generation(const FileKey &key) const { return generations_.current(key); }

@@ -13,6 +13,7 @@
 #include <functional>
 #include <map>
 #include <mutex>
+#include <string>
 
 #include "ChangeGenerations.h"
 #include "FileKey.h"
@@ -51,6 +52,9 @@ class Coherence {
   // An acquire point of the MT.
   void acquire_point();
 
+  // For the statistics: "exact", or why every acquire point drops everything.
+  std::string mode() const;
+
   // The generation an MT stream's bytes are read at, and whether it moved since.
   uint64_t generation(const FileKey &key) const;
   bool moved(const FileKey &key, uint64_t since) const;
@@ -65,6 +69,7 @@ class Coherence {
   PrefetchCache &cache_;
   ChangeGenerations &generations_;
   const bool exact_;  // the table is there and sees every process of the job
+  const bool one_node_;
   std::atomic<StreamTrimmer> trim_streams_{nullptr};
   // The table's total() at the last acquire point that looked (UINT64_MAX: none yet).
   std::atomic<uint64_t> seen_total_{UINT64_MAX};

@@ -262,7 +262,8 @@ void Runtime::write_outputs() {
         ",\"cache_limit_bytes\":" + std::to_string(cache_.capacity()) +
         ",\"cache_peak_bytes\":" + std::to_string(cache.peak_bytes) +
         ",\"cache_evicted_entries\":" + std::to_string(cache.evicted_entries) +
-        ",\"cache_invalidated_entries\":" + std::to_string(cache.invalidated_entries);
+        ",\"cache_invalidated_entries\":" + std::to_string(cache.invalidated_entries) +
+        ",\"coherence\":\"" + json_escaped(coherence_.mode()) + "\"";
     {
       CoordinatorNotes &notes = coordinator_notes();
       std::lock_guard<std::mutex> lock(notes.mu);
