@@ -55,7 +55,8 @@ void PrefetchPlanner::collectCaptures() {
       bool HasClone = false;
       for (const CloneCallDecision &C : CloneCalls)
         HasClone |= C.Owner == &U;
-      if (HasClone || U.UnitKind == Unit::Jump)
+      // (A declaration kept only for its names declares them as the PT's own.)
+      if (HasClone || U.UnitKind == Unit::Jump || (declaresOnly(U) && !hasActiveCall(U)))
         continue;
     } else {
       // Names only in sizeof need a declaration, not the MT's bytes (often not set yet).

@@ -36,6 +36,9 @@ std::string PrefetchPlanner::checkCloneArgument(const Expr *Arg, ParamRole Role,
       return "depends on " + quoted(VD) + ", which " + *Bad;
     if (BufferVars.count(VD) && !CopyBuffers.count(VD))
       return "depends on data read into " + quoted(VD);
+    auto U = Undeclarable.find(VD);
+    if (U != Undeclarable.end())
+      return "names " + quoted(VD) + ", which " + U->second;
     return "";
   };
   // A variable of the PT's own: declared in its region, or copied when it starts.
@@ -188,6 +191,11 @@ void PrefetchPlanner::decideCloneCalls() {
         Role = ParamRole::Value;
       std::string ArgWhy =
           checkCloneArgument(C.Call->getArg(I), Role, S->HandleInterfaces[I], C.Owner);
+      const Decl *Which = nullptr;
+      if (const std::string *Problem = ArgWhy.empty() && Role != ParamRole::Unused
+                                           ? undeclarable(C.Call->getArg(I), &Which)
+                                           : nullptr)
+        ArgWhy = "it names " + describe(Which) + ", which " + *Problem;
       if (!ArgWhy.empty())
         Why = "argument " + std::to_string(I + 1) + " of '" + C.Callee->getNameAsString() +
               "': " + ArgWhy;

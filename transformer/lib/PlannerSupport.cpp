@@ -28,6 +28,115 @@ bool isLocalMpiQuery(llvm::StringRef Name) {
 
 std::string quoted(const VarDecl *VD) { return "'" + VD->getNameAsString() + "'"; }
 
+bool nameableAtFileScope(QualType T) {
+  while (true) {
+    if (const auto *TT = T->getAs<TypedefType>())
+      if (TT->getDecl()->getDeclContext()->isFunctionOrMethod())
+        return false;
+    if (T->isPointerType()) {
+      T = T->getPointeeType();
+      continue;
+    }
+    if (T->isArrayType()) {
+      if (T->isVariableArrayType())
+        return false;
+      T = QualType(T->getPointeeOrArrayElementType(), 0);
+      continue;
+    }
+    break;
+  }
+  if (const TagDecl *Tag = T->getAsTagDecl())
+    return !Tag->getDeclContext()->isFunctionOrMethod() && Tag->getIdentifier();
+  return true;
+}
+
+static bool declaredInFunction(const Decl *D) {
+  return D->getDeclContext()->isFunctionOrMethod();
+}
+
+void localTypesOf(QualType T, DeclSet &Out) {
+  llvm::SmallVector<QualType, 4> Work{T};
+  while (!Work.empty()) {
+    QualType Q = Work.pop_back_val();
+    if (Q.isNull())
+      continue;
+    const Type *Ty = Q.getTypePtr();
+    if (const auto *TT = dyn_cast<TypedefType>(Ty)) {
+      if (declaredInFunction(TT->getDecl()) && Out.insert(TT->getDecl()).second)
+        Work.push_back(TT->getDecl()->getUnderlyingType());
+    } else if (const auto *ET = dyn_cast<ElaboratedType>(Ty)) {
+      Work.push_back(ET->getNamedType());
+    } else if (const auto *Tag = dyn_cast<TagType>(Ty)) {
+      if (declaredInFunction(Tag->getDecl()))
+        Out.insert(Tag->getDecl());
+    } else if (const auto *PT = dyn_cast<PointerType>(Ty)) {
+      Work.push_back(PT->getPointeeType());
+    } else if (const auto *AT = dyn_cast<ArrayType>(Ty)) {
+      Work.push_back(AT->getElementType());
+    } else if (const auto *PT = dyn_cast<ParenType>(Ty)) {
+      Work.push_back(PT->getInnerType());
+    } else if (const auto *AT = dyn_cast<AttributedType>(Ty)) {
+      Work.push_back(AT->getModifiedType());
+    } else if (const auto *DT = dyn_cast<DecayedType>(Ty)) {
+      Work.push_back(DT->getOriginalType());
+    } else if (const auto *FT = dyn_cast<FunctionType>(Ty)) {
+      Work.push_back(FT->getReturnType());
+      if (const auto *FPT = dyn_cast<FunctionProtoType>(FT))
+        for (QualType P : FPT->getParamTypes())
+          Work.push_back(P);
+    }
+  }
+}
+
+void localTypesIn(const Stmt *S, DeclSet &Out) {
+  forEachStmtIn(S, [&](const Stmt *St) {
+    if (const auto *DS = dyn_cast<DeclStmt>(St)) {
+      for (const Decl *D : DS->decls())
+        if (const auto *VD = dyn_cast<VarDecl>(D))
+          localTypesOf(VD->getType(), Out);
+    } else if (const auto *CE = dyn_cast<ExplicitCastExpr>(St)) {
+      localTypesOf(CE->getTypeAsWritten(), Out);
+    } else if (const auto *UE = dyn_cast<UnaryExprOrTypeTraitExpr>(St)) {
+      if (UE->isArgumentType())
+        localTypesOf(UE->getArgumentType(), Out);
+    } else if (const auto *CL = dyn_cast<CompoundLiteralExpr>(St)) {
+      localTypesOf(CL->getType(), Out);
+    } else if (const auto *OE = dyn_cast<OffsetOfExpr>(St)) {
+      localTypesOf(OE->getTypeSourceInfo()->getType(), Out);
+    } else if (const auto *VA = dyn_cast<VAArgExpr>(St)) {
+      localTypesOf(VA->getType(), Out);
+    } else if (const auto *DRE = dyn_cast<DeclRefExpr>(St)) {
+      if (const auto *EC = dyn_cast<EnumConstantDecl>(DRE->getDecl()))
+        if (const auto *ED = dyn_cast<EnumDecl>(EC->getDeclContext()))
+          if (declaredInFunction(ED))
+            Out.insert(ED);
+    }
+  });
+}
+
+std::string describe(const Decl *D) {
+  const SourceManager &SM = D->getASTContext().getSourceManager();
+  std::string Line = std::to_string(SM.getPresumedLineNumber(D->getLocation()));
+  if (const auto *VD = dyn_cast<VarDecl>(D))
+    return quoted(VD);
+  if (const auto *TD = dyn_cast<TypedefNameDecl>(D))
+    return "type '" + TD->getNameAsString() + "'";
+  if (const auto *Tag = dyn_cast<TagDecl>(D)) {
+    if (Tag->getIdentifier())
+      return "type '" + std::string(Tag->getKindName()) + " " + Tag->getNameAsString() + "'";
+    if (const TypedefNameDecl *TD = Tag->getTypedefNameForAnonDecl())
+      return "type '" + TD->getNameAsString() + "'";
+    return "the " + std::string(Tag->isEnum() ? "enumeration" : "type") + " at line " + Line;
+  }
+  return "the declaration at line " + Line;
+}
+
+bool declarableInPt(const VarDecl *VD) {
+  QualType T = VD->getType();
+  return nameableAtFileScope(T) && !T->isIncompleteType() && !T->isVariablyModifiedType() &&
+         !T->isFunctionType();
+}
+
 bool isMpiValueHandle(QualType T) {
   static const char *const Handles[] = {"MPI_Comm", "MPI_Datatype", "MPI_Info", "MPI_Group",
                                         "MPI_Op",   "MPI_Errhandler", "MPI_Request", "MPI_Win",

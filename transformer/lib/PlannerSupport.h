@@ -80,6 +80,25 @@ void conjunctsOf(const clang::Expr *E, llvm::SmallVectorImpl<const clang::Expr *
 // S names VD.
 bool mentions(const clang::Stmt *S, const clang::VarDecl *VD);
 
+// A local struct or typedef cannot be named at file scope, where the thread function lives.
+bool nameableAtFileScope(clang::QualType T);
+
+// The PT may declare a variable of VD's type as its own (zeroed): a type it can name, of
+// a known size.
+bool declarableInPt(const clang::VarDecl *VD);
+
+using DeclSet = llvm::SmallPtrSet<const clang::Decl *, 4>;
+
+// The types and enumerations declared inside a function that T names (a typedef, a
+// struct, union or enum, through pointers, arrays and typedefs): the PT's text that names
+// them needs their declarations.
+void localTypesOf(clang::QualType T, DeclSet &Out);
+// Those that S names: in the types of the variables it declares, casts, sizeof(type),
+// compound literals, and enumerators.
+void localTypesIn(const clang::Stmt *S, DeclSet &Out);
+// 'name' for remarks: a variable, a type ('rec_t', 'struct rec'), an enumeration.
+std::string describe(const clang::Decl *D);
+
 // No calls, no stores: leaving it out of the PT's condition changes nothing else.
 bool sideEffectFree(const clang::Stmt *S);
 

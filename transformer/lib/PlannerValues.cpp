@@ -167,6 +167,25 @@ void PrefetchPlanner::markBad() {
       continue;
     if (U.Unsafe)
       MarkBad(U, U.UnsafeWhy);
+    // A variable the PT cannot declare (PrefetchPlanner::finishPlan): a statement naming
+    // it, even only in sizeof, is one the PT does not run.
+    if (!Undeclarable.empty())
+      for (const VarSet *Set : {&U.Uses, &U.TypeUses, &U.Defs})
+        for (const VarDecl *VD : *Set) {
+          auto It = Undeclarable.find(VD);
+          if (It != Undeclarable.end())
+            MarkBad(U, "names " + quoted(VD) + ", which " + It->second);
+        }
+    if (UndeclarableTypes && U.UnitKind != Unit::Jump) {
+      DeclSet Types;
+      for (const Stmt *Part : U.isControl() ? headerParts(U.S) : std::vector<const Stmt *>{U.S})
+        localTypesIn(Part, Types);
+      for (const Decl *T : Types) {
+        auto It = Undeclarable.find(T);
+        if (It != Undeclarable.end())
+          MarkBad(U, "names " + describe(T) + ", which " + It->second);
+      }
+    }
     for (const VarDecl *VD : U.Uses)
       if (BufferVars.count(VD) && !CopyBuffers.count(VD) && MarkBad(U, "uses the data read into " + quoted(VD)))
         U.TaintSource = VD;
@@ -324,6 +343,8 @@ const std::string *PrefetchPlanner::badReason(const VarDecl *VD, const Unit *Use
 
 // An expression the PT can evaluate at U: no calls, only variables it computes.
 bool PrefetchPlanner::computable(const Expr *E, const Unit &U) const {
+  if (UndeclarableTypes && undeclarable(E, nullptr))
+    return false;
   llvm::SmallVector<const Stmt *, 8> Work{E};
   while (!Work.empty()) {
     const Stmt *S = Work.pop_back_val();
@@ -331,7 +352,8 @@ bool PrefetchPlanner::computable(const Expr *E, const Unit &U) const {
       return false;
     if (const auto *DRE = dyn_cast<DeclRefExpr>(S))
       if (const auto *VD = dyn_cast<VarDecl>(DRE->getDecl()))
-        if (badReason(VD, &U) || (BufferVars.count(VD) && !CopyBuffers.count(VD)))
+        if (badReason(VD, &U) || (BufferVars.count(VD) && !CopyBuffers.count(VD)) ||
+            Undeclarable.count(VD))
           return false;
     for (const Stmt *Child : S->children())
       if (Child)

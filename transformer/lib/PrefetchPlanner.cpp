@@ -108,10 +108,26 @@ void PrefetchPlanner::closeSlice(bool UseBad, int RegionStart) {
   for (const CloneCallDecision &C : CloneCalls)
     if ((!UseBad || C.Active) && Eligible(*C.Owner))
       include(C.Owner);
+  closeOver(UseBad, RegionStart);
+}
+
+// The closure itself, from the units in the slice so far: the statements that set what
+// they use, the jumps that decide whether they run, and the declarations of every
+// variable their text names (which may be only a name: `sizeof b`, an open's `&fh`).
+void PrefetchPlanner::closeOver(bool UseBad, int RegionStart) {
+  auto Eligible = [&](const Unit &U) {
+    if (U.TopIndex < RegionStart)
+      return false;
+    if (!UseBad)
+      return true;
+    return ancestorsGood(U) &&
+           (!U.Bad || hasActiveCall(U) || U.UnitKind == Unit::Jump || handoffAt(U));
+  };
   bool Changed = true;
   while (Changed) {
     Changed = false;
-    VarSet Relevant;
+    VarSet Relevant, Named;
+    DeclSet Types;
     for (const auto &Owned : Units.all()) {
       const Unit *U = Owned.get();
       if (!U->InSlice || U->UnitKind == Unit::Block)
@@ -127,6 +143,10 @@ void PrefetchPlanner::closeSlice(bool UseBad, int RegionStart) {
         if (C.Owner == U && (!UseBad || C.Active))
           if (const CloneSummary *S = summaryOf(C.Callee))
             Relevant.insert(S->GlobalHandles.begin(), S->GlobalHandles.end());
+      if (UseBad) {
+        namedBy(*U, Named);
+        typesNamedBy(*U, Types);
+      }
       if (!OnlyWrites) {
         if (UseBad && U->Bad)
           activeOperands(*U, Relevant);
@@ -155,7 +175,24 @@ void PrefetchPlanner::closeSlice(bool UseBad, int RegionStart) {
     }
     for (const auto &Owned : Units.all()) {
       Unit *U = Owned.get();
-      if (U->InSlice || !Eligible(*U))
+      if (U->InSlice || U->TopIndex < RegionStart)
+        continue;
+      // A declaration of a name the slice's text holds: kept, as a declaration of the PT's
+      // own if the PT cannot run it (declaresOnly).
+      if (UseBad && U->UnitKind == Unit::Simple && isa<DeclStmt>(U->S) && ancestorsGood(*U)) {
+        bool Declares = false;
+        for (const Decl *D : cast<DeclStmt>(U->S)->decls())
+          if (const auto *VD = dyn_cast<VarDecl>(D))
+            Declares |= Named.count(VD) > 0;
+          else
+            Declares |= Types.count(D) > 0;
+        if (Declares) {
+          include(U);
+          Changed = true;
+          continue;
+        }
+      }
+      if (!Eligible(*U))
         continue;
       bool Needed = false;
       for (const VarDecl *VD : U->Defs)
@@ -290,6 +327,16 @@ void PrefetchPlanner::decideReads() {
               Work.push_back(Child);
         }
       }
+    }
+    // Every name the PT's call holds must be declared there.
+    for (unsigned I = 0; I < D.Site.Call->getNumArgs() && Why.empty(); ++I) {
+      int Index = static_cast<int>(I);
+      if (Index == D.Site.Info->DropArgs[0] || Index == D.Site.Info->DropArgs[1] ||
+          (Index == D.Site.Info->BufferArg && !CopyBuffers.count(bufferOf(D.Site))))
+        continue;
+      const Decl *Which = nullptr;
+      if (const std::string *Problem = undeclarable(D.Site.Call->getArg(I), &Which))
+        Why = "it names " + describe(Which) + ", which " + *Problem;
     }
     // From a statement the PT cannot run it keeps only the prefetches: a read from the
     // handle's current position is then right only if nothing else in the statement moves
@@ -572,39 +619,328 @@ bool PrefetchPlanner::plan() {
   return finishPlan();
 }
 
+// Every name in the PT's text is declared there (see namedBy). A variable whose
+// declaration the PT cannot have makes the statements that name it ones the PT does not
+// run, and the reads that name it are left alone with a remark saying so: the slice is
+// planned again without them until every name is declared.
 bool PrefetchPlanner::finishPlan() {
-
-  closeSlice(/*UseBad=*/true, Start);
+  for (unsigned Round = 0;; ++Round) {
+    closeSlice(/*UseBad=*/true, Start);
+    addCountBlocks();
+    std::string Why;
+    const Decl *VD = undeclaredName(Why);
+    if (!VD)
+      break;
+    if (Round > 64 || Undeclarable.count(VD)) {
+      Failure = describe(VD) + " cannot be declared in it (" + Why + ")";
+      for (ReadDecision &D : Decisions)
+        if (D.Prefetched) {
+          D.Prefetched = false;
+          D.Reason = "the prefetch thread cannot be built: " + Failure;
+        }
+      return false;
+    }
+    Undeclarable[VD] = Why;
+    UndeclarableTypes |= !isa<VarDecl>(VD);
+    analyze(Start);
+    if (score() == 0) {
+      for (ReadDecision &D : Decisions)
+        if (D.Reason.empty())
+          D.Reason = "it names " + describe(VD) + ", which " + Why;
+      return false;
+    }
+  }
+  NamedVars.clear();
+  for (const auto &Owned : Units.all())
+    if (Owned->InSlice && Owned->TopIndex >= Start)
+      namedBy(*Owned, NamedVars);
   // Handles nobody reads after their handoff are not handed over.
   llvm::erase_if(Handoffs, [](const HandoffPoint &H) { return !H.At->InSlice; });
   for (unsigned I = 0; I < Handoffs.size(); ++I)
     Handoffs[I].Slot = I;
-  // Transfers the PT cannot follow exactly (under a bad condition) are counted where the
-  // outermost bad statement was, as if it ran once.
-  for (const auto &Owned : Units.all()) {
-    const Unit &U = *Owned;
-    if (U.TopIndex < Start || U.IoCalls.empty() || canExecuteInPt(U))
-      continue;
-    bool Transfers = false;
-    for (const IoCallSite &Site : U.IoCalls)
-      Transfers |= IoCallTable::isTransfer(*Site.Info);
-    if (!Transfers)
-      continue;
-    const Unit *Outer = &U;
-    for (const Unit *P = U.Parent; P; P = P->Parent)
-      if (P->Bad)
-        Outer = P;
-    if (!ancestorsGood(*Outer))
-      continue;
-    if (Outer->InSlice && Outer->UnitKind == Unit::Simple)
-      continue; // a bad statement holding a prefetched read: emitted as the prefetch
-    CountBlocks.insert(Outer);
-    include(Outer->Parent);
-    if (containsLoop(*Outer))
-      Approximate.push_back(Outer);
-  }
   collectCaptures();
   return true;
+}
+
+// Transfers the PT cannot follow exactly (under a bad condition) are counted where the
+// outermost bad statement was, as if it ran once. The statements around such a count are
+// then part of the slice, and so is what they name and use: the closure goes on from
+// them until nothing changes.
+void PrefetchPlanner::addCountBlocks() {
+  for (bool Changed = true; Changed;) {
+    Changed = false;
+    CountBlocks.clear();
+    Approximate.clear();
+    for (const auto &Owned : Units.all()) {
+      const Unit &U = *Owned;
+      if (U.TopIndex < Start || U.IoCalls.empty() || canExecuteInPt(U))
+        continue;
+      bool Transfers = false;
+      for (const IoCallSite &Site : U.IoCalls)
+        Transfers |= IoCallTable::isTransfer(*Site.Info);
+      if (!Transfers)
+        continue;
+      const Unit *Outer = &U;
+      for (const Unit *P = U.Parent; P; P = P->Parent)
+        if (P->Bad)
+          Outer = P;
+      if (!ancestorsGood(*Outer))
+        continue;
+      if (Outer->InSlice && Outer->UnitKind == Unit::Simple)
+        continue; // a bad statement holding a prefetched read: emitted as the prefetch
+      CountBlocks.insert(Outer);
+      for (Unit *P = Outer->Parent; P && !P->InSlice; P = P->Parent)
+        Changed = true;
+      include(Outer->Parent);
+      if (containsLoop(*Outer))
+        Approximate.push_back(Outer);
+    }
+    if (Changed)
+      closeOver(/*UseBad=*/true, Start);
+  }
+}
+
+void PrefetchPlanner::namedIn(const Stmt *S, VarSet &Out) const {
+  llvm::SmallVector<const Stmt *, 16> Work{S};
+  while (!Work.empty()) {
+    const Stmt *St = Work.pop_back_val();
+    if (!St)
+      continue;
+    if (const auto *DRE = dyn_cast<DeclRefExpr>(St))
+      if (const auto *VD = dyn_cast<VarDecl>(DRE->getDecl()))
+        Out.insert(VD);
+    if (const auto *Call = dyn_cast<CallExpr>(St))
+      if (const IoCallInfo *Info = IoCallTable::lookup(Call)) {
+        const ReadDecision *D = decisionFor(Call);
+        // Writes and reads the PT does not pre-execute become counts.
+        if (Info->Kind == IoKind::Write || (Info->Kind == IoKind::Read && (!D || !D->Prefetched)))
+          continue;
+        for (unsigned I = 0; I < Call->getNumArgs(); ++I) {
+          int Index = static_cast<int>(I);
+          const Expr *Arg = Call->getArg(I);
+          if (Index == Info->DropArgs[0] || Index == Info->DropArgs[1])
+            continue;
+          // What the PT's read drops: its buffer (unless it copies), a status or formatted
+          // destination of the MT's (only the PT's own stay).
+          if (Info->Kind == IoKind::Read &&
+              ((Index == Info->BufferArg && !D->Copy) ||
+               (Index == Info->StatusArg && !ptOwnStatus(Arg)) ||
+               (Info->Formatted && IoCallTable::isDataDestination(*Info, I) && !ptOwnScalar(Arg))))
+            continue;
+          Work.push_back(Arg);
+        }
+        continue;
+      }
+    for (const Stmt *Child : St->children())
+      Work.push_back(Child);
+  }
+}
+
+void PrefetchPlanner::namedBy(const Unit &U, VarSet &Out) const {
+  if (U.UnitKind == Unit::Block || handoffAt(U))
+    return;
+  if (U.UnitKind == Unit::Jump) {
+    if (!U.StopsPt && hasActiveCall(U))
+      activeOperands(U, Out);
+    return;
+  }
+  if (U.isControl()) {
+    const Speculation *Sp = speculationFor(U);
+    for (const Stmt *Part : headerParts(U.S)) {
+      llvm::SmallVector<const Expr *, 4> Conjuncts;
+      if (const auto *E = dyn_cast<Expr>(Part); E && Sp)
+        conjunctsOf(E, Conjuncts);
+      if (Conjuncts.size() > 1 || (Sp && llvm::is_contained(Sp->Conjuncts, Part))) {
+        for (const Expr *C : Conjuncts)
+          if (!llvm::is_contained(Sp->Conjuncts, C))
+            namedIn(C, Out);
+        continue;
+      }
+      namedIn(Part, Out);
+    }
+    return;
+  }
+  if (U.Bad || (!hasActiveCall(U) && countTransfers(U))) {
+    activeOperands(U, Out);
+    return;
+  }
+  namedIn(U.S, Out);
+}
+
+bool PrefetchPlanner::declaresOnly(const Unit &U) const {
+  if (!U.InSlice || U.UnitKind != Unit::Simple || !isa<DeclStmt>(U.S) || handoffAt(U))
+    return false;
+  return U.Bad || (!hasActiveCall(U) && countTransfers(U));
+}
+
+void PrefetchPlanner::typesNamedBy(const Unit &U, DeclSet &Out) const {
+  if (U.UnitKind == Unit::Block)
+    return;
+  auto ActiveCalls = [&] {
+    for (const IoCallSite &Site : U.IoCalls)
+      if (const ReadDecision *D = decisionFor(Site.Call); D && D->Prefetched)
+        localTypesIn(Site.Call, Out);
+    for (const CloneCallDecision &C : CloneCalls)
+      if (C.Owner == &U && C.Active)
+        localTypesIn(C.Call, Out);
+  };
+  if (handoffAt(U)) {
+    if (const auto *DS = dyn_cast<DeclStmt>(U.S))
+      for (const Decl *D : DS->decls())
+        if (const auto *VD = dyn_cast<VarDecl>(D))
+          localTypesOf(VD->getType(), Out);
+    return;
+  }
+  if (U.UnitKind == Unit::Jump) {
+    if (!U.StopsPt && hasActiveCall(U))
+      ActiveCalls();
+    return;
+  }
+  if (U.isControl()) {
+    for (const Stmt *Part : headerParts(U.S))
+      localTypesIn(Part, Out);
+    return;
+  }
+  if (U.Bad || (!hasActiveCall(U) && countTransfers(U))) {
+    ActiveCalls();
+    if (const auto *DS = dyn_cast<DeclStmt>(U.S))
+      for (const Decl *D : DS->decls())
+        if (const auto *VD = dyn_cast<VarDecl>(D))
+          localTypesOf(VD->getType(), Out);
+    return;
+  }
+  localTypesIn(U.S, Out);
+}
+
+const Unit *PrefetchPlanner::typeDeclaringUnit(const Decl *T) const {
+  for (const auto &Owned : Units.all())
+    if (Owned->UnitKind == Unit::Simple)
+      if (const auto *DS = dyn_cast<DeclStmt>(Owned->S))
+        for (const Decl *D : DS->decls())
+          if (D == T)
+            return Owned.get();
+  return nullptr;
+}
+
+const Decl *PrefetchPlanner::undeclaredName(std::string &Why) const {
+  const SourceManager &SM = Units.function()->getASTContext().getSourceManager();
+  for (const auto &Owned : Units.all()) {
+    const Unit &U = *Owned;
+    if (!U.InSlice || U.TopIndex < Start)
+      continue;
+    VarSet Named;
+    namedBy(U, Named);
+    std::vector<const VarDecl *> Sorted(Named.begin(), Named.end());
+    std::sort(Sorted.begin(), Sorted.end(), [&](const VarDecl *A, const VarDecl *B) {
+      return SM.isBeforeInTranslationUnit(A->getLocation(), B->getLocation());
+    });
+    for (const VarDecl *VD : Sorted) {
+      // Globals are the file's; parameters the clone's own, or main()'s, captured or
+      // declared by its prologue like every local declared before the start.
+      if (!VD->isLocalVarDecl())
+        continue;
+      const Unit *D = Units.declaringUnit(VD);
+      std::string Line = std::to_string(SM.getPresumedLineNumber(VD->getLocation()));
+      if (!D) {
+        bool Inside = false; // declared inside the statement itself
+        forEachStmtIn(U.S, [&](const Stmt *St) {
+          if (const auto *DS = dyn_cast<DeclStmt>(St))
+            for (const Decl *Dc : DS->decls())
+              Inside |= Dc == VD;
+        });
+        if (Inside)
+          continue;
+        Why = "is declared at line " + Line + " inside a statement the prefetch thread does not run";
+        return VD;
+      }
+      if (D->TopIndex < Start && !AsClone)
+        continue; // captured, or declared by the PT's prologue (the emitter's)
+      if (!D->InSlice) {
+        std::string Cause = D->Bad ? " (it " + D->BadWhy + ")" : "";
+        for (const Unit *P = D->Parent; P && Cause.empty(); P = P->Parent)
+          if (P->Bad)
+            Cause = " (it runs under a condition that " + P->BadWhy + ")";
+        Why = "is declared at line " + Line + " by a statement the prefetch thread does not run" + Cause;
+        return VD;
+      }
+      if (declaresOnly(*D) && !declarableInPt(VD)) {
+        Why = "is declared at line " + Line + " by a statement the prefetch thread does not run (" +
+              (D->Bad ? "it " + D->BadWhy : std::string("it only counts its I/O")) +
+              "), and has a type the prefetch thread cannot declare as its own";
+        return VD;
+      }
+    }
+    // Types and enumerations declared in the function: their declaration statements are
+    // the PT's, or the PT cannot name them (the PT of main() is a function of its own).
+    DeclSet Types;
+    typesNamedBy(U, Types);
+    std::vector<const Decl *> SortedTypes(Types.begin(), Types.end());
+    std::sort(SortedTypes.begin(), SortedTypes.end(), [&](const Decl *A, const Decl *B) {
+      return SM.isBeforeInTranslationUnit(A->getLocation(), B->getLocation());
+    });
+    for (const Decl *T : SortedTypes) {
+      std::string Line = std::to_string(SM.getPresumedLineNumber(T->getLocation()));
+      const Unit *D = typeDeclaringUnit(T);
+      if (D == &U && !declaresOnly(U))
+        continue;
+      if (!D) {
+        bool Inside = false;
+        forEachStmtIn(U.S, [&](const Stmt *St) {
+          if (const auto *DS = dyn_cast<DeclStmt>(St))
+            for (const Decl *Dc : DS->decls())
+              Inside |= Dc == T;
+        });
+        if (Inside)
+          continue;
+        Why = "is declared at line " + Line + " in a statement the prefetch thread does not run";
+        return T;
+      }
+      if (D->TopIndex < Start && !AsClone) {
+        Why = "is declared at line " + Line + ", before the prefetch thread starts, in " +
+              Units.function()->getNameAsString() + "(), which the prefetch thread's function "
+              "cannot name";
+        return T;
+      }
+      if (!D->InSlice || declaresOnly(*D)) {
+        Why = "is declared at line " + Line + " by a statement the prefetch thread does not run" +
+              (D->Bad ? " (it " + D->BadWhy + ")" : std::string());
+        return T;
+      }
+    }
+  }
+  return nullptr;
+}
+
+const std::string *PrefetchPlanner::undeclarable(const Stmt *S, const Decl **Which) const {
+  if (Undeclarable.empty() || !S)
+    return nullptr;
+  const std::string *Found = nullptr;
+  if (UndeclarableTypes) {
+    DeclSet Types;
+    localTypesIn(S, Types);
+    for (const Decl *T : Types) {
+      auto It = Undeclarable.find(T);
+      if (It != Undeclarable.end()) {
+        if (Which)
+          *Which = T;
+        return &It->second;
+      }
+    }
+  }
+  forEachStmtIn(S, [&](const Stmt *St) {
+    if (Found)
+      return;
+    if (const auto *DRE = dyn_cast<DeclRefExpr>(St))
+      if (const auto *VD = dyn_cast<VarDecl>(DRE->getDecl())) {
+        auto It = Undeclarable.find(VD);
+        if (It != Undeclarable.end()) {
+          Found = &It->second;
+          if (Which)
+            *Which = VD;
+        }
+      }
+  });
+  return Found;
 }
 
 } // namespace ppios

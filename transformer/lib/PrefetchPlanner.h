@@ -11,6 +11,12 @@
 // 4. A backward closure from the prefetched reads (plus the writes and unprefetched reads
 //    that the PT only counts, plus opens/seeks/closes of their descriptors and the jumps
 //    that decide whether they run) gives the statements the PT executes.
+// 5. Every name the PT's text holds (a variable, even only in sizeof or as an open's
+//    result; a local type or enumeration) is declared there: its declaration joins the
+//    slice (as a zeroed declaration of the PT's own if the PT cannot run it), or it is
+//    captured or declared by the PT's prologue; a name the PT cannot declare makes the
+//    statements naming it ones the PT does not run, and its reads get a remark
+//    (PrefetchPlanner::finishPlan).
 //
 // One analysis a file: PlannerHandles.cpp (descriptors, handoffs), PlannerValues.cpp
 // (bad statements and values, owned memory, speculation, arm guards), PlannerClones.cpp
@@ -189,6 +195,20 @@ private:
   // PT does not follow moves that position before it (empty: nothing does).
   std::string positionMovedBehind(const ReadDecision &R) const;
   void closeSlice(bool UseBad, int RegionStart);
+  void closeOver(bool UseBad, int RegionStart);
+  void addCountBlocks();
+  void namedIn(const clang::Stmt *S, VarSet &Out) const;
+  // The first variable a statement of the slice names that the PT would not have
+  // declared, and why (null if none).
+  const clang::Decl *undeclaredName(std::string &Why) const;
+  const Unit *typeDeclaringUnit(const clang::Decl *D) const;
+  // Variables and local types the PT cannot declare (see finishPlan): every statement
+  // naming one is one the PT does not run, every read whose operands name one is left
+  // alone.
+  llvm::DenseMap<const clang::Decl *, std::string> Undeclarable;
+  bool UndeclarableTypes = false;
+  VarSet NamedVars;
+  const std::string *undeclarable(const clang::Stmt *S, const clang::Decl **Which) const;
   void collectCaptures();
   bool synchronizesAfterStart() const;
   std::string calleeGlobalProblem(const clang::CallExpr *Call) const;
@@ -214,6 +234,20 @@ public:
   // within a window of the MT (ppios_pt_speculate).
   bool speculates(const Unit &Loop) const;
   const CloneCallDecision *cloneCallFor(const clang::CallExpr *Call) const;
+  // The variables the PT's text of U names (its header for a control unit, its kept calls
+  // for a statement the PT cannot run, nothing for a handoff or a dropped return value).
+  // Every one is declared in the PT: captured or declared by its prologue (declared
+  // before the start), declared by a statement the slice keeps, or the statement naming
+  // it is one the PT does not run (see finishPlan).
+  void namedBy(const Unit &U, VarSet &Out) const;
+  // A declaration statement in the slice that the PT does not run as written (it cannot
+  // run it, or it keeps only its I/O's count): it declares its variables as its own,
+  // zeroed, so that the statements that name them compile.
+  bool declaresOnly(const Unit &U) const;
+  // VD is named by the PT's text (namedBy of a statement of the slice).
+  bool named(const clang::VarDecl *VD) const { return NamedVars.count(VD) > 0; }
+  // The types and enumerations declared in the function that the PT's text of U names.
+  void typesNamedBy(const Unit &U, llvm::SmallPtrSet<const clang::Decl *, 4> &Out) const;
   const CloneSummary *summaryOf(const clang::FunctionDecl *Callee) const;
   bool isClone() const { return AsClone; }
   // The clone's summary (AsClone, after plan() returned true).

@@ -17,6 +17,8 @@ using namespace clang;
 
 namespace ppios {
 
+using slicing::nameableAtFileScope;
+
 namespace {
 
 // The runtime's calls that pass handles around are named by the handle's kind:
@@ -35,29 +37,6 @@ bool isMpiFileType(QualType T) { return T.getUnqualifiedType().getAsString() == 
 std::string countStatement(const std::string &Seq, unsigned N, const std::string &Note) {
   std::string S = N == 1 ? "++" + Seq + ";" : Seq + " += " + std::to_string(N) + ";";
   return S + " /* " + Note + " */";
-}
-
-// A local struct or typedef cannot be named at file scope, where the thread function lives.
-bool nameableAtFileScope(QualType T) {
-  while (true) {
-    if (const auto *TT = T->getAs<TypedefType>())
-      if (TT->getDecl()->getDeclContext()->isFunctionOrMethod())
-        return false;
-    if (T->isPointerType()) {
-      T = T->getPointeeType();
-      continue;
-    }
-    if (T->isArrayType()) {
-      if (T->isVariableArrayType())
-        return false;
-      T = QualType(T->getPointeeOrArrayElementType(), 0);
-      continue;
-    }
-    break;
-  }
-  if (const TagDecl *Tag = T->getAsTagDecl())
-    return !Tag->getDeclContext()->isFunctionOrMethod() && Tag->getIdentifier();
-  return true;
 }
 
 // The PT's streams can be NULL where the MT's are not (ppios_pt_fopen never creates a file).
@@ -181,7 +160,18 @@ std::string PrefetchThreadEmitter::declare(const VarDecl *VD) {
   return OS.str();
 }
 
-// The local variables of the function that S names.
+// A declaration of VD as the PT's own: zeroed (a static local stays static, which zeroes
+// it without using the PT's stack), and marked used.
+std::string PrefetchThreadEmitter::ownDeclaration(const VarDecl *VD) {
+  std::string Name = VD->getNameAsString();
+  if (VD->isStaticLocal())
+    return "static " + declare(VD) + "; (void)" + Name + ";";
+  return declare(VD) + "; __builtin_memset(&" + Name + ", 0, sizeof " + Name + "); (void)" +
+         Name + ";";
+}
+
+// The local variables of the function that S names (and main()'s parameters, which are
+// the PT's only when captured or declared).
 void PrefetchThreadEmitter::localsNamedIn(const Stmt *S, std::set<const VarDecl *> &Out) const {
   llvm::SmallVector<const Stmt *, 16> Work{S};
   while (!Work.empty()) {
@@ -190,13 +180,16 @@ void PrefetchThreadEmitter::localsNamedIn(const Stmt *S, std::set<const VarDecl 
       continue;
     if (const auto *DRE = dyn_cast<DeclRefExpr>(St))
       if (const auto *VD = dyn_cast<VarDecl>(DRE->getDecl()))
-        if (VD->hasLocalStorage() && !isa<ParmVarDecl>(VD))
+        if (VD->isLocalVarDecl() || (isa<ParmVarDecl>(VD) && !Plan.isClone()))
           Out.insert(VD);
     for (const Stmt *Child : St->children())
       Work.push_back(Child);
   }
 }
 
+// E names only variables the MT has when it starts the PT, with the values they keep
+// after: it can be evaluated in the start block. (Not a variable declared after the
+// start, in a `for` header say, which is out of scope there.)
 bool PrefetchThreadEmitter::capturedOnly(const Expr *E) const {
   llvm::SmallVector<const Stmt *, 8> Work{E};
   while (!Work.empty()) {
@@ -204,8 +197,12 @@ bool PrefetchThreadEmitter::capturedOnly(const Expr *E) const {
     if (const auto *DRE = dyn_cast<DeclRefExpr>(S))
       if (const auto *VD = dyn_cast<VarDecl>(DRE->getDecl())) {
         const Unit *D = Units.declaringUnit(VD);
-        if (D && D->TopIndex >= Plan.startIndex())
+        if (VD->isLocalVarDecl() && (!D || D->TopIndex >= Plan.startIndex()))
           return false;
+        for (const auto &Owned : Units.all())
+          if (Owned->TopIndex >= Plan.startIndex() &&
+              (Owned->Defs.count(VD) || Owned->PointerStores.count(VD)))
+            return false;
       }
     if (isa<CallExpr>(S))
       return false;
@@ -410,6 +407,11 @@ void PrefetchThreadEmitter::emitUnit(const Unit &U) {
       bool Global = Plan.facts() && Plan.facts()->isGlobalHandle(H->Var);
       const auto *DS = dyn_cast<DeclStmt>(U.S);
       bool Declares = DS && DS->isSingleDecl() && DS->getSingleDecl() == H->Var;
+      // `int n = 0, out = open(...)`: every variable it declares is the PT's own.
+      if (DS && !DS->isSingleDecl() && Takes.empty())
+        for (const Decl *Dc : DS->decls())
+          if (const auto *VD = dyn_cast<VarDecl>(Dc))
+            Takes += (Takes.empty() ? "" : " ") + ownDeclaration(VD);
       Takes += (Takes.empty() ? "" : " ") +
                (Global ? shadowName(H->Var) : Declares ? declare(H->Var) : Name) +
                " = ppios_pt_take_" + Iface + "(" + Slot + ");";
@@ -483,13 +485,19 @@ void PrefetchThreadEmitter::emitUnit(const Unit &U) {
         Names += (Names.empty() ? "" : ", ") + std::string(Site.Info->Name);
       }
     }
+  // A declaration the PT does not run as written still declares what it names.
+  std::string Declared;
+  if (Plan.declaresOnly(U))
+    for (const Decl *Dc : cast<DeclStmt>(U.S)->decls())
+      if (const auto *VD = dyn_cast<VarDecl>(Dc); VD && Plan.named(VD))
+        Declared += ownDeclaration(VD) + " ";
   if (!AnyPrefetched && Others) {
-    removeUnit(U, countStatement(Seq, Others, Names + ": not run by the prefetch thread"));
+    removeUnit(U, Declared + countStatement(Seq, Others, Names + ": not run by the prefetch thread"));
     return;
   }
   if (U.Bad) {
     // Only the prefetches of this statement can run in the PT.
-    std::string Replacement = keptCalls(U);
+    std::string Replacement = Declared + keptCalls(U);
     if (Others)
       Replacement += " " + countStatement(Seq, Others, Names + ": not run by the prefetch thread");
     // Several calls where one statement stands (`for (...) s += f(i) + g(i);`): a block.
@@ -748,7 +756,7 @@ bool PrefetchThreadEmitter::emit() {
   std::vector<const VarDecl *> Undeclared;
   for (const VarDecl *VD : Named) {
     const Unit *D = Units.declaringUnit(VD);
-    if (D && D->TopIndex < S && !CapturedSet.count(VD))
+    if (((D && D->TopIndex < S) || isa<ParmVarDecl>(VD)) && !CapturedSet.count(VD))
       Undeclared.push_back(VD);
   }
   std::sort(Undeclared.begin(), Undeclared.end(), [](const VarDecl *A, const VarDecl *B) {
@@ -759,9 +767,10 @@ bool PrefetchThreadEmitter::emit() {
       Why = "the type of '" + VD->getNameAsString() + "' cannot be named outside " + Fn + "()";
       return false;
     }
-    std::string Name = VD->getNameAsString();
-    Prologue += Indent + declare(VD) + ";\n" + Indent + "__builtin_memset(&" + Name +
-                ", 0, sizeof " + Name + "); (void)" + Name + ";\n";
+    std::string Own = ownDeclaration(VD);
+    if (!VD->isStaticLocal()) // one line for the declaration, one for its value
+      Own.replace(Own.find("; ") + 1, 1, "\n" + Indent);
+    Prologue += Indent + Own + "\n";
   }
   // The MT's start block gives the PT's copies of its handles handles of their own.
   std::vector<std::string> Reopens;

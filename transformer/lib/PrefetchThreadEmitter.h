@@ -53,6 +53,7 @@ private:
   std::string renderCall(const IoCallSite &Site);
   std::string pathArgument(const IoCallSite &Site);
   std::string declare(const clang::VarDecl *VD);
+  std::string ownDeclaration(const clang::VarDecl *VD);
   bool usedElsewhere(const clang::VarDecl *VD, const Unit &Self) const;
   bool capturedOnly(const clang::Expr *E) const;
   void localsNamedIn(const clang::Stmt *S, std::set<const clang::VarDecl *> &Out) const;

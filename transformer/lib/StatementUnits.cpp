@@ -467,12 +467,17 @@ void FunctionUnits::analyze(Unit &U, const Stmt *Part) {
 }
 
 const Unit *FunctionUnits::declaringUnit(const VarDecl *VD) const {
-  for (const auto &U : Units)
+  for (const auto &U : Units) {
+    const DeclStmt *DS = nullptr;
     if (U->UnitKind == Unit::Simple)
-      if (const auto *DS = dyn_cast<DeclStmt>(U->S))
-        for (const Decl *D : DS->decls())
-          if (D == VD)
-            return U.get();
+      DS = dyn_cast<DeclStmt>(U->S);
+    else if (const auto *FS = dyn_cast<ForStmt>(U->S))
+      DS = dyn_cast_or_null<DeclStmt>(FS->getInit()); // `for (int i = 0; ...)`: the loop's
+    if (DS)
+      for (const Decl *D : DS->decls())
+        if (D == VD)
+          return U.get();
+  }
   return nullptr;
 }
 

@@ -120,7 +120,9 @@ public:
     for (const auto &U : Units)
       F(*U);
   }
-  // Variables declared by a unit (DeclStmt) inside the function.
+  // The unit that declares VD: a declaration statement, or the loop whose `for` header
+  // declares it; nullptr for parameters, globals and variables declared inside a
+  // statement the slicer sees as one unit.
   const Unit *declaringUnit(const clang::VarDecl *VD) const;
 
 private:
