@@ -515,6 +515,20 @@ int __wrap_MPI_Finalize(void) {
   return ppios_MPI_Finalize();
 }
 
+// ------------------------------------------------------------------ environment
+// The PT reads the environment as it was when it started (pt_getenv): the program's
+// setenv may reallocate `environ` under it. The program's own calls are its own.
+
+char *__wrap_getenv(const char *name) {
+  if (on_pt()) return const_cast<char *>(ppios::pt_getenv(name));
+  return getenv(name);
+}
+
+char *__wrap_secure_getenv(const char *name) {
+  if (on_pt()) return const_cast<char *>(ppios::pt_getenv(name));
+  return secure_getenv(name);
+}
+
 // ------------------------------------------------------------------ signal handlers
 // Always through the table, also where other calls pass through, so that every program
 // handler runs behind the trampoline.

@@ -57,6 +57,7 @@ void Runtime::start_pt(void (*entry)(void *), const void *ctx, size_t ctx_size) 
     if (initialized && !finalized) MPI_Comm_rank(MPI_COMM_WORLD, &rank_);
   }
   limit_thread_arenas();
+  snapshot_environment();  // before the PT exists: it reads only the snapshot
   auto *start = new PtStart{entry, std::vector<char>(static_cast<const char *>(ctx),
                                                      static_cast<const char *>(ctx) + ctx_size)};
   std::lock_guard<std::mutex> lock(lifecycle_mu_);  // pt_thread_ is set before the PT ends

@@ -12,6 +12,7 @@
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
+#include <string>
 
 #include "ErrnoGuard.h"
 #include "PrefetchCache.h"
@@ -184,6 +185,27 @@ void pt_probe_buffer(void *buf, size_t count) {
 }
 
 // ------------------------------------------------------------------ PtResources
+
+namespace {
+std::vector<std::string> *g_environment = nullptr;  // written once, before the PT starts
+}  // namespace
+
+void snapshot_environment() {
+  if (g_environment != nullptr) return;
+  auto *copy = new std::vector<std::string>;
+  for (char **entry = environ; entry != nullptr && *entry != nullptr; ++entry) copy->emplace_back(*entry);
+  g_environment = copy;
+}
+
+const char *pt_getenv(const char *name) {
+  if (g_environment == nullptr || name == nullptr || *name == '\0' || std::strchr(name, '=') != nullptr)
+    return nullptr;
+  const size_t length = std::strlen(name);
+  for (const std::string &entry : *g_environment)
+    if (entry.size() > length && entry[length] == '=' && entry.compare(0, length, name) == 0)
+      return entry.c_str() + length + 1;
+  return nullptr;
+}
 
 PtResources &PtResources::get() {
   static PtResources *resources = new PtResources;  // never destroyed: the PT may outlive main()

@@ -74,6 +74,13 @@ bool pt_fault_seen(int *sig, uintptr_t *address, bool *has_address);
 // so that a bad PT buffer faults here (and escapes) rather than inside the runtime.
 void pt_probe_buffer(void *buf, size_t count);
 
+// The environment as it was when the PT started, for the PT's getenv: the program's
+// setenv/putenv may reallocate `environ` while the PT reads it, and the PT must never
+// touch memory the program frees. snapshot_environment() runs on the MT before the PT
+// exists; pt_getenv() returns a pointer into the snapshot (kept for the whole run).
+void snapshot_environment();
+const char *pt_getenv(const char *name);
+
 // Descriptors, streams and memory blocks the PT owns. The PT touches nothing else: a
 // PT call on a descriptor or stream it does not own fails with EBADF, so the program's
 // own (argv files, STDIN_FILENO, the MT's descriptors) are never read or moved.

@@ -215,6 +215,28 @@ TEST(PtSafetyTest, WrappersOnThePtTouchOnlyItsOwnDescriptors) {
   unlink(file.c_str());
 }
 
+// The program's setenv may reallocate `environ` while the PT reads it: the PT's getenv
+// reads the snapshot taken when it started, never the program's live environment.
+extern "C" char *__wrap_getenv(const char *name);
+TEST(PtSafetyTest, ThePtReadsTheEnvironmentAsItWasWhenItStarted) {
+  ASSERT_EQ(setenv("PPIOS_TEST_INPUT", "before.bin", 1), 0);
+  ppios::snapshot_environment();
+  for (int i = 0; i < 200; ++i) {  // enough new variables to move environ elsewhere
+    std::string name = "PPIOS_TEST_GROW_" + std::to_string(i);
+    ASSERT_EQ(setenv(name.c_str(), "x", 1), 0);
+  }
+  ASSERT_EQ(setenv("PPIOS_TEST_INPUT", "after.bin", 1), 0);
+  ThreadState saved = t_thread;
+  t_thread.role = ThreadRole::PT;
+  const char *seen = __wrap_getenv("PPIOS_TEST_INPUT");
+  const char *grown = __wrap_getenv("PPIOS_TEST_GROW_0");
+  t_thread = saved;
+  ASSERT_NE(seen, nullptr);
+  EXPECT_STREQ(seen, "before.bin");
+  EXPECT_EQ(grown, nullptr) << "set after the snapshot";
+  EXPECT_STREQ(__wrap_getenv("PPIOS_TEST_INPUT"), "after.bin") << "the program's own getenv is live";
+}
+
 TEST(PtSafetyTest, PassThroughInsideTheRuntimeAndInForkedChildren) {
   EXPECT_FALSE(pass_through());
   {
