@@ -44,6 +44,9 @@ namespace {
 struct MpiFileInfo {
   std::string path;
   FileKey key;
+  // The name led to this file before and after MPI's open: it is the file MPI opened. Only
+  // then are the handle's reads served from the cache (writes bump `key` either way).
+  bool identity_sure = false;
   bool wrote = false;  // a write through the handle: its close is an own change too
   bool held = false;   // a nonblocking or split write: the file is held until the close
 };
@@ -101,7 +104,7 @@ bool probe_mpi_read(MPI_File fh, int count, MPI_Datatype datatype, CachedFile *o
   {
     std::lock_guard<std::mutex> lock(g_files_mu);
     auto it = g_files.find(fh);
-    if (it == g_files.end()) return false;
+    if (it == g_files.end() || !it->second.identity_sure) return false;
     path = it->second.path;
     registered = it->second.key;
   }
@@ -321,24 +324,36 @@ int ppios_MPI_Type_free(MPI_Datatype *datatype) {
   return MPI_Type_free(datatype);
 }
 
+// MPI does not say which file it opened, only through which name: the file is the one
+// the name leads to both before and after the open. If the name led elsewhere meanwhile
+// (another process renamed a file over it during the open), or to nothing before (the
+// open created it), the handle's reads are never served from the cache, which could
+// otherwise hand out the bytes of the file the name leads to now. Its writes still bump
+// the file the name leads to after the open.
 int ppios_MPI_File_open(MPI_Comm comm, const char *filename, int amode, MPI_Info info,
                         MPI_File *fh) {
   ppios::release_point(nullptr);
+  const std::string path = strip_driver_prefix(filename);
+  struct stat before;
+  bool named = false;
+  {
+    ppios::ErrnoGuard errno_guard;
+    named = stat(path.c_str(), &before) == 0 && S_ISREG(before.st_mode);
+  }
   int rc = MPI_File_open(comm, filename, amode, info, fh);
   Runtime &rt = Runtime::get();
-  if (rc == MPI_SUCCESS) {
-    std::string path = strip_driver_prefix(filename);
-    struct stat st;
-    ppios::ErrnoGuard errno_guard;
-    if (stat(path.c_str(), &st) == 0 && S_ISREG(st.st_mode)) {
-      if (rt.trace().enabled()) {
-        char *absolute = realpath(path.c_str(), nullptr);
-        rt.trace().name_path(ppios::key_of(st), absolute != nullptr ? absolute : path);
-        free(absolute);
-      }
-      std::lock_guard<std::mutex> lock(g_files_mu);
-      g_files[*fh] = MpiFileInfo{path, ppios::key_of(st)};
+  struct stat st;
+  ppios::ErrnoGuard errno_guard;
+  if (rc == MPI_SUCCESS && stat(path.c_str(), &st) == 0 && S_ISREG(st.st_mode)) {
+    if (rt.trace().enabled()) {
+      char *absolute = realpath(path.c_str(), nullptr);
+      rt.trace().name_path(ppios::key_of(st), absolute != nullptr ? absolute : path);
+      free(absolute);
     }
+    MpiFileInfo file{path, ppios::key_of(st)};
+    file.identity_sure = named && ppios::key_of(before) == file.key;
+    std::lock_guard<std::mutex> lock(g_files_mu);
+    g_files[*fh] = file;
   }
   ppios::acquire_point(nullptr);  // collective
   return rc;
@@ -515,7 +530,7 @@ ppios_pt_mpi_file ppios_pt_reopen_MPI_File(MPI_File mt_fh) {
   {
     std::lock_guard<std::mutex> lock(g_files_mu);
     auto it = g_files.find(mt_fh);
-    if (it == g_files.end()) return nullptr;
+    if (it == g_files.end() || !it->second.identity_sure) return nullptr;  // nothing to serve
     path = it->second.path;
   }
   // The MT's view goes with the handle: its file pointer counts etypes of that view.
