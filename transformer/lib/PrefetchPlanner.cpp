@@ -13,6 +13,20 @@ using namespace clang;
 namespace ppios {
 using namespace slicing;
 
+namespace {
+// Whether `D` is declared by a declaration statement inside `S` (so a name `S` uses is
+// its own, not one the thread must declare for it).
+bool declaredInside(const Stmt *S, const Decl *D) {
+  bool Inside = false;
+  forEachStmtIn(S, [&](const Stmt *St) {
+    if (const auto *DS = dyn_cast<DeclStmt>(St))
+      for (const Decl *Dc : DS->decls())
+        Inside |= Dc == D;
+  });
+  return Inside;
+}
+}  // namespace
+
 std::string shadowName(const VarDecl *VD) { return "ppios_pt_g_" + VD->getNameAsString(); }
 
 const ReadDecision *PrefetchPlanner::decisionFor(const CallExpr *Call) const {
@@ -842,13 +856,7 @@ const Decl *PrefetchPlanner::undeclaredName(std::string &Why) const {
       const Unit *D = Units.declaringUnit(VD);
       std::string Line = std::to_string(SM.getPresumedLineNumber(VD->getLocation()));
       if (!D) {
-        bool Inside = false; // declared inside the statement itself
-        forEachStmtIn(U.S, [&](const Stmt *St) {
-          if (const auto *DS = dyn_cast<DeclStmt>(St))
-            for (const Decl *Dc : DS->decls())
-              Inside |= Dc == VD;
-        });
-        if (Inside)
+        if (declaredInside(U.S, VD))
           continue;
         Why = "is declared at line " + Line + " inside a statement the prefetch thread does not run";
         return VD;
@@ -884,13 +892,7 @@ const Decl *PrefetchPlanner::undeclaredName(std::string &Why) const {
       if (D == &U && !declaresOnly(U))
         continue;
       if (!D) {
-        bool Inside = false;
-        forEachStmtIn(U.S, [&](const Stmt *St) {
-          if (const auto *DS = dyn_cast<DeclStmt>(St))
-            for (const Decl *Dc : DS->decls())
-              Inside |= Dc == T;
-        });
-        if (Inside)
+        if (declaredInside(U.S, T))
           continue;
         Why = "is declared at line " + Line + " in a statement the prefetch thread does not run";
         return T;
