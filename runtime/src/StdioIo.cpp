@@ -80,7 +80,13 @@ struct MtLineStream {
   off_t block = 0;           // the original's buffer size for the file
   uint64_t generation = 0;   // of the file when the oldest of the bytes were read
   ppios::FileStamp stamp;    // and its stamp then (rule 3: changes of processes not under ppios)
+  off_t checked_end = -1;    // the block end the stamp was last found unchanged at
 };
+
+// A formatted read cannot tell where it stops: it checks the stamp only once it starts
+// this close to the end of the original's buffer (a conversion longer than that which
+// starts earlier is not checked), once per block.
+constexpr off_t kFormattedReach = 512;
 
 // The file offset where the original's buffer ends for a stream at `position`: the block
 // boundary after it (at a boundary the original holds nothing: it refills from there).
@@ -107,6 +113,7 @@ void trim_line_streams(const std::function<bool(const FileKey &, uint64_t)> &sta
     if (it == g_line_streams.end()) continue;
     it->second.generation = Runtime::get().coherence().generation(it->second.key);
     if (known) it->second.stamp = ppios::stamp_of(st);
+    it->second.checked_end = -1;
   }
 }
 
@@ -129,12 +136,19 @@ void check_line_stream(FILE *stream, int delim, size_t bound) {
   if (position < 0 || buffered_end < 0) return;
   const off_t keep_end = original_buffer_end(position, line.block);
   if (buffered_end <= keep_end) return;  // nothing past the original's buffer
+  if (line.checked_end == keep_end) return;  // checked for this block already
+  if (delim < 0 && keep_end - position > kFormattedReach) return;
   if (delim >= 0 && ppios::stream_holds_delimiter(stream, std::min<off_t>(keep_end - position, static_cast<off_t>(std::min<size_t>(bound, INT64_MAX))), delim))
     return;
   ppios::ErrnoGuard errno_guard;
   struct stat st;
   if (fstat(fileno(stream), &st) != 0) return;
-  if (ppios::stamp_of(st) == line.stamp) return;
+  if (ppios::stamp_of(st) == line.stamp) {
+    std::lock_guard<std::mutex> lock(g_line_streams_mu);
+    auto it = g_line_streams.find(stream);
+    if (it != g_line_streams.end()) it->second.checked_end = keep_end;
+    return;
+  }
   ppios::trim_stream_buffer(stream, keep_end);
   std::lock_guard<std::mutex> lock(g_line_streams_mu);
   auto it = g_line_streams.find(stream);
