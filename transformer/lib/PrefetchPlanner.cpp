@@ -86,19 +86,22 @@ void PrefetchPlanner::include(Unit *U) {
     U->InSlice = true;
 }
 
+// Whether the closure may take `U` in: it lies at or after RegionStart, and (UseBad) the PT
+// can run it. A bad statement holding a prefetched read is emitted as the prefetch alone
+// (clone calls likewise); a return always stays, so that the PT leaves where the MT does.
+bool PrefetchPlanner::eligibleForSlice(const Unit &U, bool UseBad, int RegionStart) const {
+  if (U.TopIndex < RegionStart)
+    return false;
+  if (!UseBad)
+    return true;
+  return ancestorsGood(U) &&
+         (!U.Bad || hasActiveCall(U) || U.UnitKind == Unit::Jump || handoffAt(U));
+}
+
 // Backward closure from the I/O the PT performs or counts. With UseBad false it runs over
 // the whole function to find out what the reads depend on at all (for the start point).
 void PrefetchPlanner::closeSlice(bool UseBad, int RegionStart) {
-  auto Eligible = [&](const Unit &U) {
-    if (U.TopIndex < RegionStart)
-      return false;
-    if (!UseBad)
-      return true;
-    // A bad statement holding a prefetched read is emitted as the prefetch alone (clone
-    // calls likewise); a return always stays, so that the PT leaves where the MT does.
-    return ancestorsGood(U) &&
-           (!U.Bad || hasActiveCall(U) || U.UnitKind == Unit::Jump || handoffAt(U));
-  };
+  auto Eligible = [&](const Unit &U) { return eligibleForSlice(U, UseBad, RegionStart); };
   for (const auto &Owned : Units.all())
     Owned->InSlice = false;
   // Seeds: reads, writes (counted), and the opens, seeks and closes of read descriptors.
@@ -129,14 +132,7 @@ void PrefetchPlanner::closeSlice(bool UseBad, int RegionStart) {
 // they use, the jumps that decide whether they run, and the declarations of every
 // variable their text names (which may be only a name: `sizeof b`, an open's `&fh`).
 void PrefetchPlanner::closeOver(bool UseBad, int RegionStart) {
-  auto Eligible = [&](const Unit &U) {
-    if (U.TopIndex < RegionStart)
-      return false;
-    if (!UseBad)
-      return true;
-    return ancestorsGood(U) &&
-           (!U.Bad || hasActiveCall(U) || U.UnitKind == Unit::Jump || handoffAt(U));
-  };
+  auto Eligible = [&](const Unit &U) { return eligibleForSlice(U, UseBad, RegionStart); };
   bool Changed = true;
   while (Changed) {
     Changed = false;

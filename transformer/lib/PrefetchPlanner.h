@@ -194,6 +194,7 @@ private:
   // Why a read from its handle's position cannot be pre-executed because a statement the
   // PT does not follow moves that position before it (empty: nothing does).
   std::string positionMovedBehind(const ReadDecision &R) const;
+  bool eligibleForSlice(const Unit &U, bool UseBad, int RegionStart) const;
   void closeSlice(bool UseBad, int RegionStart);
   void closeOver(bool UseBad, int RegionStart);
   void addCountBlocks();
