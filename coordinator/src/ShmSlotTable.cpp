@@ -643,6 +643,15 @@ std::string ShmSlotTable::segment_name(const std::string &target, int64_t group)
 
 namespace {
 
+// Allocates every page of the segment; "" or why not, naming a full /dev/shm.
+std::string allocate_in_full(int fd) {
+  int e = posix_fallocate(fd, 0, sizeof(ShmLayout));
+  if (e == 0) return "";
+  if (e == ENOSPC)
+    return "cannot be allocated: /dev/shm has less than " + std::to_string(sizeof(ShmLayout) / 1024) + " KiB free";
+  return std::string("cannot be allocated: ") + strerror(e);
+}
+
 // Refuses a segment someone else could have planted or can write: it must be a regular
 // file of ours (private) or of our chosen group, with no access for anyone else.
 std::string untrusted_reason(const struct stat &st, int64_t group) {
@@ -693,12 +702,19 @@ std::unique_ptr<ShmSlotTable> ShmSlotTable::open(const std::string &target, int6
   }
   if (creator) {
     // Exactly the mode asked for, whatever the umask; the group must be ours to give.
-    if ((group >= 0 && fchown(fd, static_cast<uid_t>(-1), static_cast<gid_t>(group)) != 0) || fchmod(fd, mode) != 0 ||
-        ftruncate(fd, sizeof(ShmLayout)) != 0) {
+    if ((group >= 0 && fchown(fd, static_cast<uid_t>(-1), static_cast<gid_t>(group)) != 0) || fchmod(fd, mode) != 0) {
       int e = errno;
       close(fd);
       unlink(path.c_str());
       return fail(std::string("cannot be set up: ") + strerror(e));
+    }
+    // Sized by allocating every page now (zero-filled): a size set with ftruncate alone
+    // leaves tmpfs pages to be allocated at their first write, which on a full /dev/shm
+    // (any local user can fill it) is a SIGBUS in whichever process touches them first.
+    if (std::string why = allocate_in_full(fd); !why.empty()) {
+      close(fd);
+      unlink(path.c_str());
+      return fail(why);
     }
   }
   struct stat st;
@@ -719,14 +735,20 @@ std::unique_ptr<ShmSlotTable> ShmSlotTable::open(const std::string &target, int6
       close(fd);
       return fail("has an unexpected size (corrupt, or an older ppios?); `ppios-coord reset --force` removes it");
     }
+    // A segment sized by an older build (ftruncate) may still have pages that were never
+    // written: they are allocated now, where a full /dev/shm is an error, not a SIGBUS.
+    if (std::string why = allocate_in_full(fd); !why.empty()) {
+      close(fd);
+      return fail(why);
+    }
   }
   void *mem = mmap(nullptr, sizeof(ShmLayout), PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
   close(fd);
   if (mem == MAP_FAILED) return fail(std::string("cannot be mapped: ") + strerror(errno));
   auto *layout = static_cast<ShmLayout *>(mem);
   if (creator) {
-    // ftruncate zero-filled the segment, which is a valid empty state for every table
-    // and for the lock.
+    // posix_fallocate zero-filled the segment, which is a valid empty state for every
+    // table and for the lock.
     new (layout) ShmLayout;
     layout->magic = kMagic;
     layout->layout_size = sizeof(ShmLayout);

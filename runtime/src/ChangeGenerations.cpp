@@ -53,9 +53,11 @@ ChangeGenerations *ChangeGenerations::open_segment(const std::string &path, std:
   const int flags = O_RDWR | O_NOFOLLOW | O_CLOEXEC;
   int fd = ::open(path.c_str(), flags | O_CREAT | O_EXCL, 0600);
   if (fd >= 0) {
-    // ftruncate zero-fills: every counter starts at 0, and the magic is written after.
-    if (fchmod(fd, 0600) != 0 || ftruncate(fd, sizeof(Layout)) != 0) {
-      int e = errno;
+    // posix_fallocate zero-fills: every counter starts at 0, and the magic is written
+    // after. It allocates every page now: a size set with ftruncate alone leaves tmpfs
+    // pages to their first write, a SIGBUS when /dev/shm is full.
+    int e = fchmod(fd, 0600) != 0 ? errno : posix_fallocate(fd, 0, sizeof(Layout));
+    if (e != 0) {
       close(fd);
       unlink(path.c_str());
       return fail(std::string("cannot be set up: ") + std::strerror(e));
@@ -70,6 +72,9 @@ ChangeGenerations *ChangeGenerations::open_segment(const std::string &path, std:
   // A creator may still be sizing it: a zero size for a moment is no reason to give up.
   for (int tries = 0; fstat(fd, &st) == 0 && st.st_size == 0 && tries < 1000; ++tries) usleep(1000);
   std::string reason = fstat(fd, &st) == 0 ? untrusted_reason(st) : std::strerror(errno);
+  // A segment an older build sized with ftruncate may have pages never written yet.
+  if (int e = reason.empty() ? posix_fallocate(fd, 0, sizeof(Layout)) : 0; e != 0)
+    reason = std::string("cannot be allocated: ") + std::strerror(e);
   if (!reason.empty()) {
     close(fd);
     return fail(reason + "; prefetched bytes are dropped at every synchronization instead");
