@@ -45,6 +45,26 @@ expect_error "--clients" bench --clients 0
 expect_error "needs a PATH" calibrate
 expect_error "--max-streams" calibrate "$dir" --max-streams 0
 expect_error "No such file" calibrate "$dir/none"
+# calibrate writes its CSV and its plot (by default into the current directory) through
+# the safe opener: a symlink or a FIFO planted at either name is refused, never followed,
+# never waited on.
+head -c 1048576 /dev/zero >"$dir/cal.bin"
+echo precious >"$dir/victim"
+mkdir "$dir/cwd"
+ln -s "$dir/victim" "$dir/cwd/ppios-calibrate-$target.png"
+ln -s "$dir/victim" "$dir/planted.csv"
+mkfifo "$dir/fifo.csv"
+calibrate() { (cd "$dir/cwd" && timeout 30 "$coord" --target "$target" calibrate "$dir/cal.bin" --max-streams 1 \
+  --seconds 0.05 --mode distinct --request-kib 4 --region-mib 1 "$@" 2>&1); }
+set +e; out=$(calibrate); rc=$?; set -e
+[ $rc -eq 0 ] && grep -q "no plot (cannot write.*symbolic link" <<<"$out" || fail "calibrate, planted PNG: rc $rc: $out"
+set +e; out=$(calibrate --png none --csv "$dir/planted.csv"); rc=$?; set -e
+[ $rc -eq 1 ] && grep -q "symbolic link" <<<"$out" || fail "calibrate, planted CSV: rc $rc: $out"
+set +e; out=$(calibrate --png none --csv "$dir/fifo.csv"); rc=$?; set -e
+[ $rc -eq 1 ] && grep -q "not a regular file" <<<"$out" || fail "calibrate, FIFO as CSV: rc $rc (124: hung): $out"
+[ "$(cat "$dir/victim")" = precious ] || fail "calibrate wrote through a planted symlink"
+set +e; out=$(calibrate --png none --csv "$dir/cwd/ok.csv"); rc=$?; set -e
+[ $rc -eq 0 ] && grep -q "^distinct,1," "$dir/cwd/ok.csv" || fail "calibrate --csv: rc $rc: $out"
 PPIOS_THRESHOLD=bogus expect_error "PPIOS_THRESHOLD='bogus' is not valid" status
 expect_error "--coordinator needs a value" --coordinator
 expect_error "unreachable\|Connection refused\|No such file" --coordinator "unix://$dir/none.sock" status

@@ -10,6 +10,7 @@
 #include "Calibrate.h"
 
 #include "ppios/CoordinatorAdmin.h"
+#include "ppios/OutputFile.h"
 
 #include <fcntl.h>
 #include <sys/stat.h>
@@ -180,7 +181,7 @@ bool draw_png(const std::vector<Point> &points, int knee, const std::string &tit
       "import matplotlib\n"
       "matplotlib.use('Agg')\n"
       "import matplotlib.pyplot as plt\n"
-      "png, title, knee = sys.argv[1], sys.argv[2], int(sys.argv[3])\n"
+      "title, knee = sys.argv[2], int(sys.argv[3])\n"
       "curves = {}\n"
       "for line in sys.stdin:\n"
       "    mode, k, v = line.split()\n"
@@ -195,15 +196,39 @@ bool draw_png(const std::vector<Point> &points, int knee, const std::string &tit
       "ax.set_ylim(bottom=0)\n"
       "ax.legend()\n"
       "fig.tight_layout()\n"
-      "fig.savefig(png, dpi=100)\n";
+      "with open(3, 'wb', closefd=False) as out:\n"
+      "    fig.savefig(out, dpi=100, format='png')\n";
+  // Opened here with the safe opener and handed to python as descriptor 3: matplotlib
+  // would follow a symlink planted at the path (the default name is in the current
+  // directory).
+  std::string problem;
+  int out = open_output_file(png, /*truncate=*/true, &problem);
+  if (out >= 0 && out < 3) {  // stdin, stdout or stderr were closed: keep clear of them
+    int moved = fcntl(out, F_DUPFD_CLOEXEC, 4);
+    close(out);
+    out = moved;
+    if (out < 0) problem = png + ": " + strerror(errno);
+  }
+  if (out < 0) {
+    fprintf(stderr, "ppios-coord: calibrate: warning: no plot (cannot write %s)\n", problem.c_str());
+    return false;
+  }
   int in[2];
-  if (pipe(in) != 0) return false;
+  if (pipe(in) != 0) {
+    close(out);
+    return false;
+  }
   pid_t pid = fork();
-  if (pid < 0) return false;
+  if (pid < 0) {
+    close(out);
+    return false;
+  }
   if (pid == 0) {
     dup2(in[0], 0);
     close(in[0]);
     close(in[1]);
+    // The copy dup2 makes has no FD_CLOEXEC; descriptor 3 itself keeps it unless cleared.
+    if (out == 3 ? fcntl(3, F_SETFD, 0) != 0 : dup2(out, 3) != 3) _exit(127);
     std::string knee_arg = std::to_string(knee);
     // Debian's python3 (where python3-matplotlib lives) before whatever PATH offers.
     execl("/usr/bin/python3", "python3", "-c", script, png.c_str(), title.c_str(), knee_arg.c_str(), (char *)nullptr);
@@ -211,6 +236,7 @@ bool draw_png(const std::vector<Point> &points, int knee, const std::string &tit
     _exit(127);
   }
   close(in[0]);
+  close(out);
   bool wrote = write(in[1], data.data(), data.size()) == static_cast<ssize_t>(data.size());
   close(in[1]);
   int status = 0;
@@ -344,9 +370,14 @@ int run_calibrate(const CoordinatorOptions &options, const std::vector<std::stri
     }
   printf("knee %d (%s regions, %.1f MiB/s best)\n", knee, knee_mode.c_str(), best);
   if (!csv.empty()) {
-    FILE *f = fopen(csv.c_str(), "w");
+    // The safe opener: a symlink, FIFO or another user's file planted at the path (or a
+    // symlinked directory on the way) is refused, not written through.
+    std::string problem;
+    int fd = open_output_file(csv, /*truncate=*/true, &problem);
+    FILE *f = fd >= 0 ? fdopen(fd, "w") : nullptr;
     if (!f) {
-      fprintf(stderr, "ppios-coord: calibrate: cannot write %s: %s\n", csv.c_str(), strerror(errno));
+      if (fd >= 0) close(fd);
+      fprintf(stderr, "ppios-coord: calibrate: cannot write %s\n", problem.empty() ? csv.c_str() : problem.c_str());
       return 1;
     }
     fprintf(f, "mode,k,mibps,requests\n");
