@@ -21,6 +21,7 @@ class LocalTicketTable {
     std::atomic<uint64_t> id{0};       // published last: readers check it before the rest
     std::atomic<uint32_t> yield{0};
     bool fallback = false;             // held in the node-local fallback, not on the server
+    bool unscheduled = false;          // no slot anywhere: the wait passed its bound (fail-open)
     uint64_t fallback_ticket = 0;
     std::string holder;                // the id the server knows this slot by
   };
@@ -38,6 +39,7 @@ class LocalTicketTable {
     uint64_t id = (++generation_ << kIndexBits) | i;
     Entry &e = entries_[i];
     e.fallback = false;
+    e.unscheduled = false;
     e.fallback_ticket = 0;
     e.holder.clear();
     e.yield.store(0, std::memory_order_relaxed);

@@ -8,6 +8,7 @@
 #include "RedisCoordinator.h"
 
 #include "CoordinatorNotices.h"
+#include "WaitBounds.h"
 
 #include <hiredis/hiredis.h>
 
@@ -237,7 +238,8 @@ void RedisCoordinator::return_link(std::unique_ptr<RedisLink> link, uint64_t epo
   if (epoch == link_epoch_) idle_links_.push_back(std::move(link));
 }
 
-RedisCoordinator::Attempt RedisCoordinator::acquire_on_server(IoClass cls, uint64_t lead, uint64_t local_id) {
+RedisCoordinator::Attempt RedisCoordinator::acquire_on_server(IoClass cls, uint64_t lead, uint64_t local_id,
+                                                              WaitClock *wait) {
   uint64_t epoch;
   auto link = take_link(&epoch);
   if (!link) {
@@ -263,8 +265,19 @@ RedisCoordinator::Attempt RedisCoordinator::acquire_on_server(IoClass cls, uint6
     return_link(std::move(link), epoch);
     return Attempt::Granted;
   }
-  // Queued. Wake up at least every poll_ms to run "check", which reaps dead holders.
+  // Queued. Wake up at least every poll_ms to run "check", which reaps dead holders and
+  // tells whether the queue moves. The wait is bounded as on every backend (WaitBounds.h):
+  // past the bound the waiter withdraws and the access proceeds without a slot.
   const int poll_ms = std::clamp(options_.lease_ms / 4, 10, 250);
+  const WaitBounds bounds{options_.lease_ms};
+  using Clock = std::chrono::steady_clock;
+  auto since = [](Clock::time_point t) {
+    return std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - t).count();
+  };
+  if (!wait->started) {
+    wait->started = true;
+    wait->start = wait->moved_at = Clock::now();
+  }
   const std::string wake_list = RedisLink::key_prefix(options_.target) + "w:" + holder;
   link->set_timeout(poll_ms + kCommandTimeoutMs);
   Attempt result;
@@ -280,12 +293,26 @@ RedisCoordinator::Attempt RedisCoordinator::acquire_on_server(IoClass cls, uint6
     }
     auto c = link->run(options_.target, {"check", holder, cls_arg, lead_arg, throttle_arg}, &err);
     if (!c) return fail();
-    if (c->integer == 1) {
+    if (c->type == REDIS_REPLY_INTEGER && c->integer == 1) {
       result = Attempt::Granted;
       break;
     }
-    if (c->integer == -1) {
+    if (c->type == REDIS_REPLY_INTEGER && c->integer == -1) {
       result = Attempt::Lost;
+      break;
+    }
+    // Still waiting: {0, grants handed to waiters of the target so far}. The first answer
+    // is the baseline; the queue moved when a later one differs.
+    if (c->type == REDIS_REPLY_ARRAY && c->elements == 2 && c->element[1]->type == REDIS_REPLY_INTEGER &&
+        c->element[1]->integer != wait->grants_seen) {
+      if (wait->grants_seen >= 0) wait->moved_at = Clock::now();
+      wait->grants_seen = c->element[1]->integer;
+    }
+    if (since(wait->moved_at) >= bounds.stall_ms(failing_open_.load(), poll_ms) ||
+        since(wait->start) >= bounds.max_wait_ms()) {
+      auto w = link->run(options_.target, {"withdraw", holder, cls_arg, lead_arg, throttle_arg}, &err);
+      if (!w) return fail();
+      result = w->integer == 1 ? Attempt::Granted : Attempt::Unscheduled;  // 1: the grant came first
       break;
     }
   }
@@ -314,10 +341,27 @@ void RedisCoordinator::leave_side(int side) {
 SlotTicket RedisCoordinator::acquire(IoClass cls, uint64_t lead) {
   uint64_t id;
   while ((id = tickets_.allocate()) == 0) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  WaitClock wait;
   while (online_.load()) {
     enter_side(0);
-    Attempt a = acquire_on_server(cls, lead, id);
-    if (a == Attempt::Granted) return SlotTicket{id, cls};
+    Attempt a = wait.started && std::chrono::steady_clock::now() - wait.start >=
+                                    std::chrono::milliseconds(WaitBounds{options_.lease_ms}.max_wait_ms())
+                    ? Attempt::Unscheduled  // lost again and again: the bound holds across attempts
+                    : acquire_on_server(cls, lead, id, &wait);
+    if (a == Attempt::Granted) {
+      if (failing_open_.load(std::memory_order_relaxed)) failing_open_.store(false);
+      return SlotTicket{id, cls};
+    }
+    if (a == Attempt::Unscheduled) {
+      // Counted on the server's side (side 0) until released, as the access it stands for.
+      failing_open_.store(true);
+      tickets_.find(id)->unscheduled = true;
+      if (!warned_unscheduled_.exchange(true))
+        tell_notice("coordinator " + address_.describe() + ", target '" + options_.target +
+                    "': no slot was granted on the target for twice the lease (holders that never finish?); "
+                    "the access proceeds without a slot");
+      return SlotTicket{id, cls};
+    }
     leave_side(0);
     if (a == Attempt::Failed) break;
     // Lost: the server forgot our waiter (lease expired or reset); ask again.
@@ -340,6 +384,8 @@ void RedisCoordinator::release(SlotTicket &ticket) {
   if (e->fallback) {
     SlotTicket inner{e->fallback_ticket, ticket.cls};
     fallback_->release(inner);
+  } else if (e->unscheduled) {
+    // Nothing is held: the wait passed its bound and the waiter withdrew.
   } else if (online_.load()) {
     uint64_t epoch;
     std::string err;

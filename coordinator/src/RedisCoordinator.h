@@ -12,6 +12,7 @@
 #include "ppios/Coordinator.h"
 
 #include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <memory>
 #include <mutex>
@@ -35,9 +36,16 @@ class RedisCoordinator final : public Coordinator {
   RedisCoordinator(const CoordinatorOptions &options, const RedisAddress &address,
                    std::unique_ptr<ShmCoordinator> fallback);
 
-  // Redis-side acquire; false when the server failed us (the caller falls back).
-  enum class Attempt { Granted, Lost, Failed };
-  Attempt acquire_on_server(IoClass cls, uint64_t lead, uint64_t local_id);
+  // Redis-side acquire. Failed: the server failed us (the caller falls back). Unscheduled:
+  // the wait passed its bound (WaitBounds.h) and the waiter withdrew: the access proceeds
+  // without a slot. `wait` carries the wait's clock across attempts (a Lost waiter asks again).
+  enum class Attempt { Granted, Lost, Failed, Unscheduled };
+  struct WaitClock {
+    bool started = false;
+    std::chrono::steady_clock::time_point start, moved_at;  // queued first; the grant count last moved
+    int64_t grants_seen = -1;
+  };
+  Attempt acquire_on_server(IoClass cls, uint64_t lead, uint64_t local_id, WaitClock *wait);
   bool go_online(RedisLink &link, std::string *error);
   void go_offline(const std::string &reason);
   std::unique_ptr<RedisLink> take_link(uint64_t *epoch);
@@ -66,6 +74,8 @@ class RedisCoordinator final : public Coordinator {
   void enter_side(int side);
   void leave_side(int side);
   std::atomic<bool> warned_offline_{false};
+  std::atomic<bool> warned_unscheduled_{false};
+  std::atomic<bool> failing_open_{false};  // the last wait passed its bound; cleared at a grant
   std::atomic<bool> warned_threshold_{false};
 
   // Lock order: identity_mutex_ and pool_mutex_ are leaves (never held together, never

@@ -17,7 +17,9 @@
 //
 // Keys, all "ppios:{<target>}:<name>":
 //   state     hash: n (the cap; absent = no cap), m, p (slots held by MT/PT), qm, qp
-//             (lengths of qmt/qpt), y (size of yield), maxseen (most slots ever held at once)
+//             (lengths of qmt/qpt), y (size of yield), maxseen (most slots ever held at once),
+//             g (slots handed to waiters so far: while it moves the queue moves, and a
+//             waiter's wait is worth it; see RedisCoordinator's bounded wait)
 //   holders   hash: holder id -> "<cls>|<lead>" (cls M or P)
 //   yield     set: PT holders already asked to yield
 //   qmt, qpt  lists: waiting MTs / PTs in arrival order, entries "<id>|<lead>|<throttle>"
@@ -52,10 +54,15 @@ local st = redis.call('HMGET', K_STATE, 'n', 'm', 'p', 'qm', 'qp', 'y', 'maxseen
 -- Counts are never below zero, whatever is stored (a counter that drifted is corrected
 -- by the next reap that recounts, and never makes a request queue forever).
 local function count(v) return math.max(0, tonumber(v) or 0) end
-local n = tonumber(st[1]) or -1
+-- The cap is a whole number from 1 to 1048576 (kMaxThreshold); anything else stored (0,
+-- nan, inf, a fraction: a forgery or a bug) means none, as in a node-local segment: a
+-- wrong cap, never a queue that no grant can ever leave.
+local n = tonumber(st[1])
+if not n or n ~= n or n < 1 or n > 1048576 or n ~= math.floor(n) then n = -1 end
 local m, p = count(st[2]), count(st[3])
 local qm, qp, y, seen = count(st[4]), count(st[5]), count(st[6]), count(st[7])
 local m0, p0, qm0, qp0, y0, seen0 = m, p, qm, qp, y, seen
+local handed = 0  -- grants of this call outside the fast paths (state field g)
 
 -- Writes back the counters that changed, in one call.
 local function save()
@@ -69,6 +76,7 @@ local function save()
   if y ~= y0 then a[#a + 1] = 'y'; a[#a + 1] = y end
   if seen ~= seen0 then a[#a + 1] = 'maxseen'; a[#a + 1] = seen end
   if #a > 0 then redis.call('HSET', K_STATE, unpack(a)) end
+  if handed > 0 then redis.call('HINCRBY', K_STATE, 'g', handed); handed = 0 end
 end
 
 -- Fast paths. They apply only when nobody waits, so no hand-over, yield request or reap
@@ -146,6 +154,7 @@ end
 local function grant(id, cls, lead)
   redis.call('HSET', K_HOLD, id, cls .. '|' .. lead)
   if cls == 'M' then m = m + 1 else p = p + 1 end
+  handed = handed + 1
 end
 
 -- cls is given by the caller when it knows it (release), saving a lookup.
@@ -254,9 +263,14 @@ local function drop_process(proc)
   redis.call('DEL', prefix .. 'ctl:' .. proc)
 end
 
--- Processes whose lease ran out give back their slots and queue places.
+-- Processes whose lease ran out give back their slots and queue places. A deadline
+-- further ahead than the longest lease (kMaxLeaseMs, one hour) and a minute was never set
+-- by a client (a forged holder's process): it counts as run out too.
 local function reap()
   local dead = redis.call('ZRANGEBYSCORE', K_PROCS, '-inf', clock(), 'LIMIT', 0, 16)
+  for _, proc in ipairs(redis.call('ZRANGEBYSCORE', K_PROCS, '(' .. (clock() + 3660000), '+inf', 'LIMIT', 0, 16)) do
+    dead[#dead + 1] = proc
+  end
   for _, proc in ipairs(dead) do drop_process(proc) end
   return #dead > 0
 end
@@ -303,7 +317,8 @@ elseif op == 'release' then
   return 1
 elseif op == 'check' then
   -- ARGV: id cls lead throttle (as given to acquire).
-  -- 1 granted, 0 still waiting, -1 lost (reaped or reset: acquire again)
+  -- 1 granted, {0, g} still waiting (g: the state's grant count), -1 lost (reaped or
+  -- reset: acquire again)
   local id = ARGV[2]
   local q = ARGV[3] == 'M' and K_QMT or K_QPT
   local e = entry(id, ARGV[3] == 'M' and '0' or ARGV[4], ARGV[5])
@@ -321,6 +336,18 @@ elseif op == 'check' then
   save()
   if granted() then return 1 end
   if not waiting() then return -1 end
+  return {0, tonumber(redis.call('HGET', K_STATE, 'g') or '0') or 0}
+elseif op == 'withdraw' then
+  -- ARGV: id cls lead throttle (as given to acquire). A waiter gives up (its wait passed
+  -- its bound): 1 when its grant came first (the slot is the caller's after all), else 0,
+  -- out of the queue.
+  local id, cls = ARGV[2], ARGV[3]
+  redis.call('DEL', prefix .. 'w:' .. id)
+  if redis.call('HEXISTS', K_HOLD, id) == 1 then return 1 end
+  local removed = redis.call('LREM', cls == 'M' and K_QMT or K_QPT, 1, entry(id, cls == 'M' and '0' or ARGV[4], ARGV[5]))
+  if cls == 'M' then qm = qm - removed else qp = qp - removed end
+  promote()  -- PTs a withdrawn MT held back may go now
+  save()
   return 0
 elseif op == 'renew' then
   -- ARGV: proc lease hostpid. Returns 1 when the process had lost its lease.

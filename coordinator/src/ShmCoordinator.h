@@ -16,6 +16,7 @@
 
 #include "AutoThreshold.h"
 #include "ShmSlotTable.h"
+#include "WaitBounds.h"
 #include "ppios/Coordinator.h"
 
 #include <algorithm>
@@ -71,14 +72,10 @@ class ShmCoordinator final : public Coordinator {
   // An access that proceeds without a slot (fail-open), with one warning per process.
   SlotTicket unscheduled(IoClass cls, const char *why);
   SlotTicket granted(uint64_t ticket, IoClass cls);
-  // An access proceeds without a slot when nothing was granted on the target for
-  // stall_ms() while it waited (a stopped holder's slots come back within the lease, so
-  // only holders that never finish, forged or foreign, stall the queue that long), or
-  // after a wait of max_wait_ms() whatever moved (a forged grant count must not make a
-  // wait endless). After one such access, later ones give up after two polls without a
-  // grant: stuck holders cost one bound, not one per access. Cleared at the next grant.
-  int stall_ms() const { return failing_open_.load() ? 2 * poll_ms() : std::max(2 * options_.lease_ms, 2000); }
-  int max_wait_ms() const { return std::max(20 * options_.lease_ms, 60000); }
+  // An access proceeds without a slot when its wait passes the bounds every backend
+  // shares (WaitBounds.h). failing_open_ is cleared at the next grant.
+  int stall_ms() const { return WaitBounds{options_.lease_ms}.stall_ms(failing_open_.load(), poll_ms()); }
+  int max_wait_ms() const { return WaitBounds{options_.lease_ms}.max_wait_ms(); }
   int poll_ms() const { return std::clamp(options_.lease_ms / 4, 1, 50); }
 
   std::unique_ptr<ShmSlotTable> table_;  // null: the segment could not be used

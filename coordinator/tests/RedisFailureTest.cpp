@@ -313,5 +313,78 @@ TEST(RedisFailure, OneWayReleaseIsRunAgainAfterScriptFlush) {
   forget(o);
 }
 
+// Every wait for a slot is bounded as on the node-local backend (WaitBounds.h): behind a
+// live holder that never lets go, forged holders, or a cap stored as nan or 0, an access
+// proceeds without a slot after max(2 x lease, 2 s) at most, with one notice; later ones
+// give up after two polls until a slot is granted again.
+TEST(RedisFailure, WaitsAreBoundedAndForgedCapsOrLeasesHangNobody) {
+  test::RedisServer server(false);
+  ASSERT_TRUE(server.start());
+  auto o = opts(server.address(), unique_target("bound"), 1, 500);
+  std::string err;
+  testing::internal::CaptureStderr();
+  auto holder = make_coordinator(o, &err);
+  ASSERT_TRUE(holder) << err;
+  auto waiter = make_coordinator(o, &err);
+  ASSERT_TRUE(waiter) << err;
+  SlotTicket held = holder->acquire(IoClass::PT, 1);
+  ASSERT_TRUE(held.valid());
+  auto timed = [&](IoClass cls) {
+    auto start = Clock::now();
+    auto got = std::async(std::launch::async, [&] { return waiter->acquire(cls, 1); });
+    bool ready = got.wait_for(8s) == std::future_status::ready;
+    auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - start).count();
+    if (!ready) holder->release(held);  // so that the test ends
+    SlotTicket t = got.get();
+    waiter->release(t);
+    return ready ? ms : -1;
+  };
+  // A live holder (its process renews its lease) that keeps its slot.
+  long first = timed(IoClass::MT);
+  EXPECT_GE(first, 1900) << "gave up before the bound";
+  EXPECT_LE(first, 3500) << "-1: waited behind the holder for more than 8 s";
+  long second = timed(IoClass::PT);
+  EXPECT_GE(second, 0);
+  EXPECT_LE(second, 1000) << "a second access paid the whole bound again";
+  printf("behind a live holder: first access %ld ms, second %ld ms\n", first, second);
+  holder->release(held);
+  // Granted again once the slot is back, and the withdrawn waiters left no trace.
+  SlotTicket again = waiter->acquire(IoClass::PT, 1);
+  auto admin = make_coordinator_admin(o, &err);
+  CoordinatorStatus s;
+  ASSERT_TRUE(admin && admin->status(&s, &err)) << err;
+  EXPECT_EQ(s.pt_inflight, 1u);
+  EXPECT_EQ(s.queued_mt + s.queued_pt, 0u);
+  waiter->release(again);
+
+  RedisAddress address;
+  ASSERT_TRUE(RedisAddress::parse(server.address(), &address, &err)) << err;
+  RedisLink::Failure failure;
+  auto link = RedisLink::connect(address, 2000, &failure, &err);
+  ASSERT_TRUE(link) << err;
+  const std::string state = RedisLink::key_prefix(o.target) + "state";
+  // A cap that no grant can satisfy: nan, 0, inf, a fraction, a negative number.
+  for (const char *forged : {"nan", "0", "inf", "1.5", "-3"}) {
+    link->command({"HSET", state, "n", forged}, &err);
+    long ms = timed(IoClass::PT);
+    EXPECT_GE(ms, 0) << "n=" << forged;
+    EXPECT_LE(ms, 1000) << "n=" << forged << " made the access wait";
+  }
+  // A forged holder whose process has a lease a year ahead, at cap 1.
+  link->command({"HSET", state, "n", "1", "p", "1"}, &err);
+  link->command({"HSET", RedisLink::key_prefix(o.target) + "holders", "forged/1/1/1#1", "P|0"}, &err);
+  link->command({"ZADD", RedisLink::key_prefix(o.target) + "procs", "99999999999999", "forged/1/1/1"}, &err);
+  long forged_ms = timed(IoClass::PT);
+  EXPECT_GE(forged_ms, 0);
+  EXPECT_LE(forged_ms, 1000) << "a lease far beyond the longest one was trusted";
+  ASSERT_TRUE(admin->status(&s, &err)) << err;
+  EXPECT_EQ(s.processes, 2u) << "the forged process was not reaped";
+  holder.reset();
+  waiter.reset();
+  std::string out = testing::internal::GetCapturedStderr();
+  EXPECT_EQ(count(out, "proceeds without a slot"), 1u) << out;
+  forget(o);
+}
+
 }  // namespace
 }  // namespace ppios
