@@ -4,6 +4,7 @@
 
 #include "IoCallTable.h"
 
+#include "clang/AST/Attr.h"
 #include "clang/AST/Decl.h"
 #include "clang/AST/Expr.h"
 #include "clang/AST/RecursiveASTVisitor.h"
@@ -34,7 +35,6 @@ int libraryEffect(llvm::StringRef Name) {
       .Cases("strlen", "strnlen", "strcmp", "strncmp", "strcasecmp", "strncasecmp", -1)
       .Cases("strchr", "strrchr", "strstr", "memchr", "memcmp", "strspn", "strcspn", -1)
       .Cases("atoi", "atol", "atoll", "atof", "abs", "labs", "llabs", -1)
-      .Cases("strtol", "strtoll", "strtoul", "strtoull", "strtod", "strtof", -1)
       .Cases("fabs", "sqrt", "pow", "floor", "ceil", "round", "lround", "llround", -1)
       .Cases("log", "log2", "log10", "exp", "fmin", "fmax", "fmod", -1)
       .Cases("isdigit", "isalpha", "isalnum", "isspace", "isupper", "islower", -1)
@@ -45,6 +45,8 @@ int libraryEffect(llvm::StringRef Name) {
       .Cases("__builtin_memset", "__builtin_snprintf", "__builtin___snprintf_chk", 1)
       .Cases("__builtin___memcpy_chk", "__builtin___memset_chk", "__builtin___strcpy_chk", 1)
       .Cases("stat", "fstat", "lstat", "stat64", "fstat64", 2)
+      // The end pointer (argument 1, often NULL) is stored through.
+      .Cases("strtol", "strtoll", "strtoul", "strtoull", "strtod", "strtof", 2)
       .Cases("__builtin_mul_overflow", "__builtin_add_overflow", "__builtin_sub_overflow", 4)
       .Default(0);
 }
@@ -116,6 +118,14 @@ const VarDecl *ptOwnStatus(const Expr *Arg) {
 const VarDecl *ptOwnScalar(const Expr *Arg) {
   const VarDecl *VD = addressedLocal(Arg);
   return VD && VD->getType()->isArithmeticType() ? VD : nullptr;
+}
+
+bool isNullPointer(const Expr *Arg) {
+  const Expr *E = Arg->IgnoreParenCasts();
+  if (isa<GNUNullExpr>(E))
+    return true;
+  const auto *IL = dyn_cast<IntegerLiteral>(E);
+  return IL && IL->getValue() == 0;
 }
 
 const VarDecl *addressedVariable(const Expr *Arg) {
@@ -216,6 +226,22 @@ public:
     // A constant one (a table, a marker string) is as pure as a literal.
     if (VD->isStaticLocal() && !VD->getType().isConstant(VD->getASTContext()))
       fail(calls() + "has a static local variable");
+    // The cleanup function runs when the variable goes out of scope, called with its
+    // address: a call like any other (free on a block of the PT's would abort it).
+    if (const auto *A = VD->getAttr<CleanupAttr>()) {
+      CalleeEffect E = Oracle.classify(A->getFunctionDecl());
+      if (E.Effect == CalleeEffect::Unsafe) {
+        fail(calls() + "has a variable with the cleanup function '" +
+             A->getFunctionDecl()->getNameAsString() + "'");
+        Result.StoresKnown &= E.StoresKnown;
+      }
+    }
+    return true;
+  }
+  // Inline assembly may store anywhere ("+m"(global), a clobbered "memory").
+  bool VisitAsmStmt(AsmStmt *) {
+    fail(calls() + "has inline assembly");
+    Result.StoresKnown = false;
     return true;
   }
   bool VisitDeclRefExpr(DeclRefExpr *DRE) {
@@ -323,6 +349,8 @@ private:
     }
   }
   void noteArgumentStore(const Expr *Arg) {
+    if (isNullPointer(Arg))
+      return; // strtol(s, NULL, 10): nothing is stored
     if (const VarDecl *VD = addressedVariable(Arg)) {
       noteGlobalStored(VD);
       if (!VD->hasLocalStorage())

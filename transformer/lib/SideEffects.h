@@ -47,6 +47,9 @@ struct StoreTarget {
 // `p[i]` (pointer) are stores through a pointer.
 StoreTarget classifyStore(const clang::Expr *LValue);
 
+// NULL or 0 written as a pointer argument: a callee stores nothing through it.
+bool isNullPointer(const clang::Expr *Arg);
+
 // The variable `&v` or an array `v` names, if Arg is one of those (argument passed to a
 // storing callee).
 const clang::VarDecl *addressedVariable(const clang::Expr *Arg);

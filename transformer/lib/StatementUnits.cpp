@@ -270,7 +270,7 @@ private:
       return;
     }
     for (unsigned I = 0; I < Call->getNumArgs() && I < 32; ++I) {
-      if (!(E.StoredArgs & (1u << I)))
+      if (!(E.StoredArgs & (1u << I)) || isNullPointer(Call->getArg(I)))
         continue;
       if (const VarDecl *VD = addressedVariable(Call->getArg(I)))
         U.Defs.insert(VD);
