@@ -12,6 +12,7 @@ add_library(ppios_transformer STATIC
   lib/PlannerHandles.cpp
   lib/PlannerSupport.cpp
   lib/PlannerValues.cpp
+  lib/PlanVerifier.cpp
   lib/PrefetchThreadEmitter.cpp
   lib/SideEffects.cpp
   lib/SourceText.cpp

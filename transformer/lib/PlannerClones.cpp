@@ -35,7 +35,7 @@ std::string PrefetchPlanner::checkCloneArgument(const Expr *Arg, ParamRole Role,
     if (Bad && !HandleInterface.count(VD))
       return "depends on " + quoted(VD) + ", which " + *Bad;
     if (BufferVars.count(VD) && !CopyBuffers.count(VD))
-      return "depends on data read into " + quoted(VD);
+      return "depends on " + dataReadInto(VD);
     auto U = Undeclarable.find(VD);
     if (U != Undeclarable.end())
       return "names " + quoted(VD) + ", which " + U->second;
@@ -213,6 +213,9 @@ void PrefetchPlanner::decideCloneCalls() {
           if (Why.empty() && Owned->TopIndex >= Start &&
               (Owned->Defs.count(G) || Owned->PointerStores.count(G)))
             Why = "main() changes global " + quoted(G) + " after the prefetch thread starts";
+    if (Why.empty())
+      if (auto It = RefusedCalls.find(C.Call); It != RefusedCalls.end())
+        Why = It->second;
     C.Reason = Why;
     C.Active = Why.empty();
     C.Guards = C.Active ? armGuards(C.Call, U) : std::vector<ArmGuard>();

@@ -167,6 +167,9 @@ void PrefetchPlanner::markBad() {
       continue;
     if (U.Unsafe)
       MarkBad(U, U.UnsafeWhy);
+    // A statement the verifier refused (PlanVerifier.h): the PT does not run it as written.
+    if (auto It = RefusedUnits.find(&U); It != RefusedUnits.end())
+      MarkBad(U, It->second);
     // A variable the PT cannot declare (PrefetchPlanner::finishPlan): a statement naming
     // it, even only in sizeof, is one the PT does not run.
     if (!Undeclarable.empty())
@@ -187,7 +190,7 @@ void PrefetchPlanner::markBad() {
       }
     }
     for (const VarDecl *VD : U.Uses)
-      if (BufferVars.count(VD) && !CopyBuffers.count(VD) && MarkBad(U, "uses the data read into " + quoted(VD)))
+      if (BufferVars.count(VD) && !CopyBuffers.count(VD) && MarkBad(U, "uses the " + dataReadInto(VD)))
         U.TaintSource = VD;
     for (const VarDecl *VD : U.PointerStores)
       if (!heapOwned(VD))

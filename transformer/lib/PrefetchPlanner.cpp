@@ -1,6 +1,7 @@
 // The planner's orchestration: the start point, the read decisions and the slice's
 // backward closure over the analyses of PlannerHandles/Values/Clones/Captures.cpp (see
 // PrefetchPlanner.h).
+#include "PlanVerifier.h"
 #include "PlannerSupport.h"
 #include "SourceText.h"
 
@@ -319,7 +320,7 @@ void PrefetchPlanner::decideReads() {
               }
               if (BufferVars.count(VD) && !CopyBuffers.count(VD) &&
                   Index != D.Site.Info->HandleArg) {
-                Why = "its size or offset depends on data read into " + quoted(VD);
+                Why = "its size or offset depends on " + dataReadInto(VD);
                 D.TaintSource = VD;
               }
             }
@@ -363,6 +364,10 @@ void PrefetchPlanner::decideReads() {
                 "' in the same statement, which the prefetch thread cannot run (" + U.BadWhy + ")";
           break;
         }
+    // The verifier refused what the PT would evaluate of the call (PlanVerifier.h).
+    if (Why.empty())
+      if (auto It = RefusedCalls.find(D.Site.Call); It != RefusedCalls.end())
+        Why = It->second;
     if (!Why.empty()) {
       D.Reason = Why;
       continue;
@@ -501,7 +506,7 @@ void PrefetchPlanner::analyze(int StartIndex) {
       if (!hasCopyVariant(*D.Site.Info) || D.Owner->TopIndex < Start)
         NoCopy.insert(B);
   for (const VarDecl *B : Wanted)
-    if (!NoCopy.count(B) && declaredInRegion(B) &&
+    if (!NoCopy.count(B) && !RefusedCopies.count(B) && declaredInRegion(B) &&
         (B->getType()->isArrayType() || heapOwned(B)))
       CopyBuffers.insert(B);
   if (CopyBuffers.empty())
@@ -639,8 +644,30 @@ bool PrefetchPlanner::finishPlan() {
     addCountBlocks();
     std::string Why;
     const Decl *VD = undeclaredName(Why);
-    if (!VD)
-      break;
+    if (!VD) {
+      // Every name is declared: the plan is complete, and the PT's confinement is checked
+      // on it before anything is emitted. What breaks it is refused, and the function
+      // planned again without it.
+      completePlan();
+      std::vector<Violation> Found = PlanVerifier(*this).verify();
+      if (Found.empty())
+        return true;
+      if (Found.front().Where == Violation::Function || Round > 64 || !refuse(Found)) {
+        Failure = Found.front().Why;
+        for (ReadDecision &D : Decisions) {
+          D.Prefetched = false;
+          if (D.Reason.empty() || Found.front().Where == Violation::Function)
+            D.Reason = Found.front().Why;
+        }
+        for (CloneCallDecision &C : CloneCalls)
+          C.Active = false;
+        return false;
+      }
+      analyze(Start);
+      if (score() == 0)
+        return false;
+      continue;
+    }
     if (Round > 64 || Undeclarable.count(VD)) {
       Failure = describe(VD) + " cannot be declared in it (" + Why + ")";
       for (ReadDecision &D : Decisions)
@@ -660,6 +687,9 @@ bool PrefetchPlanner::finishPlan() {
       return false;
     }
   }
+}
+
+void PrefetchPlanner::completePlan() {
   NamedVars.clear();
   for (const auto &Owned : Units.all())
     if (Owned->InSlice && Owned->TopIndex >= Start)
@@ -668,8 +698,29 @@ bool PrefetchPlanner::finishPlan() {
   llvm::erase_if(Handoffs, [](const HandoffPoint &H) { return !H.At->InSlice; });
   for (unsigned I = 0; I < Handoffs.size(); ++I)
     Handoffs[I].Slot = I;
+  Captured.clear();
+  Reopened.clear();
   collectCaptures();
-  return true;
+}
+
+std::string PrefetchPlanner::dataReadInto(const VarDecl *VD) const {
+  auto It = RefusedCopies.find(VD);
+  return "data read into " + quoted(VD) +
+         (It == RefusedCopies.end() ? std::string()
+                                    : ", which the prefetch thread may not copy the bytes into: it " + It->second);
+}
+
+bool PrefetchPlanner::refuse(const std::vector<Violation> &Found) {
+  bool New = false;
+  for (const Violation &V : Found) {
+    if (V.Where == Violation::Statement)
+      New |= RefusedUnits.insert({V.At, V.Why}).second;
+    else if (V.Where == Violation::KeptCall)
+      New |= RefusedCalls.insert({V.Call, V.Why}).second;
+    else if (V.Where == Violation::CopyBuffer)
+      New |= RefusedCopies.insert({V.Buffer, V.Why}).second;
+  }
+  return New;
 }
 
 // Transfers the PT cannot follow exactly (under a bad condition) are counted where the

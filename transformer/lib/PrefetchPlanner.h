@@ -17,6 +17,9 @@
 //    captured or declared by the PT's prologue; a name the PT cannot declare makes the
 //    statements naming it ones the PT does not run, and its reads get a remark
 //    (PrefetchPlanner::finishPlan).
+// 6. The finished plan is checked against the PT's confinement (PlanVerifier.h): a
+//    statement, a kept read or clone call, or a copy buffer that breaks it is refused,
+//    and the function planned again without it (finishPlan), before anything is emitted.
 //
 // One analysis a file: PlannerHandles.cpp (descriptors, handoffs), PlannerValues.cpp
 // (bad statements and values, owned memory, speculation, arm guards), PlannerClones.cpp
@@ -39,6 +42,8 @@
 #include <vector>
 
 namespace ppios {
+
+struct Violation; // PlanVerifier.h
 
 // A condition under which a call inside a larger expression runs: `c ? call : x` (c),
 // `c ? x : call` (!c), `a && call` (a), `a || call` (!a). A statement the PT cannot run
@@ -152,6 +157,8 @@ struct CloneCallDecision {
 };
 
 class PrefetchPlanner {
+  friend class PlanVerifier; // reads the plan's notion of owned memory (heapOwned...)
+
 public:
   explicit PrefetchPlanner(FunctionUnits &Units) : Units(Units) {}
   // With Facts, calls to cloned functions are pre-executed through their clones. With
@@ -259,6 +266,18 @@ private:
   void decideCloneCalls();
   bool planClone();
   bool finishPlan();
+  // The slice's names, handoffs and captures, once every name is declared.
+  void completePlan();
+  // What the verifier (PlanVerifier.h) refused: statements the PT may not run as written,
+  // and reads or clone calls it may not keep from a statement it cannot run (-> why).
+  // Kept across analyses, like Undeclarable. False if nothing new was refused.
+  llvm::DenseMap<const Unit *, std::string> RefusedUnits;
+  llvm::DenseMap<const clang::CallExpr *, std::string> RefusedCalls;
+  // Read buffers the PT may not copy the bytes into (not memory it owns).
+  llvm::DenseMap<const clang::VarDecl *, std::string> RefusedCopies;
+  // " data read into 'b'", and why the PT has no copy of it when the verifier said so.
+  std::string dataReadInto(const clang::VarDecl *VD) const;
+  bool refuse(const std::vector<Violation> &Found);
   std::string checkCloneArgument(const clang::Expr *Arg, ParamRole Role, IoInterface Iface,
                                  const Unit *At);
   bool ptOwnedPointer(const clang::VarDecl *VD) const;

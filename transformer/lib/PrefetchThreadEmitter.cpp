@@ -1,8 +1,10 @@
 #include "PrefetchThreadEmitter.h"
+#include "PlanVerifier.h"
 #include "PlannerSupport.h"
 #include "SideEffects.h"
 
 #include "clang/AST/ASTContext.h"
+#include "clang/AST/Attr.h"
 #include "clang/AST/Decl.h"
 #include "clang/AST/Expr.h"
 #include "clang/AST/PrettyPrinter.h"
@@ -517,6 +519,13 @@ void PrefetchThreadEmitter::emitUnit(const Unit &U) {
   std::string Unused;
   for (const Decl *D : DS->decls())
     if (const auto *VD = dyn_cast<VarDecl>(D)) {
+      // The program's cleanup function is not the PT's to run (it would free a block of
+      // ppios_pt_malloc's with libc's free, say): the PT's copy of the declaration has none
+      // (the runtime frees the PT's blocks when it ends). PlanVerifier refused the ones
+      // it cannot remove (from a macro).
+      if (const auto *A = VD->getAttr<CleanupAttr>(); A && PlanVerifier::strippableCleanup(VD))
+        Edits.replace(Text.offset(A->getRange().getBegin()), Text.tokenEnd(A->getRange().getEnd()),
+                      "unused");
       // MPI_File variables of the PT are ppios_pt_mpi_file.
       if (isMpiFileType(VD->getType()) && VD->getTypeSourceInfo()) {
         SourceRange R = VD->getTypeSourceInfo()->getTypeLoc().getSourceRange();

@@ -1,0 +1,85 @@
+// The prefetch thread's confinement, checked on the finished plan before anything is
+// emitted (docs/design/pt-confinement.md). The planner decides what the PT runs; this pass
+// reads that decision back, statement by statement, as the emitter will render it, and
+// checks two rules on every expression of it:
+//
+// - stores: every store goes to memory the PT owns: its own locals and copies (locals and
+//   parameters of the function, main()'s captured values and prologue declarations, the
+//   shadows of global handles, its own statics), and blocks it allocated (ppios_pt_malloc,
+//   or a clone's pointer parameter its caller checked). Never a program global, a
+//   function-local static of the program, or memory behind a pointer the PT did not
+//   allocate; also not through an argument a callee stores through (memcpy, snprintf...).
+// - calls: the runtime (the I/O calls the emitter renames, malloc and free), libc functions
+//   of SideEffectOracle's table, active calls into clones (verified on their own plans),
+//   and program helpers the oracle finds confined (no stores outside their locals and
+//   pointer parameters, no inline assembly, no cleanup function with effects). Nothing else.
+//
+// Also: no inline assembly anywhere in a function the PT runs a clone of, and no program
+// cleanup function on a declaration the PT copies (the emitter strips one written in the
+// file, see strippableCleanup; one that comes from a macro is refused).
+//
+// A violation names where it is: a statement the PT would run as written (the planner then
+// treats it as one the PT cannot run, so the reads that need it get a remark), or the
+// operands of a read or clone call the PT keeps from a statement it cannot run (that read
+// or call is left alone). The planner plans again until the plan passes (finishPlan).
+#ifndef PPIOS_TRANSFORMER_PLANVERIFIER_H
+#define PPIOS_TRANSFORMER_PLANVERIFIER_H
+
+#include "PrefetchPlanner.h"
+
+#include <string>
+#include <vector>
+
+namespace clang {
+class CallExpr;
+class Expr;
+class Stmt;
+class VarDecl;
+} // namespace clang
+
+namespace ppios {
+
+struct Violation {
+  enum Scope {
+    Statement, // Unit may not run as written
+    KeptCall,  // Call (a prefetched read or an active clone call) may not be kept
+    Function,  // nothing of the function may run in the PT (a clone with inline assembly)
+    CopyBuffer, // the PT may not copy a read's bytes into Buffer (it prefetches without)
+  } Where = Statement;
+  const Unit *At = nullptr;
+  const clang::CallExpr *Call = nullptr;
+  const clang::VarDecl *Buffer = nullptr;
+  // A verb phrase about the statement or operand ("stores to global 'g' (...)"), so that it
+  // reads after "which" and "a condition that" in the remarks of the reads it costs.
+  std::string Why;
+};
+
+class PlanVerifier {
+public:
+  explicit PlanVerifier(const PrefetchPlanner &Plan);
+  std::vector<Violation> verify();
+
+  // A cleanup attribute the emitter can remove from the PT's copy of a declaration: written
+  // in the main file itself, not produced by a macro.
+  static bool strippableCleanup(const clang::VarDecl *VD);
+
+private:
+  void verifyUnit(const Unit &U);
+  void verifyKeptCalls(const Unit &U);
+  // Checks what the PT evaluates of S; the first problem, or empty.
+  std::string checkRuns(const clang::Stmt *S, const Unit &U, bool AsWritten);
+  std::string checkCall(const clang::CallExpr *Call, const Unit &U, bool AsWritten);
+  std::string checkStore(const clang::Expr *LValue);
+  std::string checkDestination(const clang::Expr *Arg, const std::string &Callee);
+  std::string checkPointer(const clang::Expr *Pointer);
+  bool ownedVariable(const clang::VarDecl *VD) const;
+  std::string unallocated(const clang::VarDecl *VD) const;
+
+  const PrefetchPlanner &Plan;
+  FunctionUnits &Units;
+  std::vector<Violation> Found;
+};
+
+} // namespace ppios
+
+#endif
