@@ -182,10 +182,19 @@ std::string RedisCoordinator::process_id() const {
 // Registers a fresh incarnation of this process and adopts or checks the threshold.
 // A new incarnation after every outage means that whatever the server still holds for
 // the old one (a grant that raced with the failure) is reaped with its lease.
-bool RedisCoordinator::go_online(RedisLink &link, std::string *error) {
+std::string RedisCoordinator::state_epoch() const {
+  std::lock_guard<std::mutex> g(identity_mutex_);
+  return epoch_;
+}
+
+bool RedisCoordinator::go_online(RedisLink &link, std::string *error, const std::string *if_epoch) {
+  std::lock_guard<std::mutex> online(online_mutex_);
+  if (if_epoch && *if_epoch != state_epoch()) return true;  // rebuilt already
   std::string proc;
+  bool lost = false;
   {
     std::lock_guard<std::mutex> g(identity_mutex_);
+    lost = !epoch_.empty();
     static thread_local std::mt19937_64 rng{std::random_device{}()};
     process_id_ = local_host() + "/" + std::to_string(getpid()) + "/" + std::to_string(++incarnation_) + "/" +
                   std::to_string(rng() % 1000000);
@@ -193,16 +202,46 @@ bool RedisCoordinator::go_online(RedisLink &link, std::string *error) {
   }
   auto r = link.run(options_.target, {"renew", proc, lease_arg_, host_pid_}, error);
   if (!r) return false;
-  r = link.run(options_.target, {"adopt", std::to_string(options_.threshold), options_.auto_threshold ? "1" : "0"},
+  // The cap in force before (a server that lost it, or restarted empty, gets it back),
+  // else ours.
+  const int64_t known = known_cap_.load();
+  r = link.run(options_.target,
+               {"adopt", std::to_string(known >= 1 ? known : options_.threshold), options_.auto_threshold ? "1" : "0"},
                error);
   if (!r) return false;
   int64_t stored = r->integer;
+  known_cap_.store(stored);
+  // The epoch of the state joined; "1": this process saw another one before, so the state
+  // was lost under it: no new grant for a lease from the new epoch (RedisScript.h).
+  auto e = link.run(options_.target, {"epoch", lost ? "1" : "0", lease_arg_}, error);
+  if (!e) return false;
+  if (e->type != REDIS_REPLY_STRING) {
+    *error = "the server's coordinator script gave no epoch";
+    return false;
+  }
+  {
+    std::lock_guard<std::mutex> g(identity_mutex_);
+    epoch_.assign(e->str, e->len);
+  }
   if (options_.threshold >= 0 && stored != options_.threshold && !warned_threshold_.exchange(true))
     tell_threshold_conflict(options_.threshold, stored, options_.target);
   // Should the server go away, the node-local stand-in starts from the same cap.
   fallback_->adopt_threshold(stored);
   online_.store(true);
   return true;
+}
+
+void RedisCoordinator::rebuild_after_loss(RedisLink &link, const std::string &seen_epoch) {
+  std::string err;
+  if (!go_online(link, &err, &seen_epoch)) {
+    go_offline(err);
+    return;
+  }
+  if (!warned_lost_.exchange(true))
+    tell_notice("coordinator " + address_.describe() + ", target '" + options_.target +
+                "': the server lost the target's state while this job ran (FLUSHALL, eviction or a deleted key); "
+                "rebuilt it (cap " + (known_cap_.load() >= 1 ? std::to_string(known_cap_.load()) : std::string("none")) +
+                "), no new grant for one lease");
 }
 
 void RedisCoordinator::go_offline(const std::string &reason) {
@@ -247,6 +286,7 @@ RedisCoordinator::Attempt RedisCoordinator::acquire_on_server(IoClass cls, uint6
     return Attempt::Failed;
   }
   const std::string proc = process_id();
+  const std::string seen_epoch = state_epoch();
   const std::string holder = proc + "#" + std::to_string(local_id);
   tickets_.find(local_id)->holder = holder;
   std::string err;
@@ -259,8 +299,14 @@ RedisCoordinator::Attempt RedisCoordinator::acquire_on_server(IoClass cls, uint6
   // The MtAtCap rule as the script's queue entries carry it (RedisScript.h).
   const char *throttle_arg = options_.mt_at_cap == MtAtCap::Wait ? "1" : options_.mt_at_cap == MtAtCap::Pass ? "0" : "L";
   auto r = link->run(options_.target,
-                     {"acquire", proc, lease_arg_, host_pid_, holder, cls_arg, lead_arg, throttle_arg}, &err);
+                     {"acquire", proc, lease_arg_, host_pid_, holder, cls_arg, lead_arg, throttle_arg, seen_epoch}, &err);
   if (!r) return fail();
+  auto lost_state = [&]() {  // -2: ask again once the state is rebuilt
+    rebuild_after_loss(*link, seen_epoch);
+    return_link(std::move(link), epoch);
+    return Attempt::Lost;
+  };
+  if (r->integer == -2) return lost_state();
   if (r->integer == 1) {
     return_link(std::move(link), epoch);
     return Attempt::Granted;
@@ -291,8 +337,12 @@ RedisCoordinator::Attempt RedisCoordinator::acquire_on_server(IoClass cls, uint6
       result = Attempt::Granted;
       break;
     }
-    auto c = link->run(options_.target, {"check", holder, cls_arg, lead_arg, throttle_arg}, &err);
+    auto c = link->run(options_.target, {"check", holder, cls_arg, lead_arg, throttle_arg, seen_epoch}, &err);
     if (!c) return fail();
+    if (c->type == REDIS_REPLY_INTEGER && c->integer == -2) {
+      link->set_timeout(kCommandTimeoutMs);
+      return lost_state();
+    }
     if (c->type == REDIS_REPLY_INTEGER && c->integer == 1) {
       result = Attempt::Granted;
       break;
@@ -481,11 +531,19 @@ void RedisCoordinator::helper_loop() {
     const std::string proc = process_id();
     if (steady_ms() >= next_renew) {
       // Re-registers under the same id if the lease was lost (a long stall).
-      if (!link->run(options_.target, {"renew", proc, lease_arg_, host_pid_}, &err)) {
+      const std::string seen_epoch = state_epoch();
+      auto r = link->run(options_.target, {"renew", proc, lease_arg_, host_pid_, seen_epoch}, &err);
+      if (!r) {
         go_offline(err);
         link.reset();
         continue;
       }
+      if (r->type == REDIS_REPLY_INTEGER && r->integer == -2) {
+        rebuild_after_loss(*link, seen_epoch);
+        continue;
+      }
+      if (r->type == REDIS_REPLY_ARRAY && r->elements == 2 && r->element[1]->type == REDIS_REPLY_INTEGER)
+        known_cap_.store(r->element[1]->integer);
       next_renew = steady_ms() + renew_ms;
       settle_idle_links();
     }

@@ -46,7 +46,15 @@ class RedisCoordinator final : public Coordinator {
     int64_t grants_seen = -1;
   };
   Attempt acquire_on_server(IoClass cls, uint64_t lead, uint64_t local_id, WaitClock *wait);
-  bool go_online(RedisLink &link, std::string *error);
+  // Registers a new incarnation, stores the cap again if the server has none (the one in
+  // force before, else PPIOS_THRESHOLD) and reads the state's epoch. With `if_epoch`, only
+  // if the epoch is still that one (a rebuild after a loss that another thread may have
+  // done already); true then when nothing was to be done.
+  bool go_online(RedisLink &link, std::string *error, const std::string *if_epoch = nullptr);
+  // The server answered -2: the state it held for the target is not the one this process
+  // joined (FLUSHALL, eviction, a deleted key). Rebuilds it (go_online) once per loss.
+  void rebuild_after_loss(RedisLink &link, const std::string &seen_epoch);
+  std::string state_epoch() const;
   void go_offline(const std::string &reason);
   std::unique_ptr<RedisLink> take_link(uint64_t *epoch);
   void return_link(std::unique_ptr<RedisLink> link, uint64_t epoch);
@@ -79,10 +87,17 @@ class RedisCoordinator final : public Coordinator {
   std::atomic<bool> warned_threshold_{false};
 
   // Lock order: identity_mutex_ and pool_mutex_ are leaves (never held together, never
-  // held across a network call); stop_mutex_ only guards stopping_.
+  // held across a network call); stop_mutex_ only guards stopping_; online_mutex_ is taken
+  // by go_online only, across its calls, before identity_mutex_.
   mutable std::mutex identity_mutex_;
   std::string process_id_;  // "<host>/<pid>/<incarnation>"; a new incarnation after every outage
   uint64_t incarnation_ = 0;
+  std::string epoch_;  // of the state this process joined ("": none seen yet)
+  // go_online runs one at a time: the helper after an outage, a thread that found a loss.
+  std::mutex online_mutex_;
+  // The cap in force when last seen (-1: none), stored again should the server lose it.
+  std::atomic<int64_t> known_cap_{-1};
+  std::atomic<bool> warned_lost_{false};
 
   std::mutex pool_mutex_;
   std::vector<std::unique_ptr<RedisLink>> idle_links_;

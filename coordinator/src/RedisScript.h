@@ -19,7 +19,10 @@
 //   state     hash: n (the cap; absent = no cap), m, p (slots held by MT/PT), qm, qp
 //             (lengths of qmt/qpt), y (size of yield), maxseen (most slots ever held at once),
 //             g (slots handed to waiters so far: while it moves the queue moves, and a
-//             waiter's wait is worth it; see RedisCoordinator's bounded wait)
+//             waiter's wait is worth it; see RedisCoordinator's bounded wait), ep (the
+//             state's epoch, "<s>.<us>" of the server's clock when it was made: a client
+//             that finds another one, or none, knows the state was lost under it), rend
+//             (server ms: no new grant before, after a loss; see recovering())
 //   holders   hash: holder id -> "<cls>|<lead>" (cls M or P)
 //   yield     set: PT holders already asked to yield
 //   qmt, qpt  lists: waiting MTs / PTs in arrival order, entries "<id>|<lead>|<throttle>"
@@ -50,7 +53,7 @@ local K_STATE, op = KEYS[1], ARGV[1]
 local prefix = string.sub(K_STATE, 1, -6)  -- strip "state"
 local K_HOLD, K_PROCS = prefix .. 'holders', prefix .. 'procs'
 
-local st = redis.call('HMGET', K_STATE, 'n', 'm', 'p', 'qm', 'qp', 'y', 'maxseen')
+local st = redis.call('HMGET', K_STATE, 'n', 'm', 'p', 'qm', 'qp', 'y', 'maxseen', 'ep', 'rend')
 -- Counts are never below zero, whatever is stored (a counter that drifted is corrected
 -- by the next reap that recounts, and never makes a request queue forever).
 local function count(v) return math.max(0, tonumber(v) or 0) end
@@ -61,6 +64,12 @@ local n = tonumber(st[1])
 if not n or n ~= n or n < 1 or n > 1048576 or n ~= math.floor(n) then n = -1 end
 local m, p = count(st[2]), count(st[3])
 local qm, qp, y, seen = count(st[4]), count(st[5]), count(st[6]), count(st[7])
+-- A client passes the epoch it saw (acquire, check, renew). A state that lost it (FLUSHALL,
+-- eviction, a deleted state key while jobs ran) or has another one answers -2 and changes
+-- nothing: the client rebuilds (RedisCoordinator: the epoch op, its cap stored again).
+-- Otherwise the lost state would be an empty one: no cap, no holders, every access granted.
+local seen_epoch = (op == 'acquire' and ARGV[9]) or (op == 'check' and ARGV[6]) or (op == 'renew' and ARGV[5]) or nil
+if seen_epoch and seen_epoch ~= '' and st[8] ~= seen_epoch then return -2 end
 local m0, p0, qm0, qp0, y0, seen0 = m, p, qm, qp, y, seen
 local handed = 0  -- grants of this call outside the fast paths (state field g)
 
@@ -85,7 +94,7 @@ if op == 'acquire' then
   -- ARGV: proc lease hostpid id cls(M|P) lead throttle(0|1|L)
   -- Room under the cap, nobody queued (MTs before PTs, PTs in order), and our lease is
   -- known: a holder must always belong to a leased process, or a crash would leak its slot.
-  if qm + qp == 0 and (n < 0 or m + p < n) and redis.call('ZSCORE', K_PROCS, ARGV[2]) then
+  if qm + qp == 0 and not st[9] and (n < 0 or m + p < n) and redis.call('ZSCORE', K_PROCS, ARGV[2]) then
     local cls = ARGV[6]
     redis.call('HSET', K_HOLD, ARGV[5], cls .. '|' .. ARGV[7])
     if cls == 'M' then m = m + 1 else p = p + 1 end
@@ -132,8 +141,23 @@ local function owner(id) return string.match(id, '^(.*)#') end
 local function entry(id, lead, throttle) return id .. '|' .. lead .. '|' .. throttle end
 local function parse_entry(e) return string.match(e, '^(.*)|(%d+)|([01L])$') end
 
+-- After a loss of the state, nothing new is granted for one lease from the new epoch (field
+-- rend): time for every live process to find the loss and come back, while the slots they
+-- held across it are counted nowhere. Read once per call; cleared once over.
+local in_recovery = nil
+local function recovering()
+  if in_recovery == nil then
+    in_recovery = false
+    if st[9] then
+      if clock() < (tonumber(st[9]) or 0) then in_recovery = true else redis.call('HDEL', K_STATE, 'rend') end
+    end
+  end
+  return in_recovery
+end
+
 local hold = nil  -- the state's hold field, read once per call and only when rule L needs it
 local function mt_grantable(throttle)
+  if recovering() then return false end
   if n < 0 or m + p < n then return true end
   if p > 0 then return false end
   if throttle == 'L' then
@@ -142,7 +166,7 @@ local function mt_grantable(throttle)
   end
   return throttle == '0'
 end
-local function pt_grantable() return n < 0 or m + p < n end
+local function pt_grantable() return not recovering() and (n < 0 or m + p < n) end
 
 -- Turns learning (PPIOS_THRESHOLD=auto) on. When it was off it starts over: MTs pass
 -- until the controller holds them again.
@@ -332,7 +356,8 @@ elseif op == 'check' then
   local function waiting() return redis.call('LPOS', q, e) ~= false end
   if granted() then return 1 end
   if not waiting() then return -1 end
-  if reap() then promote() else request_yields() end
+  -- (The waiters of a recovery that is over are served by whichever of them checks first.)
+  if reap() or (st[9] and not recovering()) then promote() else request_yields() end
   save()
   if granted() then return 1 end
   if not waiting() then return -1 end
@@ -350,11 +375,32 @@ elseif op == 'withdraw' then
   save()
   return 0
 elseif op == 'renew' then
-  -- ARGV: proc lease hostpid. Returns 1 when the process had lost its lease.
+  -- ARGV: proc lease hostpid [epoch]. Returns {1 when the process had lost its lease, the
+  -- cap} (the cap a client stores again should the state be lost).
   if reap() then promote() end
   local added = register(ARGV[2], ARGV[3], ARGV[4])
   save()
-  return added
+  return {added, n}
+elseif op == 'epoch' then
+  -- ARGV: lost (1: the caller saw another epoch before) lease. Returns the state's epoch,
+  -- made now when it has none. A caller that lost the state while the epoch is younger
+  -- than its lease starts a recovery (rend) ending one lease after the epoch was made.
+  local ep = st[8]
+  if not ep then
+    local t = redis.call('TIME')
+    ep = t[1] .. '.' .. t[2]
+    redis.call('HSET', K_STATE, 'ep', ep)
+    -- Counters that say nothing is held or queued (a new state, or one lost with its
+    -- counters) make any holders and queue entries left orphans: their later release or
+    -- reaping would take slots off the new counters.
+    if m + p + qm + qp == 0 then redis.call('DEL', K_HOLD, K_YIELD, K_QMT, K_QPT) end
+  end
+  if ARGV[2] == '1' then
+    local s, us = string.match(ep, '^(%d+)%.(%d+)$')
+    local ends = (tonumber(s) or 0) * 1000 + math.floor((tonumber(us) or 0) / 1000) + tonumber(ARGV[3])
+    if ends > clock() and ends > (tonumber(st[9]) or 0) then redis.call('HSET', K_STATE, 'rend', ends) end
+  end
+  return ep
 elseif op == 'unregister' then
   drop_process(ARGV[2])
   promote()
@@ -367,7 +413,7 @@ elseif op == 'adopt' then
   local wanted = tonumber(ARGV[2])
   if ARGV[3] == '1' then
     learning_on()
-    if n < 1 then wanted = 1 end
+    if n < 1 and wanted < 1 then wanted = 1 end  -- (a rebuild stores the cap it had learned)
   end
   if n < 0 and wanted >= 0 then
     redis.call('HSET', K_STATE, 'n', wanted)

@@ -386,5 +386,75 @@ TEST(RedisFailure, WaitsAreBoundedAndForgedCapsOrLeasesHangNobody) {
   forget(o);
 }
 
+// The server loses the target's state under running jobs (FLUSHALL, then the state key
+// alone deleted): the clients find another epoch, store the cap in force again (set with
+// ppios-coord, not in their options), grant nothing new for a lease and tell it once;
+// the cap holds throughout (before: no cap at all until the jobs ended, no word).
+TEST(RedisFailure, LostStateIsDetectedAndRebuilt) {
+  test::RedisServer server(false);
+  ASSERT_TRUE(server.start());
+  auto o = opts(server.address(), unique_target("lost"), -1, 600);
+  o.mt_at_cap = MtAtCap::Wait;
+  std::string err;
+  auto admin = make_coordinator_admin(o, &err);
+  ASSERT_TRUE(admin && admin->set_threshold(2, &err)) << err;
+  testing::internal::CaptureStderr();
+  std::unique_ptr<Coordinator> c[2];
+  for (auto &one : c) {
+    one = make_coordinator(o, &err);
+    ASSERT_TRUE(one) << err;
+  }
+  std::atomic<int> inflight{0}, most{0}, violations{0}, phase{0};
+  std::atomic<long> ops[3] = {0, 0, 0};
+  std::atomic<bool> stop{false};
+  std::vector<std::thread> clients;
+  for (int i = 0; i < 4; ++i) {
+    clients.emplace_back([&, i] {
+      Coordinator &mine = *c[i % 2];
+      while (!stop) {
+        SlotTicket t = mine.acquire(i < 2 ? IoClass::PT : IoClass::MT, 1);
+        int now = inflight.fetch_add(1) + 1;
+        if (now > 2) violations.fetch_add(1);
+        for (int seen = most.load(); now > seen && !most.compare_exchange_weak(seen, now);) {
+        }
+        std::this_thread::sleep_for(200us);
+        inflight.fetch_sub(1);
+        mine.release(t);
+        ops[phase.load()].fetch_add(1);
+      }
+    });
+  }
+  redisContext *ctx = redisConnectUnix(server.socket_path().c_str());
+  ASSERT_TRUE(ctx && !ctx->err);
+  auto redis = [&](const char *cmd) {
+    auto *r = static_cast<redisReply *>(redisCommand(ctx, cmd));
+    EXPECT_TRUE(r && r->type != REDIS_REPLY_ERROR) << cmd;
+    if (r) freeReplyObject(r);
+  };
+  std::this_thread::sleep_for(500ms);
+  phase = 1;
+  redis("FLUSHALL");
+  std::this_thread::sleep_for(1500ms);
+  long after_flush = ops[1].load();
+  phase = 2;
+  redis(("DEL " + RedisLink::key_prefix(o.target) + "state").c_str());
+  std::this_thread::sleep_for(1500ms);
+  stop = true;
+  for (auto &t : clients) t.join();
+  redisFree(ctx);
+  printf("ops %ld / %ld / %ld, most in flight %d\n", ops[0].load(), ops[1].load(), ops[2].load(), most.load());
+  EXPECT_EQ(violations.load(), 0) << "more than the cap of 2 in flight (most " << most.load() << ")";
+  EXPECT_GT(after_flush, 50) << "clients stalled after FLUSHALL";
+  EXPECT_GT(ops[2].load(), 50) << "clients stalled after the state key was deleted";
+  CoordinatorStatus s;
+  ASSERT_TRUE(admin->status(&s, &err)) << err;
+  EXPECT_EQ(s.threshold, 2) << "the cap was not stored again";
+  EXPECT_EQ(s.processes, 2u);
+  for (auto &one : c) one.reset();
+  std::string out = testing::internal::GetCapturedStderr();
+  EXPECT_EQ(count(out, "lost the target's state"), 2u) << "one notice per process: " << out;
+  forget(o);
+}
+
 }  // namespace
 }  // namespace ppios
