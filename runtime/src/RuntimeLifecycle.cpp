@@ -30,6 +30,7 @@
 #include <thread>
 #include <vector>
 
+#include "ChangeGenerations.h"
 #include "Clock.h"
 #include "OutputFile.h"
 #include "ThreadState.h"
@@ -117,7 +118,12 @@ void Runtime::load() {
   }
   // A child forked without exec has none of the parent's threads (no PT) and may hold
   // copies of runtime locks that were held at the fork: everything passes straight
-  // through in it, and it never writes the parent's statistics or trace.
+  // through in it, and it never writes the parent's statistics or trace. What the
+  // pass-through path still asks (whose descriptor it is, the change table) is built now,
+  // while the process has one thread: a function-local static whose construction another
+  // thread had begun at the fork would make the child wait for it forever.
+  PtResources::get();
+  ChangeGenerations::node();
   pthread_atfork(nullptr, nullptr, [] { g_forked_child.store(true, std::memory_order_relaxed); });
   std::atexit([] {
     if (!g_forked_child.load(std::memory_order_relaxed)) g_runtime->shutdown();
