@@ -19,8 +19,6 @@ void Coherence::end_change(const FileKey &key) {
   // after it was read after the change (the design note's soundness argument).
   generations_.bump(key);
   cache_.end_change(key);
-  if (StreamTrimmer trim = trim_streams_.load(std::memory_order_acquire))
-    trim([&key](const FileKey &file, uint64_t) { return file == key; });
 }
 
 void Coherence::hold(const FileKey &key) {
@@ -30,9 +28,6 @@ void Coherence::hold(const FileKey &key) {
     ++held_[key];
     holds_.fetch_add(1, std::memory_order_relaxed);
   }
-  // What the MT's streams hold of it past the original's block may change any time now.
-  if (StreamTrimmer trim = trim_streams_.load(std::memory_order_acquire))
-    trim([&key](const FileKey &file, uint64_t) { return file == key; });
 }
 
 void Coherence::unhold(const FileKey &key) {
@@ -60,12 +55,6 @@ std::string Coherence::mode() const {
   return "drop at every synchronization: the node's change table " + generations_.unavailable_reason();
 }
 
-uint64_t Coherence::generation(const FileKey &key) const { return generations_.current(key); }
-
-bool Coherence::moved(const FileKey &key, uint64_t since) const {
-  return !exact_ || generations_.current(key) != since;
-}
-
 void Coherence::acquire_point() {
   // Nothing bumped anywhere since the last look that completed: nothing moved. The total
   // is read before the files' counters, and bump() raises it after the file's, so a bump
@@ -75,8 +64,6 @@ void Coherence::acquire_point() {
   if (exact_ && seen_total_.load(std::memory_order_acquire) == total) return;
   // Without an exact table every generation counts as moved: UINT64_MAX is none's.
   cache_.drop_changed([this](const FileKey &key) { return exact_ ? generations_.current(key) : UINT64_MAX; });
-  if (StreamTrimmer trim = trim_streams_.load(std::memory_order_acquire))
-    trim([this](const FileKey &file, uint64_t since) { return moved(file, since); });
   if (exact_) seen_total_.store(total, std::memory_order_release);
 }
 

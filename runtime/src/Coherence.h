@@ -10,7 +10,6 @@
 
 #include <atomic>
 #include <cstdint>
-#include <functional>
 #include <map>
 #include <mutex>
 #include <string>
@@ -55,22 +54,11 @@ class Coherence {
   // For the statistics: "exact", or why every acquire point drops everything.
   std::string mode() const;
 
-  // The generation an MT stream's bytes are read at, and whether it moved since.
-  uint64_t generation(const FileKey &key) const;
-  bool moved(const FileKey &key, uint64_t since) const;
-
-  // The MT's streams: trim(stale) trims every stream whose file and generation when its
-  // bytes were read make stale(file, generation) true. Set by the stdio layer before its
-  // first stream holds such bytes.
-  using StreamTrimmer = void (*)(const std::function<bool(const FileKey &, uint64_t)> &stale);
-  void set_stream_trimmer(StreamTrimmer trimmer) { trim_streams_.store(trimmer, std::memory_order_release); }
-
  private:
   PrefetchCache &cache_;
   ChangeGenerations &generations_;
   const bool exact_;  // the table is there and sees every process of the job
   const bool one_node_;
-  std::atomic<StreamTrimmer> trim_streams_{nullptr};
   // The table's total() at the last acquire point that looked (UINT64_MAX: none yet).
   std::atomic<uint64_t> seen_total_{UINT64_MAX};
   std::atomic<int> holds_{0};  // how many files are held: release points skip the lock when 0

@@ -55,6 +55,18 @@ bool buffer_holds(const FILE *s, off_t target) {
   return target >= start && target < s->_offset;
 }
 
+// glibc's state after a seek that read nothing: an empty buffer at `target`, the
+// descriptor there. _offset, if glibc knew it, follows.
+int move_without_reading(FILE *stream, off_t target) {
+  if (lseek(stream->_fileno, target, SEEK_SET) < 0) return -1;
+  char *base = stream->_IO_buf_base;
+  stream->_IO_read_base = stream->_IO_read_ptr = stream->_IO_read_end = base;
+  stream->_IO_write_base = stream->_IO_write_ptr = stream->_IO_write_end = base;
+  if (stream->_offset >= 0) stream->_offset = target;
+  stream->_flags &= ~static_cast<int>(kEofSeen);
+  return 0;
+}
+
 #endif
 
 }  // namespace
@@ -73,16 +85,22 @@ int seek_stream(FILE *stream, off_t offset, int whence) {
     return fseeko(stream, offset, whence);
   }
   if (target < 0 || buffer_holds(stream, target)) return fseeko(stream, target, SEEK_SET);
-  if (lseek(stream->_fileno, target, SEEK_SET) < 0) return -1;
-  // glibc's state after a seek that read nothing: an empty buffer at `target`.
-  char *base = stream->_IO_buf_base;
-  stream->_IO_read_base = stream->_IO_read_ptr = stream->_IO_read_end = base;
-  stream->_IO_write_base = stream->_IO_write_ptr = stream->_IO_write_end = base;
-  stream->_offset = target;
-  stream->_flags &= ~static_cast<int>(kEofSeen);
+  if (move_without_reading(stream, target) != 0) return -1;
+  stream->_offset = target;  // as glibc's seek: it knows the offset from now on
   return 0;
 #else
   return fseeko(stream, offset, whence);
+#endif
+}
+
+int reposition_stream(FILE *stream, off_t offset) {
+#ifdef __GLIBC__
+  if (stream == nullptr || offset < 0) return fseeko(stream, offset, SEEK_SET);
+  StreamLock lock(stream);
+  if (!understood(stream)) return fseeko(stream, offset, SEEK_SET);
+  return move_without_reading(stream, offset);
+#else
+  return fseeko(stream, offset, SEEK_SET);
 #endif
 }
 
@@ -136,9 +154,14 @@ void stream_filled(FILE *stream, const StreamRoom &room, size_t got) {
 }
 
 namespace {
-// The buffers give_line_buffer() lent to streams (MT and PT streams alike).
+// The buffers the runtime lent to streams: the PT's line buffers (block 0) and the MT's
+// mirror buffers (two blocks of `block` bytes).
+struct LentBuffer {
+  std::unique_ptr<char[]> bytes;
+  size_t block = 0;
+};
 std::mutex g_line_buffers_mu;
-std::map<FILE *, std::unique_ptr<char[]>> g_line_buffers;
+std::map<FILE *, LentBuffer> g_line_buffers;
 }  // namespace
 
 bool stream_unbuffered(FILE *stream) {
@@ -157,14 +180,25 @@ void give_line_buffer(FILE *stream) {
   if (bytes == nullptr) return;
   std::lock_guard<std::mutex> lock(g_line_buffers_mu);
   if (setvbuf(stream, bytes.get(), _IOFBF, kLineBufferBytes) == 0)
-    g_line_buffers[stream] = std::move(bytes);
+    g_line_buffers[stream] = LentBuffer{std::move(bytes), 0};
+}
+
+bool give_mirror_buffer(FILE *stream, size_t block) {
+  if (block == 0 || block > SIZE_MAX / 2) return false;
+  std::unique_ptr<char[]> bytes(new (std::nothrow) char[2 * block]);
+  if (bytes == nullptr) return false;
+  std::lock_guard<std::mutex> lock(g_line_buffers_mu);
+  // glibc's buffer is the first block; the second is where a block goes after unread bytes.
+  if (setvbuf(stream, bytes.get(), _IOFBF, block) != 0) return false;
+  g_line_buffers[stream] = LentBuffer{std::move(bytes), block};
+  return true;
 }
 
 std::unique_ptr<char[]> take_line_buffer(FILE *stream) {
   std::lock_guard<std::mutex> lock(g_line_buffers_mu);
   auto it = g_line_buffers.find(stream);
   if (it == g_line_buffers.end()) return nullptr;
-  std::unique_ptr<char[]> bytes = std::move(it->second);
+  std::unique_ptr<char[]> bytes = std::move(it->second.bytes);
   g_line_buffers.erase(it);
   return bytes;
 }
@@ -182,17 +216,6 @@ off_t stream_file_offset(FILE *stream) {
 
 namespace ppios {
 
-off_t stream_position(FILE *stream) {
-#ifdef __GLIBC__
-  if (stream == nullptr || !understood(stream) || stream->_offset < 0) return -1;
-  const off_t unread = stream->_IO_read_ptr < stream->_IO_read_end ? stream->_IO_read_end - stream->_IO_read_ptr : 0;
-  return stream->_offset - unread;
-#else
-  (void)stream;
-  return -1;
-#endif
-}
-
 bool stream_has_pushback(FILE *stream) {
 #ifdef __GLIBC__
   return (static_cast<unsigned>(stream->_flags) & kInBackup) != 0;
@@ -202,30 +225,93 @@ bool stream_has_pushback(FILE *stream) {
 #endif
 }
 
-bool stream_holds_delimiter(FILE *stream, off_t within, int delim) {
+size_t stream_unread(FILE *stream) {
 #ifdef __GLIBC__
-  if (within <= 0 || !understood(stream) || stream->_IO_read_ptr >= stream->_IO_read_end) return false;
-  const size_t n = std::min<size_t>(static_cast<size_t>(within),
-                                    static_cast<size_t>(stream->_IO_read_end - stream->_IO_read_ptr));
-  return std::memchr(stream->_IO_read_ptr, static_cast<unsigned char>(delim), n) != nullptr;
+  if (!understood(stream) || stream->_IO_read_ptr >= stream->_IO_read_end) return 0;
+  return static_cast<size_t>(stream->_IO_read_end - stream->_IO_read_ptr);
 #else
   (void)stream;
-  (void)within;
-  (void)delim;
-  return false;
+  return 0;
 #endif
 }
 
-void trim_stream_buffer(FILE *stream, off_t keep_end) {
+bool stream_holds_delimiter(FILE *stream, size_t within, int delim) {
+  const size_t n = std::min(within, stream_unread(stream));
+  return n > 0 && std::memchr(stream->_IO_read_ptr, static_cast<unsigned char>(delim), n) != nullptr;
+}
+
+StreamBlock next_block(FILE *stream) {
+  StreamBlock block;
 #ifdef __GLIBC__
-  const off_t position = stream_position(stream);
-  if (position < 0 || keep_end < position || keep_end >= stream->_offset) return;
-  if (lseek(stream->_fileno, keep_end, SEEK_SET) < 0) return;
-  stream->_IO_read_end -= stream->_offset - keep_end;
-  stream->_offset = keep_end;
+  if (!understood(stream) || (stream->_flags & kEofSeen)) return block;
+  char *front = nullptr;
+  size_t size = 0;
+  {
+    std::lock_guard<std::mutex> lock(g_line_buffers_mu);
+    auto it = g_line_buffers.find(stream);
+    if (it == g_line_buffers.end() || it->second.block == 0) return block;
+    front = it->second.bytes.get();
+    size = it->second.block;
+  }
+  // Still the runtime's buffer (a program's setvbuf after reading would be its own).
+  if (stream->_IO_buf_base < front || stream->_IO_buf_base > front + size) return block;
+  const size_t unread = stream_unread(stream);
+  if (unread > size) return block;
+  // glibc keeps its descriptor where its buffered bytes end (_offset, when it knows it).
+  const off_t at = stream->_offset >= 0 ? stream->_offset : lseek(stream->_fileno, 0, SEEK_CUR);
+  if (at < 0) return block;
+  if (unread > 0 && stream->_IO_read_ptr != front) std::memmove(front, stream->_IO_read_ptr, unread);
+  char *to = front + unread;
+  // A refill that read nothing yet (libio's _IO_new_file_underflow), of a buffer that
+  // starts after the unread bytes.
+  stream->_IO_read_base = stream->_IO_read_ptr = front;
+  stream->_IO_read_end = to;
+  stream->_IO_buf_base = to;
+  stream->_IO_buf_end = to + size;
+  stream->_IO_write_base = stream->_IO_write_ptr = stream->_IO_write_end = to;
+  block.to = to;
+  block.size = size;
+  block.at = at;
 #else
   (void)stream;
-  (void)keep_end;
+#endif
+  return block;
+}
+
+void block_filled(FILE *stream, const StreamBlock &block, size_t got) {
+#ifdef __GLIBC__
+  if (got == 0 || block.size == 0) return;
+  got = std::min(got, block.size);
+  // Where glibc's next refill reads from (if this fails, glibc reads the bytes itself).
+  if (lseek(stream->_fileno, block.at + static_cast<off_t>(got), SEEK_SET) < 0) return;
+  stream->_IO_read_end = block.to + got;
+  if (stream->_offset >= 0) stream->_offset = block.at + static_cast<off_t>(got);
+#else
+  (void)stream;
+  (void)block;
+  (void)got;
+#endif
+}
+
+void give_back_block(FILE *stream, const StreamBlock &block, size_t got) {
+#ifdef __GLIBC__
+  if (got == 0 || block.size == 0 || !understood(stream)) return;
+  got = std::min(got, block.size);
+  // Untouched since block_filled, and no byte of the block taken.
+  if (stream->_IO_buf_base != block.to || stream->_IO_read_end != block.to + got ||
+      stream->_IO_read_ptr > block.to)
+    return;
+  if (lseek(stream->_fileno, block.at, SEEK_SET) < 0) return;
+  char *front = stream->_IO_read_base;
+  stream->_IO_read_end = block.to;
+  stream->_IO_buf_base = front;
+  stream->_IO_buf_end = front + block.size;
+  stream->_IO_write_base = stream->_IO_write_ptr = stream->_IO_write_end = front;
+  if (stream->_offset >= 0) stream->_offset = block.at;
+#else
+  (void)stream;
+  (void)block;
+  (void)got;
 #endif
 }
 

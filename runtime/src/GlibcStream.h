@@ -82,18 +82,60 @@ void stream_filled(FILE *stream, const StreamRoom &room, size_t got);
 // The file offset just past what the stream has buffered (glibc's _offset), or -1.
 off_t stream_file_offset(FILE *stream);
 
-// Gives back the bytes the stream holds past file offset `keep_end` (at least its
-// position): the next read reads them from the file again. The caller holds the stream's
-// lock. Nothing for a stream stream_room() does not understand.
-void trim_stream_buffer(FILE *stream, off_t keep_end);
-// Whether the next `within` buffered bytes of the stream hold `delim` (a line read that
-// stops there takes no byte past them).
-bool stream_holds_delimiter(FILE *stream, off_t within, int delim);
+// ------------------------------------------------------------ the MT's streams
+// The program built without prefetching reads a file through its stream one buffer at a
+// time (a block: stream_buffer_bytes(st_blksize) bytes, read from where the last one
+// ended), and takes bytes from that buffer without asking the file again: getc, fread,
+// an fseek inside it. Whatever another process or the program itself changed in the
+// file meanwhile, those calls return the buffer's bytes, and the next refill returns the
+// file's. The MT's stream keeps exactly that buffer (same size, same file range, same
+// known-or-not offset), so every call the program makes on it, wrapped or not, returns
+// what the original's would. The runtime changes only where a refill's bytes come from
+// (the cache, which serves only bytes the file holds: docs/design/coherence.md) and when
+// (at the start of the call that would refill, not in its middle).
+//
+// Mechanics: the stream's buffer is the runtime's (give_mirror_buffer), two blocks long,
+// and glibc sees one block of it (_IO_buf_base.._IO_buf_end): its own refills read one
+// block. Before a call that will refill (its line is not in the unread bytes), the unread
+// bytes move to the front and the next block goes right after them (next_block,
+// block_filled): glibc's buffer is that block, and its read pointer starts before it, on
+// the unread bytes (_IO_read_base stays at the front so that ungetc can step back over
+// them). A call that then takes no byte of the block (a formatted read that stopped
+// before it) gives it back (give_back_block): the original would not have read it.
+// Only for streams the runtime gave its buffer, before their first read.
+
+// Gives an unbuffered stream (stream_unbuffered) the runtime's buffer for blocks of
+// `block` bytes. False if it could not (the stream then reads as glibc alone would).
+bool give_mirror_buffer(FILE *stream, size_t block);
+
+// The original's next refill, to be filled from elsewhere: `size` bytes of the file at
+// `at` go to `to`. size 0: the stream is not one with the runtime's buffer, is at the
+// end of its file, or its offset is unknown.
+struct StreamBlock {
+  char *to = nullptr;
+  size_t size = 0;
+  off_t at = -1;
+};
+// Makes room for it (the stream's lock is held until give_back_block).
+StreamBlock next_block(FILE *stream);
+// The block's first `got` bytes are at block.to: the stream holds them as the original's
+// refill would, and its descriptor stands after them.
+void block_filled(FILE *stream, const StreamBlock &block, size_t got);
+// After the call: if it took no byte of the block, the block is given back.
+void give_back_block(FILE *stream, const StreamBlock &block, size_t got);
+
+// How many bytes the stream holds that the program has not read yet (0 for a stream
+// next_block does not understand).
+size_t stream_unread(FILE *stream);
+// Whether the next `within` unread bytes of the stream hold `delim`.
+bool stream_holds_delimiter(FILE *stream, size_t within, int delim);
 // Whether characters pushed back with ungetc (other than the one just read) wait in the
 // stream: the next read returns them, not the file's bytes.
 bool stream_has_pushback(FILE *stream);
-// The stream's position (ftello) without a system call, or -1.
-off_t stream_position(FILE *stream);
+// Moves the stream to `offset` without reading, as seek_stream does, but leaves glibc's
+// knowledge of its offset as it was: for the runtime's own moves (an fread served from
+// the cache), which the original's stream does not make.
+int reposition_stream(FILE *stream, off_t offset);
 
 // Leaves the stream without a descriptor, so that its fclose frees it and closes nothing
 // (the descriptor is kept open elsewhere: PtResources::close_runtime_stream).

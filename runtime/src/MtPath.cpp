@@ -18,7 +18,6 @@
 
 #include "Clock.h"
 #include "ErrnoGuard.h"
-#include "GlibcStream.h"
 #include "ThreadState.h"
 
 namespace ppios {
@@ -239,9 +238,9 @@ uint64_t Runtime::mt_stream_transfer_at(const FileKey &key, off_t offset) {
   if (p.transfer <= p.first_transfer || p.end <= p.first_end) return next + kSpeculationWindow;
   const off_t per_transfer =
       std::max<off_t>(1, (p.end - p.first_end) / static_cast<off_t>(p.transfer - p.first_transfer));
-  // The MT's stream asks for `offset` once it has consumed all but half a line buffer
-  // before it; at the last top-up it had a full buffer, ending at p.end, unread.
-  const off_t to_go = offset - p.end + static_cast<off_t>(kLineBufferBytes / 2);
+  // The MT's stream asks for the block at `offset` once its line reaches it; at its last
+  // refill it stood at most a block before p.end.
+  const off_t to_go = offset - p.end;
   const uint64_t at = p.transfer + static_cast<uint64_t>(std::max<off_t>(0, to_go) / per_transfer);
   return std::max(next, at);
 }

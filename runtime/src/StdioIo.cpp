@@ -69,117 +69,27 @@ void forget_mt_stream_block(FILE *stream) {
   if (t_mt_stream_block.stream == stream) t_mt_stream_block = MtStreamBlock{};
 }
 
-// The MT's streams whose buffer holds bytes of a line or formatted read's top-up: more
-// than the original's stream would (one block of st_blksize, stream_buffer_bytes). Those
-// bytes past that block are prefetched bytes under the coherence rule
-// (docs/design/coherence.md): at an own change of the file or an acquire point after
-// which its generation moved, the stream gives them back (trim_line_streams) and reads
-// them again when it gets there, as the original's would.
-struct MtLineStream {
-  FileKey key;
-  off_t block = 0;           // the original's buffer size for the file
-  uint64_t generation = 0;   // of the file when the oldest of the bytes were read
-  ppios::FileStamp stamp;    // and its stamp then (rule 3: changes of processes not under ppios)
-  off_t checked_end = -1;    // the block end the stamp was last found unchanged at
+// A formatted read cannot tell where it stops: its stream's next block is filled from
+// the cache only when the call starts close to the end of the bytes it holds, within
+// twice what the stream's last formatted read took (at most kFormattedReach); the rare
+// conversion that starts earlier and runs past them makes glibc read the block itself,
+// as the original does. A block the call then does not reach is given back, and filled
+// again by a later call: the closer the reach, the fewer of those.
+constexpr size_t kFormattedReach = 64;
+struct FormattedTake {
+  FILE *stream = nullptr;
+  size_t bytes = kFormattedReach;
 };
+thread_local FormattedTake t_formatted_take;
 
-// A formatted read cannot tell where it stops: it checks the stamp only once it starts
-// this close to the end of the original's buffer (a conversion longer than that which
-// starts earlier is not checked), once per block.
-constexpr off_t kFormattedReach = 512;
-
-// The file offset where the original's buffer ends for a stream at `position`: the block
-// boundary after it (at a boundary the original holds nothing: it refills from there).
-off_t original_buffer_end(off_t position, off_t block) { return (position + block - 1) / block * block; }
-std::mutex g_line_streams_mu;
-std::map<FILE *, MtLineStream> g_line_streams;
-
-void trim_line_streams(const std::function<bool(const FileKey &, uint64_t)> &stale) {
-  std::vector<std::pair<FILE *, off_t>> due;
-  {
-    std::lock_guard<std::mutex> lock(g_line_streams_mu);
-    for (auto &[stream, line] : g_line_streams)
-      if (stale(line.key, line.generation)) due.emplace_back(stream, line.block);
-  }
-  for (auto [stream, block] : due) {
-    ppios::StreamLock lock(stream);
-    const off_t position = ppios::stream_position(stream);
-    if (position < 0) continue;
-    ppios::trim_stream_buffer(stream, original_buffer_end(position, block));
-    struct stat st;
-    const bool known = fstat(fileno(stream), &st) == 0;
-    std::lock_guard<std::mutex> guard(g_line_streams_mu);
-    auto it = g_line_streams.find(stream);
-    if (it == g_line_streams.end()) continue;
-    it->second.generation = Runtime::get().coherence().generation(it->second.key);
-    if (known) it->second.stamp = ppios::stamp_of(st);
-    it->second.checked_end = -1;
-  }
+size_t formatted_reach(FILE *stream) {
+  if (t_formatted_take.stream != stream) return kFormattedReach;
+  return std::clamp<size_t>(2 * t_formatted_take.bytes, 16, kFormattedReach);
 }
 
-// Before a line or formatted read of an MT stream that holds bytes past the original's
-// buffer: if the call may go past that buffer (no `delim` before its end, within `bound`;
-// a formatted read, delim < 0, always may), the original would read what lies past it
-// from the file during the call, so the file's stamp is checked first, and the stream
-// trimmed if the file changed since those bytes were read. Once per block boundary a
-// line crosses, as often as the original reads the file. The stream's lock is held.
-void check_line_stream(FILE *stream, int delim, size_t bound) {
-  MtLineStream line;
-  {
-    std::lock_guard<std::mutex> lock(g_line_streams_mu);
-    auto it = g_line_streams.find(stream);
-    if (it == g_line_streams.end()) return;
-    line = it->second;
-  }
-  const off_t position = ppios::stream_position(stream);
-  const off_t buffered_end = ppios::stream_file_offset(stream);
-  if (position < 0 || buffered_end < 0) return;
-  const off_t keep_end = original_buffer_end(position, line.block);
-  if (buffered_end <= keep_end) return;  // nothing past the original's buffer
-  if (line.checked_end == keep_end) return;  // checked for this block already
-  if (delim < 0 && keep_end - position > kFormattedReach) return;
-  if (delim >= 0 && ppios::stream_holds_delimiter(stream, std::min<off_t>(keep_end - position, static_cast<off_t>(std::min<size_t>(bound, INT64_MAX))), delim))
-    return;
-  ppios::ErrnoGuard errno_guard;
-  struct stat st;
-  if (fstat(fileno(stream), &st) != 0) return;
-  if (ppios::stamp_of(st) == line.stamp) {
-    std::lock_guard<std::mutex> lock(g_line_streams_mu);
-    auto it = g_line_streams.find(stream);
-    if (it != g_line_streams.end()) it->second.checked_end = keep_end;
-    return;
-  }
-  ppios::trim_stream_buffer(stream, keep_end);
-  std::lock_guard<std::mutex> lock(g_line_streams_mu);
-  auto it = g_line_streams.find(stream);
-  if (it != g_line_streams.end()) {
-    it->second.stamp = ppios::stamp_of(st);
-    it->second.generation = Runtime::get().coherence().generation(it->second.key);
-  }
-}
-
-// After a top-up of `stream` from `file` (stamped `stamp` before it): its bytes are under
-// the rule from now on. A stream noted already keeps the older generation and stamp.
-void note_line_stream(FILE *stream, const CachedFile &file, int fd) {
-  static std::once_flag trimmer_set;
-  std::call_once(trimmer_set, [] { Runtime::get().coherence().set_stream_trimmer(trim_line_streams); });
-  std::lock_guard<std::mutex> lock(g_line_streams_mu);
-  auto it = g_line_streams.find(stream);
-  if (it != g_line_streams.end() && it->second.key == file.key) return;
-  struct stat st;
-  const off_t block = fstat(fd, &st) == 0 ? ppios::stream_buffer_bytes(st.st_blksize) : BUFSIZ;
-  g_line_streams[stream] = MtLineStream{file.key, block, Runtime::get().coherence().generation(file.key), file.stamp};
-}
-
-void forget_line_stream(FILE *stream) {
-  std::lock_guard<std::mutex> lock(g_line_streams_mu);
-  g_line_streams.erase(stream);
-}
-
-// Where a top-up found the end of the file, per thread (the MT's, the PT's), for one
-// stream: while that stream's buffered bytes end there, the calls that drain them ask
-// neither the cache nor the file (each would be an fstat and a read of nothing, on a
-// network file system round trips, for every line of the file's last half buffer).
+// Where the PT's top-up found the end of the file, for one stream of its own: while that
+// stream's buffered bytes end there, the calls that drain them prefetch nothing (each
+// would be an fstat and a read of nothing, for every line of the file's last half buffer).
 struct LineEnd {
   FILE *stream = nullptr;
   off_t at = -1;
@@ -194,11 +104,13 @@ bool at_line_end(FILE *stream, const ppios::StreamRoom &room) {
 }
 
 
-// Whether the MT's read of `total` bytes at the stream's position may come from the cache;
-// sets *file and *offset. Inside the stream's block, without asking the file again.
-bool mt_stream_cacheable(FILE *stream, int fd, size_t total, CachedFile *file, off_t *offset) {
+// Whether the MT's read of `total` bytes `skip` bytes after the stream's position may come
+// from the cache; sets *file and *offset. Inside the stream's block, without asking the
+// file again.
+bool mt_stream_cacheable(FILE *stream, int fd, size_t skip, size_t total, CachedFile *file, off_t *offset) {
   *offset = ftello(stream);
   if (*offset < 0) return false;
+  *offset += static_cast<off_t>(skip);
   MtStreamBlock &held = t_mt_stream_block;
   if (held.stream == stream && held.fd == fd && held.begin <= *offset &&
       total <= static_cast<size_t>(std::max<off_t>(held.end - *offset, 0))) {
@@ -239,63 +151,61 @@ size_t read_fully(int fd, char *to, size_t count, off_t offset) {
   return got;
 }
 
-// One MT line read (fgets, getdelim) that may take `bound` bytes at most: the stream's
-// buffer is topped up from the cache (GlibcStream.h), then `call` runs the original call.
-// It is one transfer, whose bytes are what the stream took from the file meanwhile (the
-// top-up, and a refill of glibc's own if the line was longer than the buffer held) and
-// whose hit is the top-up's share from the cache. The file is asked (fstat) only when a
-// top-up is due, once per half buffer: the other calls are served by the buffer as
-// without prefetching.
+// One MT line read (fgets, getdelim) that may take `bound` bytes at most, or a formatted
+// one (delim < 0). The MT's stream keeps the original's buffer (GlibcStream.h): when the
+// call will make the original refill it (its line is not in the unread bytes), the next
+// block is filled first, from the cache as far as it has it and from storage for the
+// rest, exactly the bytes that refill would read; then `call` runs the original call.
+// It is one transfer, whose bytes are the block's. A call that the unread bytes satisfy
+// asks neither the cache nor the file, as without prefetching.
 void mt_line_read(FILE *stream, size_t bound, int delim, const std::function<void()> &call) {
   Runtime &rt = Runtime::get();
   ppios::StreamLock lock(stream);
-  check_line_stream(stream, delim, bound);
-  ppios::StreamRoom room;
+  ppios::StreamBlock block;
   CachedFile file;
-  bool cacheable = false, storage_io = true;
+  bool cacheable = false, storage_io = true, refill_due = false;
+  size_t unread = 0;
   {
     ppios::ErrnoGuard errno_guard;
     int fd = fileno(stream);
-    if (rt.caching() && ppios::stream_unbuffered(stream) && ppios::probe_readable_file(fd, &file)) {
-      cacheable = true;
-      ppios::give_line_buffer(stream);
-    }
-    if (rt.caching()) room = ppios::stream_room(stream, bound);
-    if (at_line_end(stream, room)) {
-      room = ppios::StreamRoom{};
-      room.enough = true;  // the stream reads at most the end of the file itself
-    }
-    if (room.room > 0 && !cacheable) cacheable = ppios::probe_readable_file(fd, &file);
+    blksize_t blksize = 0;
+    if (rt.caching() && ppios::stream_unbuffered(stream) && ppios::probe_readable_file(fd, &file, &blksize))
+      cacheable = ppios::give_mirror_buffer(stream, static_cast<size_t>(ppios::stream_buffer_bytes(blksize)));
+    unread = ppios::stream_unread(stream);
+    refill_due = delim >= 0 ? unread < bound && !ppios::stream_holds_delimiter(stream, unread, delim)
+                                       : unread < formatted_reach(stream);
+    if (rt.caching() && refill_due) block = ppios::next_block(stream);
+    if (block.size == 0) cacheable = false;
+    else if (!cacheable) cacheable = ppios::probe_readable_file(fd, &file);
     // Whether storage is behind the stream matters only if the call may read the file.
-    if (!cacheable && !room.enough && fd >= 0 && rt.scheduling())
-      storage_io = ppios::storage_backed(fd);
+    if (!cacheable && refill_due && fd >= 0 && rt.scheduling()) storage_io = ppios::storage_backed(fd);
   }
-  const off_t before = room.room > 0 ? room.at : ppios::stream_file_offset(stream);
-  rt.mt_read(cacheable ? &file : nullptr, room.at, cacheable ? room.room : 0, room.to,
+  rt.mt_read(cacheable ? &file : nullptr, block.at, cacheable ? block.size : 0, block.to,
              [&](size_t h, MtStorageAccess &storage) -> ssize_t {
                if (!storage_io) storage.exempt();
                size_t got = h;
-               if (room.room > 0 && h < room.room) {
-                 // The rest of the top-up from storage: exactly the range the PT's next
-                 // prefetch starts after (a refill of glibc's own would take a whole
-                 // buffer, over the PT's next prefetches).
-                 storage.acquire();
+               if (cacheable && h < block.size) {
+                 storage.acquire();  // the rest of the block, as the original's refill
                  ppios::ErrnoGuard errno_guard;  // a failure is the call's to meet
-                 got += read_fully(fileno(stream), room.to + h, room.room - h, room.at + static_cast<off_t>(h));
-                 if (got < room.room) t_line_end = LineEnd{stream, room.at + static_cast<off_t>(got)};
-               } else if (room.room == 0 && !room.enough) {
+                 got += read_fully(fileno(stream), block.to + h, block.size - h, block.at + static_cast<off_t>(h));
+               } else if (!cacheable && refill_due) {
                  storage.acquire();  // the stream reads the file itself
                }
                if (got > 0) {
                  ppios::ErrnoGuard errno_guard;
-                 ppios::stream_filled(stream, room, got);
-                 if (cacheable) note_line_stream(stream, file, fileno(stream));
+                 ppios::block_filled(stream, block, got);
                }
                call();
-               const off_t after = ppios::stream_file_offset(stream);
-               if (cacheable && after >= 0) rt.note_mt_stream_end(file.key, after);
-               return before >= 0 && after >= before ? static_cast<ssize_t>(after - before)
-                                                     : static_cast<ssize_t>(h);
+               if (delim < 0) {  // what it took, if glibc did not refill meanwhile
+                 const size_t held = unread + got, left = ppios::stream_unread(stream);
+                 t_formatted_take = FormattedTake{stream, left <= held ? held - left : kFormattedReach};
+               }
+               if (got > 0) {
+                 ppios::ErrnoGuard errno_guard;
+                 ppios::give_back_block(stream, block, got);
+                 rt.note_mt_stream_end(file.key, block.at + static_cast<off_t>(got));
+               }
+               return static_cast<ssize_t>(got);
              });
 }
 
@@ -352,8 +262,6 @@ FILE *ppios_fdopen(int fd, const char *mode) { return opened(fdopen(fd, mode), m
 // The stream keeps its address (and mostly its descriptor number) for another file.
 FILE *ppios_freopen(const char *path, const char *mode, FILE *stream) {
   forget_mt_stream_block(stream);
-  forget_line_end(stream);
-  forget_line_stream(stream);
   auto line_buffer = ppios::take_line_buffer(stream);  // the old file's, freed after
   FileKey old;
   const bool wrote = take_writer(stream, &old);
@@ -364,8 +272,6 @@ FILE *ppios_freopen(const char *path, const char *mode, FILE *stream) {
 
 int ppios_fclose(FILE *stream) {
   forget_mt_stream_block(stream);
-  forget_line_end(stream);
-  forget_line_stream(stream);
   PtResources &resources = PtResources::get();
   FileKey key;
   bool locked = false;
@@ -383,42 +289,53 @@ int ppios_fclose(FILE *stream) {
   return r;
 }
 
+// The original's fread takes what its stream's buffer holds first and only the rest from
+// the file: so does this one (the buffer holds the original's bytes, GlibcStream.h); the
+// rest comes from the cache as far as it has it. The stream is then left at the end
+// with an empty buffer, where the original's would hold the rest of the block its last
+// refill read (docs/design/coherence.md says what that leaves).
 size_t ppios_fread(void *ptr, size_t size, size_t nmemb, FILE *stream) {
   Runtime &rt = Runtime::get();
   size_t total = 0;
   bool sized = size > 0 && nmemb > 0 && nmemb <= SIZE_MAX / size;
   if (sized) total = size * nmemb;
+  ppios::StreamLock lock(stream);
   CachedFile file;
   off_t offset = -1;
+  size_t buffered = 0;  // taken from the stream's buffer first
   bool cacheable = false, storage_io = true;
   {
     ppios::ErrnoGuard errno_guard;
     int fd = fileno(stream);
     if (rt.caching() && sized && !feof(stream) && fd >= 0 && !ppios::stream_has_pushback(stream)) {
-      cacheable = mt_stream_cacheable(stream, fd, total, &file, &offset);
+      buffered = std::min(ppios::stream_unread(stream), total);
+      if (buffered < total)
+        cacheable = mt_stream_cacheable(stream, fd, buffered, total - buffered, &file, &offset);
       if (!cacheable) offset = -1;
     }
-    if (!cacheable && fd >= 0 && rt.scheduling()) {
+    if (!cacheable && fd >= 0 && rt.scheduling() && buffered < total) {
       storage_io = ppios::storage_backed(fd);  // stdin from a pipe may block for a long time
     }
   }
   char *out = static_cast<char *>(ptr);
+  const size_t asked = cacheable ? total - buffered : total;
   ssize_t bytes = rt.mt_read(
-      cacheable ? &file : nullptr, offset, total, out,
+      cacheable ? &file : nullptr, offset, asked, out + (cacheable ? buffered : 0),
       [&](size_t h, MtStorageAccess &storage) -> ssize_t {
         if (!storage_io) storage.exempt();
-        if (!sized) {  // zero or overflowing sizes: whatever fread itself does
-          storage.acquire();
+        if (!cacheable) {  // whatever fread itself does
+          if (!sized || buffered < total) storage.acquire();  // else its buffer holds it all
           return static_cast<ssize_t>(fread(ptr, size, nmemb, stream) * size);
         }
-        if (h > 0 && h == total) {
-          ppios::seek_stream(stream, offset + static_cast<off_t>(total), SEEK_SET);
+        if (buffered > 0 && fread(out, 1, buffered, stream) != buffered) return 0;
+        if (h == asked) {
+          ppios::reposition_stream(stream, offset + static_cast<off_t>(asked));
           return static_cast<ssize_t>(total);
         }
         storage.acquire();
-        if (h > 0) ppios::seek_stream(stream, offset + static_cast<off_t>(h), SEEK_SET);
-        size_t got = fread(out + h, 1, total - h, stream);
-        return static_cast<ssize_t>(h + got);
+        if (h > 0) ppios::reposition_stream(stream, offset + static_cast<off_t>(h));
+        size_t got = fread(out + buffered + h, 1, asked - h, stream);
+        return static_cast<ssize_t>(buffered + h + got);
       });
   return bytes <= 0 || size == 0 ? 0 : static_cast<size_t>(bytes) / size;
 }

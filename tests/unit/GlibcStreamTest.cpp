@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -215,6 +216,132 @@ TEST_F(GlibcStream, TopUpMatchesGlibc) {
     fclose(ours);
     fclose(theirs);
   }
+}
+
+// The MT's stream keeps the original's buffer (GlibcStream.h): whatever the program does
+// between its calls (getc, ungetc, fread, fseeko, all glibc's own) and whatever changes
+// the file meanwhile, a stream whose refills come from next_block/block_filled returns
+// exactly what a plain glibc stream on the same file returns. The blocks are filled with
+// what the file holds when the call starts, as the cache serves them (coherence.md).
+TEST_F(GlibcStream, MirrorMatchesGlibcWhileTheFileChanges) {
+  std::mt19937 rng(2611);
+  const int writer = open(path_.c_str(), O_WRONLY);
+  const int reader = open(path_.c_str(), O_RDONLY);
+  ASSERT_GE(writer, 0);
+  ASSERT_GE(reader, 0);
+  struct stat st;
+  ASSERT_EQ(fstat(reader, &st), 0);
+  const size_t block = static_cast<size_t>(stream_buffer_bytes(st.st_blksize));
+  size_t mirrored_blocks = 0, given_back = 0;
+  for (int walk = 0; walk < 60; ++walk) {
+    ASSERT_EQ(ftruncate(writer, 0), 0);
+    ASSERT_EQ(pwrite(writer, content_.data(), content_.size(), 0), static_cast<ssize_t>(content_.size()));
+    // Every third walk: streams on descriptors at an unaligned offset (their blocks start
+    // there).
+    auto open_stream = [&] {
+      if (walk % 3 != 2) return fopen(path_.c_str(), "rb");
+      const int fd = open(path_.c_str(), O_RDONLY);
+      return fd >= 0 && lseek(fd, 100, SEEK_SET) == 100 ? fdopen(fd, "r") : nullptr;
+    };
+    FILE *ours = open_stream();
+    FILE *theirs = open_stream();
+    ASSERT_TRUE(ours && theirs);
+    ASSERT_TRUE(stream_unbuffered(ours));
+    ASSERT_TRUE(give_mirror_buffer(ours, block));
+    // One call as StdioIo.cpp's mt_line_read makes it.
+    auto mirrored = [&](bool refill_due, auto call) {
+      StreamLock lock(ours);
+      StreamBlock next;
+      if (refill_due) next = next_block(ours);
+      size_t got = 0;
+      if (next.size > 0) {
+        ssize_t n = pread(reader, next.to, next.size, next.at);
+        got = n > 0 ? static_cast<size_t>(n) : 0;
+        block_filled(ours, next, got);
+        if (got > 0) ++mirrored_blocks;
+      }
+      call();
+      if (got > 0 && stream_unread(ours) > 0 && next.to != nullptr) {
+        const size_t before = stream_unread(ours);
+        give_back_block(ours, next, got);
+        if (stream_unread(ours) != before) ++given_back;
+      }
+    };
+    int last = EOF;
+    for (int step = 0; step < 400; ++step) {
+      const int op = static_cast<int>(rng() % 10);
+      SCOPED_TRACE("walk " + std::to_string(walk) + " step " + std::to_string(step) + " op " + std::to_string(op));
+      if (op <= 2) {
+        const int n = 1 + static_cast<int>(rng() % 300);
+        std::vector<char> x(static_cast<size_t>(n) + 1, 'x'), y(static_cast<size_t>(n) + 1, 'y');
+        const size_t bound = n > 1 ? static_cast<size_t>(n) - 1 : 0;
+        bool a = false;
+        mirrored(stream_unread(ours) < bound && !stream_holds_delimiter(ours, bound, '\n'),
+                 [&] { a = fgets(x.data(), n, ours) != nullptr; });
+        const bool b = fgets(y.data(), n, theirs) != nullptr;
+        ASSERT_EQ(a, b);
+        if (a) {
+          ASSERT_STREQ(x.data(), y.data());
+        }
+        last = EOF;
+      } else if (op == 3) {
+        char x[32] = {0}, y[32] = {0};
+        int a = 0;
+        mirrored(stream_unread(ours) < 64, [&] { a = fscanf(ours, "%15s", x); });
+        ASSERT_EQ(a, fscanf(theirs, "%15s", y));
+        ASSERT_STREQ(x, y);
+        last = EOF;
+      } else if (op == 4) {
+        const int k = 1 + static_cast<int>(rng() % 200);
+        for (int i = 0; i < k; ++i) {
+          last = fgetc(ours);
+          ASSERT_EQ(last, fgetc(theirs));
+        }
+      } else if (op == 5 && last != EOF) {
+        ASSERT_EQ(ungetc(last, ours), ungetc(last, theirs));
+        last = EOF;
+      } else if (op == 6) {
+        char x[80], y[80];
+        const size_t n = 1 + rng() % 80;
+        const size_t a = fread(x, 1, n, ours);
+        ASSERT_EQ(a, fread(y, 1, n, theirs));
+        ASSERT_EQ(std::string(x, a), std::string(y, a));
+        last = EOF;
+      } else if (op == 7) {
+        const off_t size = lseek(reader, 0, SEEK_END);
+        const off_t to = rng() % 2 ? static_cast<off_t>(rng() % static_cast<unsigned>(size + 200))
+                                   : ftello(theirs) + static_cast<off_t>(rng() % 300) - 150;
+        const int whence = rng() % 2 ? SEEK_SET : SEEK_CUR;
+        const off_t by = whence == SEEK_SET ? to : to - ftello(theirs);
+        ASSERT_EQ(fseeko(ours, by, whence), fseeko(theirs, by, whence));
+        last = EOF;
+      } else if (op == 8) {
+        // The file changes: a few bytes anywhere (near the streams, mostly), or it shrinks.
+        const off_t size = lseek(reader, 0, SEEK_END);
+        if (rng() % 12 == 0 && size > 4096) {
+          ASSERT_EQ(ftruncate(writer, size - static_cast<off_t>(rng() % 4096)), 0);
+        } else {
+          const off_t near = std::max<off_t>(0, ftello(theirs) + static_cast<off_t>(rng() % 12000) - 2000);
+          const off_t at = rng() % 4 ? near : static_cast<off_t>(rng() % static_cast<unsigned>(size + 1));
+          std::string bytes(1 + rng() % 64, '\0');
+          for (char &c : bytes) c = static_cast<char>(rng() % 3 ? 'A' + rng() % 26 : '\n');
+          ASSERT_EQ(pwrite(writer, bytes.data(), bytes.size(), at), static_cast<ssize_t>(bytes.size()));
+        }
+      } else {
+        clearerr(ours);
+        clearerr(theirs);
+      }
+      ASSERT_EQ(ftello(ours), ftello(theirs));
+      ASSERT_EQ(feof(ours) != 0, feof(theirs) != 0);
+    }
+    auto buffer = take_line_buffer(ours);
+    fclose(ours);
+    fclose(theirs);
+  }
+  close(writer);
+  close(reader);
+  EXPECT_GT(mirrored_blocks, 150u);  // the walks do exercise the mirror
+  EXPECT_GT(given_back, 10u);
 }
 
 // Streams it does not understand (writable ones) are plain fseeko.
