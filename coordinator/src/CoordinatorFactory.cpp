@@ -7,6 +7,7 @@
 #include "ppios/Coordinator.h"
 
 #include <algorithm>
+#include <cctype>
 #include <atomic>
 #include <cerrno>
 #include <cstdint>
@@ -32,22 +33,27 @@ void tell_notice(const CoordinatorNotice &notice) {
   else fprintf(stderr, "ppios: warning: %s\n", notice.text.c_str());
 }
 
+bool parse_setting_number(const char *text, int64_t min, int64_t max, int64_t *out) {
+  if (text == nullptr || *text == '\0' || (text[0] == '0' && text[1] != '\0')) return false;
+  for (const char *p = text; *p; ++p)
+    if (*p < '0' || *p > '9') return false;
+  errno = 0;
+  long long v = std::strtoll(text, nullptr, 10);
+  if (errno != 0 || v < min || v > max) return false;
+  *out = v;
+  return true;
+}
+
 bool parse_threshold_setting(const char *text, CoordinatorOptions *options, std::string *error) {
   if (text != nullptr && std::strcmp(text, "auto") == 0) {
     options->threshold = -1;
     options->auto_threshold = true;
     return true;
   }
-  bool digits = text != nullptr && *text != '\0';
-  for (const char *p = text; digits && *p; ++p) digits = *p >= '0' && *p <= '9';
-  if (digits) {
-    errno = 0;
-    long long v = std::strtoll(text, nullptr, 10);
-    if (errno == 0 && v >= 1 && v <= kMaxThreshold) {
-      options->threshold = v;
-      options->auto_threshold = false;
-      return true;
-    }
+  if (int64_t v; parse_setting_number(text, 1, kMaxThreshold, &v)) {
+    options->threshold = v;
+    options->auto_threshold = false;
+    return true;
   }
   if (error)
     *error = std::string("PPIOS_THRESHOLD='") + (text ? text : "") +
@@ -57,18 +63,30 @@ bool parse_threshold_setting(const char *text, CoordinatorOptions *options, std:
 }
 
 std::string redact_address(const std::string &address) {
+  // Whatever the scheme (rediss://, tcp://, Redis://, none) and however mistyped (a
+  // forgotten colon): everything between the start of the authority and the last '@' may
+  // hold a password, and so may a password= option (any case) and, with no '@', whatever
+  // follows the last ':' of the authority unless it is a port number.
   std::string out = address;
-  // [node+]redis://[user]:password@host...
-  const size_t scheme = out.rfind("node+", 0) == 0 ? 5 : 0;
-  if (out.compare(scheme, 8, "redis://") == 0) {
-    size_t at = out.rfind('@');
-    size_t colon = out.find(':', scheme + 8);
-    if (at != std::string::npos && colon != std::string::npos && colon < at) out.replace(colon + 1, at - colon - 1, "***");
+  size_t start = out.find("//");
+  start = start == std::string::npos ? 0 : start + 2;
+  size_t authority_end = out.find_first_of("/?", start);
+  if (authority_end == std::string::npos) authority_end = out.size();
+  size_t at = out.rfind('@');
+  if (at != std::string::npos && at >= start) {
+    out.replace(start, at - start, "***");
+  } else if (size_t colon = out.rfind(':', authority_end == 0 ? 0 : authority_end - 1);
+             colon != std::string::npos && colon >= start && colon + 1 < authority_end &&
+             out.find_first_not_of("0123456789", colon + 1) < authority_end) {
+    out.replace(colon + 1, authority_end - colon - 1, "***");
   }
-  // unix:///path.sock?password=...
-  for (size_t pos = out.find("password="); pos != std::string::npos; pos = out.find("password=", pos + 1)) {
-    size_t start = pos + 9, end = out.find('&', start);
-    out.replace(start, (end == std::string::npos ? out.size() : end) - start, "***");
+  std::string lower = out;
+  for (char &c : lower) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  for (size_t pos = lower.find("password="); pos != std::string::npos; pos = lower.find("password=", pos + 1)) {
+    size_t value = pos + 9, stop = out.find('&', value);
+    size_t len = (stop == std::string::npos ? out.size() : stop) - value;
+    out.replace(value, len, "***");
+    lower.replace(value, len, "***");
   }
   return out;
 }
@@ -95,14 +113,7 @@ std::string validate_target(const std::string &target) {
 namespace {
 
 bool parse_whole(const char *text, int64_t min, int64_t max, int64_t *out) {
-  if (text == nullptr || *text == '\0') return false;
-  for (const char *p = text; *p; ++p)
-    if (*p < '0' || *p > '9') return false;
-  errno = 0;
-  long long v = std::strtoll(text, nullptr, 10);
-  if (errno != 0 || v < min || v > max) return false;
-  *out = v;
-  return true;
+  return parse_setting_number(text, min, max, out);
 }
 
 // A group name or number the caller belongs to: the creator hands the segment to it.

@@ -34,6 +34,9 @@ expect_error "unknown command" frobnicate
 expect_error "not valid" --coordinator http://x status
 expect_error "not a number" set-threshold abc
 expect_error "not a number" set-threshold 0
+# Digits only, as for PPIOS_THRESHOLD: a sign, a space on either side or a leading zero is refused.
+for n in " 5" "5 " "+3" "05" "-1"; do expect_error "not a number" set-threshold "$n"; done
+expect_error "--count needs" watch --count " 2"
 expect_error "needs N" set-threshold
 expect_error "--curve needs K:MIBPS" set-threshold 4 --curve
 expect_error "--curve needs K:MIBPS" set-threshold 4 --curve 0:40
@@ -75,8 +78,13 @@ set +e; out=$(timeout 30 "$coord" --coordinator "unix://$dir/none.sock" bench --
 PPIOS_LEASE_MS=50 expect_error "PPIOS_LEASE_MS='50' is not valid" status
 PPIOS_MT_THROTTLE=yes expect_error "PPIOS_MT_THROTTLE='yes' is not valid" status
 expect_error "PPIOS_TARGET=" --target "a b" status
-set +e; out=$(timeout 10 "$coord" --coordinator 'redis://:s3cret@host:notaport' status 2>&1); set -e
-! grep -q s3cret <<<"$out" && ! grep -q "ppios: ppios:" <<<"$out" || fail "password or doubled prefix: $out"
+for addr in 'redis://:s3cret@host:notaport' 'rediss://:s3cret@host:6379' 'tcp://:s3cret@host' 'Redis://:s3cret@host' \
+            'redis//:s3cret@host' 'redis://s3cret@host:x'; do
+  set +e; out=$(timeout 10 "$coord" --coordinator "$addr" status 2>&1); set -e
+  ! grep -q s3cret <<<"$out" && ! grep -q "ppios: ppios:" <<<"$out" || fail "password or doubled prefix: $out"
+  set +e; out=$(PPIOS_COORDINATOR=$addr timeout 10 "$coord" status 2>&1); set -e
+  ! grep -q s3cret <<<"$out" && grep -q "not valid" <<<"$out" || fail "PPIOS_COORDINATOR=$addr: $out"
+done
 # reset refuses while a process is registered, unless --force; gc keeps what is in use.
 PPIOS_TARGET=$target timeout 30 "$coord" bench --seconds 3 >/dev/null 2>&1 &
 bench_pid=$!

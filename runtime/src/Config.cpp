@@ -19,17 +19,11 @@ const char *mode_name(Mode mode) {
 
 namespace {
 
-// Parses a whole decimal number in [min, max]; rejects signs, spaces and suffixes.
+// A whole decimal number in [min, max], by the rule every ppios setting shares
+// (parse_setting_number: no sign, space, suffix or leading zero, so PPIOS_BACKOFF=00 is
+// refused as PPIOS_BACKOFF=yes is).
 bool parse_integer(const char *text, int64_t min, int64_t max, int64_t *out) {
-  if (text == nullptr || *text == '\0') return false;
-  for (const char *p = text; *p; ++p)
-    if (*p < '0' || *p > '9') return false;
-  errno = 0;
-  char *end = nullptr;
-  long long v = std::strtoll(text, &end, 10);
-  if (errno != 0 || *end != '\0' || v < min || v > max) return false;
-  *out = v;
-  return true;
+  return parse_setting_number(text, min, max, out);
 }
 
 std::string range_message(const char *name, const char *value, int64_t min, int64_t max) {

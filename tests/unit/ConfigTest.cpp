@@ -141,3 +141,32 @@ TEST(Config, VerboseSwitch) {
     EXPECT_NE(message.find("from 0 to 1"), std::string::npos) << message;
   }
 }
+
+// Every number is written plainly, by one rule for every variable (and ppios-coord's
+// arguments): no sign, space or leading zero. Before, PPIOS_BACKOFF=00 was taken for 0.
+TEST(Config, NumbersAreDigitsOnlyWithoutLeadingZeros) {
+  for (const char *name : {"PPIOS_BACKOFF", "PPIOS_VERBOSE", "PPIOS_MT_THROTTLE", "PPIOS_THRESHOLD", "PPIOS_CACHE_MB",
+                           "PPIOS_LEASE_MS"})
+    for (const char *bad : {"00", "01", "+1", " 1", "1 ", "0x1", "1e3", "-0"})
+      EXPECT_NE(error_for(name, bad).find(std::string(name) + "='" + bad + "' is not valid"), std::string::npos)
+          << name << "='" << bad << "'";
+  Config c;
+  std::string error;
+  ASSERT_TRUE(parse({{"PPIOS_BACKOFF", "0"}, {"PPIOS_THRESHOLD", "10"}, {"PPIOS_LEASE_MS", "100"}}, &c, &error))
+      << error;
+  EXPECT_FALSE(c.backoff);
+  EXPECT_EQ(c.coordinator.threshold, 10);
+}
+
+// The program's stderr shows a bad PPIOS_COORDINATOR with its password masked, whatever
+// the scheme or the slip.
+TEST(Config, ABadCoordinatorAddressNeverShowsThePassword) {
+  for (const char *bad : {"rediss://:s3cret@host:6379", "tcp://:s3cret@host:6379", "Redis://:s3cret@host",
+                          "redis//:s3cret@host:6379", "redis:/:s3cret@host", "redis://s3cret@host:x",
+                          "node+rediss://user:s3cret@h", "unix:///r.sock?db=x&Password=s3cret", "redis://:s3cret",
+                          "redis://h:s3cret/0"}) {
+    std::string error = error_for("PPIOS_COORDINATOR", bad);
+    EXPECT_NE(error.find("PPIOS_COORDINATOR="), std::string::npos) << error;
+    EXPECT_EQ(error.find("s3cret"), std::string::npos) << error;
+  }
+}

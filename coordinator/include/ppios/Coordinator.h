@@ -65,6 +65,12 @@ constexpr int kMaxLeaseMs = 3600 * 1000;
 // a message naming the variable and the accepted values.
 bool parse_coordinator_env(const std::function<const char *(const char *)> &getenv_fn, CoordinatorOptions *options,
                            std::string *error);
+// The one rule for a whole number in a setting or a flag (the PPIOS_* variables, through
+// the runtime's Config too, and ppios-coord's arguments): decimal digits only, with no sign,
+// space or leading zero ("0" itself is one), from min to max. " 5", "5 ", "+5" and "05"
+// are refused alike: a value that is not written plainly is more likely a mistake (a
+// quoting slip, a stray character) than a number.
+bool parse_setting_number(const char *text, int64_t min, int64_t max, int64_t *out);
 // PPIOS_TARGET and --target: 1 to 64 characters from A-Z a-z 0-9 . _ -; "" if valid.
 std::string validate_target(const std::string &target);
 // An address with its password replaced by "***", for messages.

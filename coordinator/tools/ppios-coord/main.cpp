@@ -132,14 +132,10 @@ int usage_error(const std::string &msg) {
   return 2;
 }
 
+// Whole-number flags and arguments follow the rule of the PPIOS_* variables (digits only:
+// no sign, space or leading zero), so `set-threshold ' 5'` is refused as `'5 '` is.
 bool parse_i64(const std::string &s, int64_t lo, int64_t hi, int64_t *out) {
-  if (s.empty()) return false;
-  char *end = nullptr;
-  errno = 0;
-  long long v = strtoll(s.c_str(), &end, 10);
-  if (errno || *end || v < lo || v > hi) return false;
-  *out = v;
-  return true;
+  return ppios::parse_setting_number(s.c_str(), lo, hi, out);
 }
 
 // A number above 0 and at most `max`.
