@@ -48,7 +48,7 @@ std::vector<Violation> PlanVerifier::verify() {
     forEachStmtIn(FD->getBody(), [&](const Stmt *S) { Asm |= isa<AsmStmt>(S); });
     if (Asm) {
       Found.push_back({Violation::Function, nullptr, nullptr, nullptr,
-                       "is in '" + FD->getNameAsString() + "', which has inline assembly" + AsmRule});
+                       "it is in '" + FD->getNameAsString() + "', which has inline assembly" + AsmRule});
       return Found;
     }
   }
