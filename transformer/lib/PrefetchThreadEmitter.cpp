@@ -842,7 +842,10 @@ bool PrefetchThreadEmitter::emit() {
     bool Reopened = false;
     for (const ReopenedHandle &H : Plan.reopened())
       Reopened |= H.Var == VD && !H.Field;
-    if (!Reopened)
+    // (A `register` variable has no address: its value is assigned.)
+    if (!Reopened && VD->getStorageClass() == SC_Register && !VD->getType()->isArrayType())
+      Start += In + "  ppios_ctx." + Name + " = " + Name + ";\n";
+    else if (!Reopened)
       Start += In + "  __builtin_memcpy(&ppios_ctx." + Name + ", &" + Name +
                ", sizeof ppios_ctx." + Name + ");\n";
   }
