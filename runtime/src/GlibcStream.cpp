@@ -188,8 +188,17 @@ bool give_mirror_buffer(FILE *stream, size_t block) {
   std::unique_ptr<char[]> bytes(new (std::nothrow) char[2 * block]);
   if (bytes == nullptr) return false;
   std::lock_guard<std::mutex> lock(g_line_buffers_mu);
+#ifdef __GLIBC__
+  // setvbuf syncs the stream, which makes glibc forget its offset; the original's stream
+  // (whose buffer glibc allocates at its first read, without a sync) knows it if a seek
+  // told it, and an fseek inside its buffer depends on that.
+  const off_t known = stream->_offset;
+#endif
   // glibc's buffer is the first block; the second is where a block goes after unread bytes.
   if (setvbuf(stream, bytes.get(), _IOFBF, block) != 0) return false;
+#ifdef __GLIBC__
+  stream->_offset = known;
+#endif
   g_line_buffers[stream] = LentBuffer{std::move(bytes), block};
   return true;
 }
@@ -240,6 +249,41 @@ bool stream_holds_delimiter(FILE *stream, size_t within, int delim) {
   return n > 0 && std::memchr(stream->_IO_read_ptr, static_cast<unsigned char>(delim), n) != nullptr;
 }
 
+size_t stream_buffer_size(FILE *stream) {
+#ifdef __GLIBC__
+  if (!understood(stream) || stream->_IO_buf_base == nullptr) return 0;
+  return static_cast<size_t>(stream->_IO_buf_end - stream->_IO_buf_base);
+#else
+  (void)stream;
+  return 0;
+#endif
+}
+
+bool refilled_stream(FILE *stream, off_t at, const char *bytes, size_t n, size_t taken) {
+#ifdef __GLIBC__
+  if (!understood(stream) || (stream->_flags & kEofSeen) || taken > n || at < 0) return false;
+  if (stream->_IO_buf_base == nullptr) _IO_doallocbuf(stream);
+  char *base = stream->_IO_buf_base;
+  if (base == nullptr || n > static_cast<size_t>(stream->_IO_buf_end - base)) return false;
+  if (lseek(stream->_fileno, at + static_cast<off_t>(n), SEEK_SET) < 0) return false;
+  std::memcpy(base, bytes, n);
+  // libio's _IO_new_file_underflow, then the program's reads of `taken` bytes.
+  stream->_IO_read_base = base;
+  stream->_IO_read_ptr = base + taken;
+  stream->_IO_read_end = base + n;
+  stream->_IO_write_base = stream->_IO_write_ptr = stream->_IO_write_end = base;
+  if (stream->_offset >= 0) stream->_offset = at + static_cast<off_t>(n);
+  return true;
+#else
+  (void)stream;
+  (void)at;
+  (void)bytes;
+  (void)n;
+  (void)taken;
+  return false;
+#endif
+}
+
 StreamBlock next_block(FILE *stream) {
   StreamBlock block;
 #ifdef __GLIBC__
@@ -255,16 +299,25 @@ StreamBlock next_block(FILE *stream) {
   }
   // Still the runtime's buffer (a program's setvbuf after reading would be its own).
   if (stream->_IO_buf_base < front || stream->_IO_buf_base > front + size) return block;
-  const size_t unread = stream_unread(stream);
-  if (unread > size) return block;
+  // What moves to the front: the original's current block, the part the program took
+  // too (a call that gives the new block back leaves the stream with all of it, for a
+  // seek inside it), and unread bytes an ungetc stepped back over before it.
+  char *keep = std::min(stream->_IO_read_ptr, stream->_IO_buf_base);
+  if (stream->_IO_read_end < keep) return block;
+  const size_t kept = static_cast<size_t>(stream->_IO_read_end - keep);
+  if (kept > size) return block;  // no room for a block after them: glibc reads it itself
   // glibc keeps its descriptor where its buffered bytes end (_offset, when it knows it).
   const off_t at = stream->_offset >= 0 ? stream->_offset : lseek(stream->_fileno, 0, SEEK_CUR);
   if (at < 0) return block;
-  if (unread > 0 && stream->_IO_read_ptr != front) std::memmove(front, stream->_IO_read_ptr, unread);
-  char *to = front + unread;
+  const size_t base_at = static_cast<size_t>(stream->_IO_buf_base - keep);
+  const size_t read_at = static_cast<size_t>(stream->_IO_read_ptr - keep);
+  if (kept > 0 && keep != front) std::memmove(front, keep, kept);
+  char *to = front + kept;
   // A refill that read nothing yet (libio's _IO_new_file_underflow), of a buffer that
-  // starts after the unread bytes.
-  stream->_IO_read_base = stream->_IO_read_ptr = front;
+  // starts after the kept bytes. _IO_read_base stays at the front: ungetc may step back
+  // over them (and glibc's pushback, when it needs its backup area, resets it).
+  stream->_IO_read_base = front;
+  stream->_IO_read_ptr = front + read_at;
   stream->_IO_read_end = to;
   stream->_IO_buf_base = to;
   stream->_IO_buf_end = to + size;
@@ -272,6 +325,7 @@ StreamBlock next_block(FILE *stream) {
   block.to = to;
   block.size = size;
   block.at = at;
+  block.previous = front + base_at;
 #else
   (void)stream;
 #endif
@@ -302,11 +356,11 @@ void give_back_block(FILE *stream, const StreamBlock &block, size_t got) {
       stream->_IO_read_ptr > block.to)
     return;
   if (lseek(stream->_fileno, block.at, SEEK_SET) < 0) return;
-  char *front = stream->_IO_read_base;
+  // The original's buffer is its previous block again, all of it.
   stream->_IO_read_end = block.to;
-  stream->_IO_buf_base = front;
-  stream->_IO_buf_end = front + block.size;
-  stream->_IO_write_base = stream->_IO_write_ptr = stream->_IO_write_end = front;
+  stream->_IO_buf_base = block.previous;
+  stream->_IO_buf_end = block.previous + block.size;
+  stream->_IO_write_base = stream->_IO_write_ptr = stream->_IO_write_end = block.previous;
   if (stream->_offset >= 0) stream->_offset = block.at;
 #else
   (void)stream;

@@ -96,12 +96,13 @@ off_t stream_file_offset(FILE *stream);
 //
 // Mechanics: the stream's buffer is the runtime's (give_mirror_buffer), two blocks long,
 // and glibc sees one block of it (_IO_buf_base.._IO_buf_end): its own refills read one
-// block. Before a call that will refill (its line is not in the unread bytes), the unread
-// bytes move to the front and the next block goes right after them (next_block,
-// block_filled): glibc's buffer is that block, and its read pointer starts before it, on
-// the unread bytes (_IO_read_base stays at the front so that ungetc can step back over
-// them). A call that then takes no byte of the block (a formatted read that stopped
-// before it) gives it back (give_back_block): the original would not have read it.
+// block. Before a call that will refill (its line is not in the unread bytes), the
+// current block moves to the front and the next block goes right after it (next_block,
+// block_filled): glibc's buffer is that next block, and its read pointer starts before
+// it, on the current block's unread bytes (_IO_read_base stays at the front so that
+// ungetc can step back over them). A call that then takes no byte of the next block (a
+// formatted read that stopped before it) gives it back (give_back_block): the original
+// would not have read it, and still holds all of its current block.
 // Only for streams the runtime gave its buffer, before their first read.
 
 // Gives an unbuffered stream (stream_unbuffered) the runtime's buffer for blocks of
@@ -115,6 +116,7 @@ struct StreamBlock {
   char *to = nullptr;
   size_t size = 0;
   off_t at = -1;
+  char *previous = nullptr;  // where the stream's block before it now starts
 };
 // Makes room for it (the stream's lock is held until give_back_block).
 StreamBlock next_block(FILE *stream);
@@ -132,6 +134,14 @@ bool stream_holds_delimiter(FILE *stream, size_t within, int delim);
 // Whether characters pushed back with ungetc (other than the one just read) wait in the
 // stream: the next read returns them, not the file's bytes.
 bool stream_has_pushback(FILE *stream);
+// The size of the stream's buffer (0: none yet, or a stream next_block does not understand).
+size_t stream_buffer_size(FILE *stream);
+// The stream as after a refill that read the `n` bytes at `bytes` from file offset `at`
+// into its buffer (glibc's own, allocated first if need be), of which the program took
+// `taken`: for a read the runtime served from elsewhere whose original ends with such a
+// refill (an fread whose length is not a whole number of blocks). False, and the stream
+// unchanged, if it is not one next_block understands or the bytes do not fit.
+bool refilled_stream(FILE *stream, off_t at, const char *bytes, size_t n, size_t taken);
 // Moves the stream to `offset` without reading, as seek_stream does, but leaves glibc's
 // knowledge of its offset as it was: for the runtime's own moves (an fread served from
 // the cache), which the original's stream does not make.

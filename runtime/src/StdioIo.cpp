@@ -60,6 +60,7 @@ struct MtStreamBlock {
   FILE *stream = nullptr;
   int fd = -1;
   CachedFile file;
+  blksize_t blksize = 0;
   off_t begin = 0;
   off_t end = 0;
 };
@@ -107,7 +108,8 @@ bool at_line_end(FILE *stream, const ppios::StreamRoom &room) {
 // Whether the MT's read of `total` bytes `skip` bytes after the stream's position may come
 // from the cache; sets *file and *offset. Inside the stream's block, without asking the
 // file again.
-bool mt_stream_cacheable(FILE *stream, int fd, size_t skip, size_t total, CachedFile *file, off_t *offset) {
+bool mt_stream_cacheable(FILE *stream, int fd, size_t skip, size_t total, CachedFile *file, off_t *offset,
+                         blksize_t *blksize) {
   *offset = ftello(stream);
   if (*offset < 0) return false;
   *offset += static_cast<off_t>(skip);
@@ -115,13 +117,13 @@ bool mt_stream_cacheable(FILE *stream, int fd, size_t skip, size_t total, Cached
   if (held.stream == stream && held.fd == fd && held.begin <= *offset &&
       total <= static_cast<size_t>(std::max<off_t>(held.end - *offset, 0))) {
     *file = held.file;
+    *blksize = held.blksize;
     return true;
   }
-  blksize_t block = 0;
-  if (!ppios::probe_readable_file(fd, file, &block)) return false;
-  const off_t width = ppios::stream_buffer_bytes(block);
+  if (!ppios::probe_readable_file(fd, file, blksize)) return false;
+  const off_t width = ppios::stream_buffer_bytes(*blksize);
   const off_t begin = *offset - *offset % width;
-  held = MtStreamBlock{stream, fd, *file, begin, begin + width};
+  held = MtStreamBlock{stream, fd, *file, *blksize, begin, begin + width};
   return true;
 }
 
@@ -209,6 +211,27 @@ void mt_line_read(FILE *stream, size_t bound, int delim, const std::function<voi
              });
 }
 
+// After an fread served from the cache that ended `kept` bytes into a block at `at`
+// (those bytes at `taken`): the stream's buffer gets the block as the original's last
+// refill read it, its tail from the cache as far as it has it, else from the file.
+// False if the stream cannot take it.
+bool refill_last_block(FILE *stream, const CachedFile &file, off_t at, const char *taken, size_t kept,
+                       size_t block, MtStorageAccess &storage) {
+  std::unique_ptr<char[]> bytes(new (std::nothrow) char[block]);
+  if (bytes == nullptr || kept > block) return false;
+  std::memcpy(bytes.get(), taken, kept);
+  const off_t tail_at = at + static_cast<off_t>(kept);
+  // Only what is cached and complete: an in-flight fetch is not worth a wait for a tail.
+  size_t got = kept + Runtime::get().cache().serve(file.key, file.stamp, tail_at, block - kept,
+                                                   bytes.get() + kept, ppios::InFlightPolicy::NeedToken).bytes;
+  if (got < block) {
+    storage.acquire();
+    ppios::ErrnoGuard errno_guard;  // a failure here is the next read's to meet
+    got += read_fully(fileno(stream), bytes.get() + got, block - got, at + static_cast<off_t>(got));
+  }
+  return ppios::refilled_stream(stream, at, bytes.get(), got, kept);
+}
+
 // A stream that may write a regular file holds the file out of the cache from its open
 // to its close (docs/design/coherence.md): whatever call writes through it (fwrite,
 // fputs, fprintf, putc and its macro), its bytes reach the file at a time only glibc
@@ -289,11 +312,13 @@ int ppios_fclose(FILE *stream) {
   return r;
 }
 
-// The original's fread takes what its stream's buffer holds first and only the rest from
-// the file: so does this one (the buffer holds the original's bytes, GlibcStream.h); the
-// rest comes from the cache as far as it has it. The stream is then left at the end
-// with an empty buffer, where the original's would hold the rest of the block its last
-// refill read (docs/design/coherence.md says what that leaves).
+// The original's fread takes what its stream's buffer holds first, then reads the rest
+// from the file: whole blocks straight into the caller's memory, and a last partial
+// block through its buffer, which keeps that block (glibc's _IO_file_xsgetn). So does
+// this one (the buffer holds the original's bytes, GlibcStream.h), with the file's bytes
+// from the cache as far as it has them; then the stream's buffer gets that last block,
+// the part the caller took and the rest of it (its tail) from the cache or the file, as
+// the original's refill read it.
 size_t ppios_fread(void *ptr, size_t size, size_t nmemb, FILE *stream) {
   Runtime &rt = Runtime::get();
   size_t total = 0;
@@ -301,16 +326,20 @@ size_t ppios_fread(void *ptr, size_t size, size_t nmemb, FILE *stream) {
   if (sized) total = size * nmemb;
   ppios::StreamLock lock(stream);
   CachedFile file;
-  off_t offset = -1;
-  size_t buffered = 0;  // taken from the stream's buffer first
+  off_t offset = -1;     // where the original's buffer ends: its next read from the file
+  size_t buffered = 0;   // taken from the stream's buffer first
+  size_t block = 0;      // the stream's buffer size
   bool cacheable = false, storage_io = true;
   {
     ppios::ErrnoGuard errno_guard;
     int fd = fileno(stream);
+    blksize_t blksize = 0;
     if (rt.caching() && sized && !feof(stream) && fd >= 0 && !ppios::stream_has_pushback(stream)) {
       buffered = std::min(ppios::stream_unread(stream), total);
       if (buffered < total)
-        cacheable = mt_stream_cacheable(stream, fd, buffered, total - buffered, &file, &offset);
+        cacheable = mt_stream_cacheable(stream, fd, buffered, total - buffered, &file, &offset, &blksize);
+      block = ppios::stream_buffer_size(stream);
+      if (block == 0) block = static_cast<size_t>(ppios::stream_buffer_bytes(blksize));
       if (!cacheable) offset = -1;
     }
     if (!cacheable && fd >= 0 && rt.scheduling() && buffered < total) {
@@ -318,9 +347,9 @@ size_t ppios_fread(void *ptr, size_t size, size_t nmemb, FILE *stream) {
     }
   }
   char *out = static_cast<char *>(ptr);
-  const size_t asked = cacheable ? total - buffered : total;
+  const size_t asked = total - buffered;
   ssize_t bytes = rt.mt_read(
-      cacheable ? &file : nullptr, offset, asked, out + (cacheable ? buffered : 0),
+      cacheable ? &file : nullptr, offset, cacheable ? asked : total, cacheable ? out + buffered : out,
       [&](size_t h, MtStorageAccess &storage) -> ssize_t {
         if (!storage_io) storage.exempt();
         if (!cacheable) {  // whatever fread itself does
@@ -328,14 +357,18 @@ size_t ppios_fread(void *ptr, size_t size, size_t nmemb, FILE *stream) {
           return static_cast<ssize_t>(fread(ptr, size, nmemb, stream) * size);
         }
         if (buffered > 0 && fread(out, 1, buffered, stream) != buffered) return 0;
-        if (h == asked) {
-          ppios::reposition_stream(stream, offset + static_cast<off_t>(asked));
-          return static_cast<ssize_t>(total);
+        if (h < asked) {  // the rest is the stream's to read, as the original's
+          storage.acquire();
+          if (h > 0) ppios::reposition_stream(stream, offset + static_cast<off_t>(h));
+          size_t got = fread(out + buffered + h, 1, asked - h, stream);
+          return static_cast<ssize_t>(buffered + h + got);
         }
-        storage.acquire();
-        if (h > 0) ppios::reposition_stream(stream, offset + static_cast<off_t>(h));
-        size_t got = fread(out + buffered + h, 1, asked - h, stream);
-        return static_cast<ssize_t>(buffered + h + got);
+        const off_t end = offset + static_cast<off_t>(asked);
+        const size_t kept = asked % block;  // of the last block, the part the caller took
+        if (kept == 0 || !refill_last_block(stream, file, end - static_cast<off_t>(kept),
+                                            out + buffered + asked - kept, kept, block, storage))
+          ppios::reposition_stream(stream, end);  // the original keeps no block either
+        return static_cast<ssize_t>(total);
       });
   return bytes <= 0 || size == 0 ? 0 : static_cast<size_t>(bytes) / size;
 }

@@ -239,7 +239,7 @@ def save_case(ctx, seed, src, meta, ref, results, problems, notes, build_log):
         f.write(" ".join(shlex.quote(x) for x in [
             sys.executable, here, "--seeds", f"{seed}:{seed + 1}", "--ppios-cc", a.ppios_cc,
             "--mpicc", a.mpicc, "--mpirun", a.mpirun, f"--mpirun-flags={a.mpirun_flags}",
-            "--modes", a.modes, "--timeout", str(a.timeout), "--cflags", a.cflags,
+            "--modes", a.modes, "--timeout", str(a.timeout), f"--cflags={a.cflags}",
             "--keep-dir", "--out", os.path.join(d, "again")]) + ' "$@"\n')
     os.chmod(os.path.join(d, "repro.sh"), 0o755)
     return d

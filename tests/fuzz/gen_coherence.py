@@ -309,11 +309,7 @@ class Gen:
         if f.stream and r.random() < 0.15:
             api = "getc"  # characters from the long-lived stream's buffer
         via_path = api in ("read", "fread", "fgets", "fscanf", "getline")
-        # fread on a long-lived stream of a file that changes: ppios serves it from the
-        # cache and leaves the stream's buffer empty, where glibc's keeps the rest of the
-        # last block (a documented difference, docs/design/coherence.md).
-        stream_api = ("fgets", "fscanf", "getline") if f.mutable else ("fread", "fgets", "fscanf", "getline")
-        if api == "getc" or (f.stream and api in stream_api and r.random() < 0.7):
+        if api == "getc" or (f.stream and api in ("fread", "fgets", "fscanf", "getline") and r.random() < 0.7):
             via_path = False  # the long-lived stream
             handle = f"s{f.idx}"
         else:
