@@ -93,6 +93,56 @@ int seek_stream(FILE *stream, off_t offset, int whence) {
 #endif
 }
 
+int mt_seek_stream(FILE *stream, off_t offset, int whence, off_t file_size,
+                   const std::function<ssize_t(char *to, off_t at, size_t n)> &fill) {
+#ifdef __GLIBC__
+  if (stream == nullptr) return fseeko(stream, offset, whence);
+  StreamLock lock(stream);
+  // Every path of libio's _IO_new_file_seekoff but one reads nothing or is rare; that one
+  // (a target outside the buffer, not on a block boundary) is done here with fill's bytes.
+  if (!understood(stream) || stream->_IO_buf_base == nullptr || file_size < 0)
+    return fseeko(stream, offset, whence);
+  off_t target = offset;
+  if (whence == SEEK_CUR) {
+    if (stream->_offset < 0) return fseeko(stream, offset, whence);  // glibc's "dumb" seek
+    const off_t ahead = stream->_IO_read_end - stream->_IO_read_ptr;
+    if (__builtin_add_overflow(stream->_offset - ahead, offset, &target)) return fseeko(stream, offset, whence);
+  } else if (whence == SEEK_END) {
+    if (__builtin_add_overflow(file_size, offset, &target)) return fseeko(stream, offset, whence);
+  } else if (whence != SEEK_SET) {
+    return fseeko(stream, offset, whence);
+  }
+  if (target < 0 || buffer_holds(stream, target)) return fseeko(stream, offset, whence);
+  char *base = stream->_IO_buf_base;
+  const off_t size = stream->_IO_buf_end - base;
+  if (size <= 0) return fseeko(stream, offset, whence);
+  off_t aligned = target & ~(size - 1);
+  off_t delta = target - aligned;
+  if (delta > size) return fseeko(stream, offset, whence);  // glibc seeks without reading
+  if (delta == 0) return fseeko(stream, offset, whence);    // nor does it on a boundary
+  // POSIX asks an empty buffer's descriptor offset to be exact: glibc reads only up to
+  // the target then.
+  const bool exact = stream->_IO_read_base == stream->_IO_read_end;
+  const size_t want = static_cast<size_t>(exact ? delta : size);
+  const size_t there = static_cast<size_t>(std::clamp<off_t>(file_size - aligned, 0, static_cast<off_t>(want)));
+  if (there < static_cast<size_t>(delta)) return fseeko(stream, offset, whence);  // past the end
+  const ssize_t got = fill(base, aligned, want);
+  if (got < 0 || static_cast<size_t>(got) != there) return fseeko(stream, offset, whence);
+  if (lseek(stream->_fileno, aligned + got, SEEK_SET) < 0) return -1;
+  stream->_IO_read_base = base;
+  stream->_IO_read_ptr = base + delta;
+  stream->_IO_read_end = base + got;
+  stream->_IO_write_base = stream->_IO_write_ptr = stream->_IO_write_end = base;
+  stream->_offset = aligned + got;
+  stream->_flags &= ~static_cast<int>(kEofSeen);
+  return 0;
+#else
+  (void)file_size;
+  (void)fill;
+  return fseeko(stream, offset, whence);
+#endif
+}
+
 int reposition_stream(FILE *stream, off_t offset) {
 #ifdef __GLIBC__
   if (stream == nullptr || offset < 0) return fseeko(stream, offset, SEEK_SET);
@@ -306,8 +356,8 @@ StreamBlock next_block(FILE *stream) {
   if (stream->_IO_read_end < keep) return block;
   const size_t kept = static_cast<size_t>(stream->_IO_read_end - keep);
   if (kept > size) return block;  // no room for a block after them: glibc reads it itself
-  // glibc keeps its descriptor where its buffered bytes end (_offset, when it knows it).
-  const off_t at = stream->_offset >= 0 ? stream->_offset : lseek(stream->_fileno, 0, SEEK_CUR);
+  // glibc's refill reads wherever the descriptor stands (the program may have moved it).
+  const off_t at = lseek(stream->_fileno, 0, SEEK_CUR);
   if (at < 0) return block;
   const size_t base_at = static_cast<size_t>(stream->_IO_buf_base - keep);
   const size_t read_at = static_cast<size_t>(stream->_IO_read_ptr - keep);
@@ -339,7 +389,7 @@ void block_filled(FILE *stream, const StreamBlock &block, size_t got) {
   // Where glibc's next refill reads from (if this fails, glibc reads the bytes itself).
   if (lseek(stream->_fileno, block.at + static_cast<off_t>(got), SEEK_SET) < 0) return;
   stream->_IO_read_end = block.to + got;
-  if (stream->_offset >= 0) stream->_offset = block.at + static_cast<off_t>(got);
+  if (stream->_offset >= 0) stream->_offset += static_cast<off_t>(got);  // glibc adjusts it
 #else
   (void)stream;
   (void)block;
@@ -347,13 +397,13 @@ void block_filled(FILE *stream, const StreamBlock &block, size_t got) {
 #endif
 }
 
-void give_back_block(FILE *stream, const StreamBlock &block, size_t got) {
+void give_back_block(FILE *stream, const StreamBlock &block, size_t got, bool looked_at_next) {
 #ifdef __GLIBC__
   if (got == 0 || block.size == 0 || !understood(stream)) return;
   got = std::min(got, block.size);
-  // Untouched since block_filled, and no byte of the block taken.
+  // Untouched since block_filled, and no byte of the block taken (or looked at).
   if (stream->_IO_buf_base != block.to || stream->_IO_read_end != block.to + got ||
-      stream->_IO_read_ptr > block.to)
+      stream->_IO_read_ptr > block.to || (stream->_IO_read_ptr == block.to && looked_at_next))
     return;
   if (lseek(stream->_fileno, block.at, SEEK_SET) < 0) return;
   // The original's buffer is its previous block again, all of it.
@@ -361,7 +411,7 @@ void give_back_block(FILE *stream, const StreamBlock &block, size_t got) {
   stream->_IO_buf_base = block.previous;
   stream->_IO_buf_end = block.previous + block.size;
   stream->_IO_write_base = stream->_IO_write_ptr = stream->_IO_write_end = block.previous;
-  if (stream->_offset >= 0) stream->_offset = block.at;
+  if (stream->_offset >= 0) stream->_offset -= static_cast<off_t>(got);
 #else
   (void)stream;
   (void)block;

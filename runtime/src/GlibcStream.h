@@ -26,6 +26,7 @@
 #include <sys/types.h>
 #include <sys/stat.h>
 
+#include <functional>
 #include <memory>
 
 namespace ppios {
@@ -123,8 +124,11 @@ StreamBlock next_block(FILE *stream);
 // The block's first `got` bytes are at block.to: the stream holds them as the original's
 // refill would, and its descriptor stands after them.
 void block_filled(FILE *stream, const StreamBlock &block, size_t got);
-// After the call: if it took no byte of the block, the block is given back.
-void give_back_block(FILE *stream, const StreamBlock &block, size_t got);
+// After the call: if it took no byte of the block, the block is given back. A call that
+// ended right at the block's start either never read it or looked at its first byte and
+// pushed it back (scanf's lookahead), which glibc's pointers do not tell apart: the
+// caller says which (`looked_at_next`).
+void give_back_block(FILE *stream, const StreamBlock &block, size_t got, bool looked_at_next);
 
 // How many bytes the stream holds that the program has not read yet (0 for a stream
 // next_block does not understand).
@@ -134,6 +138,16 @@ bool stream_holds_delimiter(FILE *stream, size_t within, int delim);
 // Whether characters pushed back with ungetc (other than the one just read) wait in the
 // stream: the next read returns them, not the file's bytes.
 bool stream_has_pushback(FILE *stream);
+// fseeko(stream, offset, whence) on an MT stream: exactly glibc's, whose seek outside its
+// buffer reads the buffer-sized block around the target at once (from the block
+// boundary; only the bytes before the target when the buffer was empty), except that
+// those bytes come from `fill` when it has all of them: fill(to, at, n) copies the `n`
+// bytes at file offset `at` (or fewer, at the end of the file) and returns how many, or
+// -1 when it does not have them all, and glibc then reads them itself. `file_size` is
+// the file's size when the call started.
+int mt_seek_stream(FILE *stream, off_t offset, int whence, off_t file_size,
+                   const std::function<ssize_t(char *to, off_t at, size_t n)> &fill);
+
 // The size of the stream's buffer (0: none yet, or a stream next_block does not understand).
 size_t stream_buffer_size(FILE *stream);
 // The stream as after a refill that read the `n` bytes at `bytes` from file offset `at`

@@ -36,6 +36,7 @@ using ppios::pts_own;
 
 extern "C" void __chk_fail(void) __attribute__((noreturn));
 extern "C" char *__fgets_chk(char *s, size_t size, int n, FILE *stream);
+extern "C" ssize_t __getdelim(char **lineptr, size_t *n, int delim, FILE *stream);
 extern "C" int __isoc99_vfscanf(FILE *stream, const char *format, va_list ap);
 
 namespace {
@@ -330,6 +331,14 @@ char *__wrap___fgets_chk(char *s, size_t size, int n, FILE *stream) {
 ssize_t __wrap_getdelim(char **lineptr, size_t *n, int delim, FILE *stream) {
   if (on_pt()) return pt_owns(stream) ? getdelim(lineptr, n, delim, stream) : -1;
   if (ppios::pass_through()) return getdelim(lineptr, n, delim, stream);
+  RuntimeScope scope(__builtin_return_address(0));
+  return ppios_getdelim(lineptr, n, delim, stream);
+}
+
+// <stdio.h>'s inline getline under _GNU_SOURCE and optimization calls this one.
+ssize_t __wrap___getdelim(char **lineptr, size_t *n, int delim, FILE *stream) {
+  if (on_pt()) return pt_owns(stream) ? __getdelim(lineptr, n, delim, stream) : -1;
+  if (ppios::pass_through()) return __getdelim(lineptr, n, delim, stream);
   RuntimeScope scope(__builtin_return_address(0));
   return ppios_getdelim(lineptr, n, delim, stream);
 }

@@ -53,6 +53,65 @@ bool prepare_scan(const char *format, va_list destinations, ScanCall *call) {
   return true;
 }
 
+bool scan_ends_with_lookahead(const char *format, int result) {
+  if (format == nullptr) return false;
+  // The format's assigning conversions, and how its last directive that reads ends.
+  int conversions = 0;
+  bool lookahead = false;
+  for (const char *p = format; *p != '\0';) {
+    if (std::isspace(static_cast<unsigned char>(*p))) {
+      while (std::isspace(static_cast<unsigned char>(*p))) ++p;
+      lookahead = true;  // skips until a character that is not whitespace
+      continue;
+    }
+    if (*p != '%') {  // a literal: read and matched
+      ++p;
+      lookahead = false;
+      continue;
+    }
+    ++p;
+    if (*p == '%') {
+      ++p;
+      lookahead = false;
+      continue;
+    }
+    const bool assigns = *p != '*';
+    if (!assigns) ++p;
+    bool width = false;
+    while (std::isdigit(static_cast<unsigned char>(*p))) {
+      ++p;
+      width = true;
+    }
+    if (*p == '$') {  // positional: the digits were the position, a width may follow
+      ++p;
+      width = false;
+      while (std::isdigit(static_cast<unsigned char>(*p))) {
+        ++p;
+        width = true;
+      }
+    }
+    while (*p != '\0' && std::strchr("hlLqjztm", *p) != nullptr) ++p;
+    const char conversion = *p;
+    if (conversion == '\0') break;
+    if (conversion == '[') {  // a set: a ']' right after '[' or '[^' belongs to it
+      ++p;
+      if (*p == '^') ++p;
+      if (*p == ']') ++p;
+      while (*p != '\0' && *p != ']') ++p;
+      if (*p == '\0') break;
+    }
+    ++p;
+    if (conversion == 'n') continue;  // reads nothing
+    if (assigns) ++conversions;
+    if (conversion == 'c' || conversion == 'C') lookahead = false;
+    else if (conversion == 's' || conversion == 'S' || conversion == '[') lookahead = true;
+    else lookahead = !width;
+  }
+  // A call that stopped early stopped at a character it looked at and could not match.
+  if (result == EOF || result < conversions) return true;
+  return lookahead;
+}
+
 int run_scan(FILE *stream, ScanCall *call) {
   // Extra arguments are evaluated and ignored (C11 7.21.6.2): one call for any count.
   void **a = call->args;

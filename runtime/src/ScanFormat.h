@@ -41,4 +41,13 @@ bool prepare_scan(const char *format, va_list destinations, ScanCall *call);
 // the same input (the number of matched conversions, or EOF).
 int run_scan(FILE *stream, ScanCall *call);
 
+// For the MT's stream (GlibcStream.h, give_back_block): whether a call of glibc's
+// vfscanf with `format` that returned `result` ended by looking at one character past
+// the input it took and pushing it back (a number, a string or a set ends where the
+// next character does not belong to it; a whitespace directive where one is not
+// whitespace; a failure at the character it could not match). That look is a read:
+// at a buffer's end, the stream reads the next block for it. A conversion with a width
+// is taken to end at its width for numbers and %c, before it for strings and sets.
+bool scan_ends_with_lookahead(const char *format, int result);
+
 }  // namespace ppios

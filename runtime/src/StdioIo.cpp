@@ -105,14 +105,13 @@ bool at_line_end(FILE *stream, const ppios::StreamRoom &room) {
 }
 
 
-// Whether the MT's read of `total` bytes `skip` bytes after the stream's position may come
-// from the cache; sets *file and *offset. Inside the stream's block, without asking the
-// file again.
-bool mt_stream_cacheable(FILE *stream, int fd, size_t skip, size_t total, CachedFile *file, off_t *offset,
+// Whether the MT's read of `total` bytes at `offset` of the stream's file (where its
+// descriptor stands, after the bytes its buffer holds) may come from the cache; sets
+// *file. Inside the stream's block, without asking the file again.
+bool mt_stream_cacheable(FILE *stream, int fd, off_t *offset, size_t total, CachedFile *file,
                          blksize_t *blksize) {
-  *offset = ftello(stream);
+  *offset = lseek(fd, 0, SEEK_CUR);  // where the original's next read from the file starts
   if (*offset < 0) return false;
-  *offset += static_cast<off_t>(skip);
   MtStreamBlock &held = t_mt_stream_block;
   if (held.stream == stream && held.fd == fd && held.begin <= *offset &&
       total <= static_cast<size_t>(std::max<off_t>(held.end - *offset, 0))) {
@@ -160,7 +159,8 @@ size_t read_fully(int fd, char *to, size_t count, off_t offset) {
 // rest, exactly the bytes that refill would read; then `call` runs the original call.
 // It is one transfer, whose bytes are the block's. A call that the unread bytes satisfy
 // asks neither the cache nor the file, as without prefetching.
-void mt_line_read(FILE *stream, size_t bound, int delim, const std::function<void()> &call) {
+void mt_line_read(FILE *stream, size_t bound, int delim, const std::function<void()> &call,
+                  const std::function<bool()> &ended_with_lookahead = nullptr) {
   Runtime &rt = Runtime::get();
   ppios::StreamLock lock(stream);
   ppios::StreamBlock block;
@@ -204,7 +204,9 @@ void mt_line_read(FILE *stream, size_t bound, int delim, const std::function<voi
                }
                if (got > 0) {
                  ppios::ErrnoGuard errno_guard;
-                 ppios::give_back_block(stream, block, got);
+                 // A line read takes every byte it looks at; a formatted one may push
+                 // its last back.
+                 ppios::give_back_block(stream, block, got, ended_with_lookahead ? ended_with_lookahead() : true);
                  rt.note_mt_stream_end(file.key, block.at + static_cast<off_t>(got));
                }
                return static_cast<ssize_t>(got);
@@ -337,7 +339,7 @@ size_t ppios_fread(void *ptr, size_t size, size_t nmemb, FILE *stream) {
     if (rt.caching() && sized && !feof(stream) && fd >= 0 && !ppios::stream_has_pushback(stream)) {
       buffered = std::min(ppios::stream_unread(stream), total);
       if (buffered < total)
-        cacheable = mt_stream_cacheable(stream, fd, buffered, total - buffered, &file, &offset, &blksize);
+        cacheable = mt_stream_cacheable(stream, fd, &offset, total - buffered, &file, &blksize);
       block = ppios::stream_buffer_size(stream);
       if (block == 0) block = static_cast<size_t>(ppios::stream_buffer_bytes(blksize));
       if (!cacheable) offset = -1;
@@ -357,14 +359,23 @@ size_t ppios_fread(void *ptr, size_t size, size_t nmemb, FILE *stream) {
           return static_cast<ssize_t>(fread(ptr, size, nmemb, stream) * size);
         }
         if (buffered > 0 && fread(out, 1, buffered, stream) != buffered) return 0;
-        if (h < asked) {  // the rest is the stream's to read, as the original's
+        if (h < asked) {  // the rest from the file, as the original reads it
           storage.acquire();
-          if (h > 0) ppios::reposition_stream(stream, offset + static_cast<off_t>(h));
-          size_t got = fread(out + buffered + h, 1, asked - h, stream);
-          return static_cast<ssize_t>(buffered + h + got);
+          size_t got = h;
+          {
+            ppios::ErrnoGuard errno_guard;  // a failure is glibc's to meet below
+            got += read_fully(fileno(stream), out + buffered + h, asked - h, offset + static_cast<off_t>(h));
+          }
+          if (got < asked) {  // the end of the file (or an error): glibc's own fread from there
+            ppios::reposition_stream(stream, offset + static_cast<off_t>(got));
+            return static_cast<ssize_t>(buffered + got + fread(out + buffered + got, 1, asked - got, stream));
+          }
         }
         const off_t end = offset + static_cast<off_t>(asked);
-        const size_t kept = asked % block;  // of the last block, the part the caller took
+        // Of the last block, the part the caller took: glibc reads a request of a buffer or
+        // more straight into the caller's memory, a whole number of buffers when the buffer
+        // has 128 bytes or more (all of it when less), and the rest through its buffer.
+        const size_t kept = asked >= block && block < 128 ? 0 : asked % block;
         if (kept == 0 || !refill_last_block(stream, file, end - static_cast<off_t>(kept),
                                             out + buffered + asked - kept, kept, block, storage))
           ppios::reposition_stream(stream, end);  // the original keeps no block either
@@ -399,9 +410,10 @@ ssize_t ppios_getdelim(char **lineptr, size_t *n, int delim, FILE *stream) {
 // topped up as for a line of unknown length.
 int ppios_vfscanf(FILE *stream, const char *format, va_list ap, int c99) {
   int result = EOF;
-  mt_line_read(stream, SIZE_MAX, -1, [&] {
-    result = c99 ? __isoc99_vfscanf(stream, format, ap) : vfscanf(stream, format, ap);
-  });
+  mt_line_read(
+      stream, SIZE_MAX, -1,
+      [&] { result = c99 ? __isoc99_vfscanf(stream, format, ap) : vfscanf(stream, format, ap); },
+      [&] { return ppios::scan_ends_with_lookahead(format, result); });
   return result;
 }
 
@@ -432,21 +444,40 @@ size_t ppios_fwrite(const void *ptr, size_t size, size_t nmemb, FILE *stream) {
   return items;
 }
 
-// While reads may come from the cache, a seek reads nothing ahead (GlibcStream.h).
+// A seek of the MT's stream is glibc's, whose read of the block around its target comes
+// from the cache when the cache has all of it (GlibcStream.h: mt_seek_stream). A stream
+// without a buffer gets the runtime's first, as glibc gives it one at its first seek.
 int ppios_fseek(FILE *stream, long offset, int whence) {
   return ppios_fseeko(stream, static_cast<off_t>(offset), whence);
 }
 int ppios_fseeko(FILE *stream, off_t offset, int whence) {
-  if (!Runtime::get().caching()) return fseeko(stream, offset, whence);
-  return ppios::seek_stream(stream, offset, whence);
+  Runtime &rt = Runtime::get();
+  if (!rt.caching()) return fseeko(stream, offset, whence);
+  ppios::StreamLock lock(stream);
+  CachedFile file;
+  blksize_t blksize = 0;
+  bool probed = false;
+  {
+    ppios::ErrnoGuard errno_guard;
+    probed = ppios::probe_readable_file(fileno(stream), &file, &blksize);
+    if (probed && ppios::stream_unbuffered(stream))
+      ppios::give_mirror_buffer(stream, static_cast<size_t>(ppios::stream_buffer_bytes(blksize)));
+  }
+  if (!probed) return fseeko(stream, offset, whence);
+  return ppios::mt_seek_stream(stream, offset, whence, file.stamp.size,
+                               [&](char *to, off_t at, size_t n) -> ssize_t {
+                                 const ppios::ServeResult served = rt.cache().serve(
+                                     file.key, file.stamp, at, n, to, ppios::InFlightPolicy::NeedToken);
+                                 return static_cast<ssize_t>(served.bytes);
+                               });
 }
 long ppios_ftell(FILE *stream) { return ftell(stream); }
 off_t ppios_ftello(FILE *stream) { return ftello(stream); }
-// rewind is fseek(stream, 0, SEEK_SET) that also clears the error flag: no read-ahead either.
+// rewind is fseek(stream, 0, SEEK_SET) that also clears the error flag.
 void ppios_rewind(FILE *stream) {
   if (!Runtime::get().caching()) return rewind(stream);
   ppios::ErrnoGuard errno_guard;  // rewind leaves errno alone when it succeeds
-  if (ppios::seek_stream(stream, 0, SEEK_SET) == 0) clearerr(stream);
+  if (ppios_fseeko(stream, 0, SEEK_SET) == 0) clearerr(stream);
   else rewind(stream);
 }
 
