@@ -1,18 +1,16 @@
 // What the runtime relies on about glibc's stdio streams: how large a stream's buffer is,
-// and moving a stream without reading its file.
+// moving a stream without reading its file, and keeping the MT's streams' buffers exactly
+// what glibc's would be (below, "the MT's streams").
 //
 // glibc's fseek on a read-only stream reads ahead: a target outside the stream's buffer
 // makes it read the block around the target (or just the part before it, when the buffer
-// is empty), so that the small reads expected next come from memory. With prefetching that
-// read is wasted: the MT's reads are served from the prefetch cache, and the PT never reads
-// through its own stream (it only moves it and prefetches), yet every seek would still ask
-// the device. A 512-byte record reader (fseek, fread, ...) paid about two device requests
-// per record that way, on top of the prefetched blocks.
-//
-// seek_stream() positions the stream as glibc's own seek does when it need not read: the
-// buffer is left empty at the new position and the descriptor's offset is set there, so
-// the next read that does go to the file (a cache miss, an fgets) reads from there, and
-// ftell is exact. A target the buffer already holds is an ordinary fseeko (no system call).
+// is empty), so that the small reads expected next come from memory. The PT never reads
+// through its own stream (it only moves it and prefetches), so for it that read would be
+// a device request wasted: seek_stream() positions a stream as glibc's own seek does when
+// it need not read: the buffer is left empty at the new position and the descriptor's
+// offset is set there, so the next read that does go to the file reads from there, and
+// ftell is exact. A target the buffer already holds is an ordinary fseeko (no system
+// call). The MT's seeks keep glibc's read-ahead instead (mt_seek_stream), from the cache.
 //
 // It writes glibc's FILE fields, whose layout is ABI (<bits/types/struct_FILE.h>; gnulib's
 // fseeko and fpurge write the same fields), and only for streams it understands: plain
