@@ -38,6 +38,35 @@ class GlibcStream : public ::testing::Test {
 // The file offset glibc left the descriptor at: where its last read from the file ended.
 off_t kernel_offset(FILE *f) { return lseek(fileno(f), 0, SEEK_CUR); }
 
+// One call on a mirrored stream as StdioIo.cpp's mt_line_read makes it: when a refill is
+// due, the next block from `source` as the file is now (what the cache serves), then the
+// call, then the give-back, told by looked_at_next() whether the call looked at the
+// block's first byte.
+struct MirroredCall {
+  bool filled = false;      // a block was filled
+  bool given_back = false;  // and given back
+};
+template <typename Call, typename Looked>
+MirroredCall mirrored_call(FILE *ours, int source, bool refill_due, Call call, Looked looked_at_next) {
+  MirroredCall result;
+  StreamLock lock(ours);
+  const StreamBlock next = refill_due ? next_block(ours) : StreamBlock{};
+  size_t got = 0;
+  if (next.size > 0) {
+    const ssize_t n = pread(source, next.to, next.size, next.at);
+    got = n > 0 ? static_cast<size_t>(n) : 0;
+    block_filled(ours, next, got);
+    result.filled = got > 0;
+  }
+  call();
+  if (got > 0) {
+    const size_t before = stream_unread(ours);
+    give_back_block(ours, next, got, looked_at_next());
+    result.given_back = stream_unread(ours) != before;
+  }
+  return result;
+}
+
 TEST_F(GlibcStream, MovesWithoutReadingAhead) {
   // The PT's streams are fdopen'd descriptors; the MT's, the program's fopen'd ones.
   for (bool fdopened : {false, true}) {
@@ -249,24 +278,10 @@ TEST_F(GlibcStream, MirrorMatchesGlibcWhileTheFileChanges) {
     ASSERT_TRUE(ours && theirs);
     ASSERT_TRUE(stream_unbuffered(ours));
     ASSERT_TRUE(give_mirror_buffer(ours, block));
-    // One call as StdioIo.cpp's mt_line_read makes it.
     auto mirrored = [&](bool refill_due, auto call, auto looked_at_next) {
-      StreamLock lock(ours);
-      StreamBlock next;
-      if (refill_due) next = next_block(ours);
-      size_t got = 0;
-      if (next.size > 0) {
-        ssize_t n = pread(reader, next.to, next.size, next.at);
-        got = n > 0 ? static_cast<size_t>(n) : 0;
-        block_filled(ours, next, got);
-        if (got > 0) ++mirrored_blocks;
-      }
-      call();
-      if (got > 0 && stream_unread(ours) > 0 && next.to != nullptr) {
-        const size_t before = stream_unread(ours);
-        give_back_block(ours, next, got, looked_at_next());
-        if (stream_unread(ours) != before) ++given_back;
-      }
+      const MirroredCall r = mirrored_call(ours, reader, refill_due, call, looked_at_next);
+      mirrored_blocks += r.filled;
+      given_back += r.given_back;
     };
     int last = EOF;
     for (int step = 0; step < 400; ++step) {
@@ -420,16 +435,11 @@ TEST_F(GlibcStream, MirrorGivesBackTheWholeBlock) {
     ASSERT_NE(fgets(x, sizeof x, ours), nullptr);
     ASSERT_NE(fgets(y, sizeof y, theirs), nullptr);
   }
-  {
-    StreamLock lock(ours);
-    const StreamBlock next = next_block(ours);
-    ASSERT_EQ(next.size, block);
-    ssize_t n = pread(fileno(theirs), next.to, next.size, next.at);
-    ASSERT_GT(n, 0);
-    block_filled(ours, next, static_cast<size_t>(n));
-    ASSERT_EQ(fscanf(ours, "%15s", x), 1);  // "wNNN": well inside the block
-    give_back_block(ours, next, static_cast<size_t>(n), true);
-  }
+  int a = 0;
+  const MirroredCall r = mirrored_call(ours, fileno(theirs), true, [&] { a = fscanf(ours, "%15s", x); },
+                                       [] { return true; });
+  ASSERT_EQ(a, 1);  // "wNNN": well inside the block
+  ASSERT_TRUE(r.filled && r.given_back);
   ASSERT_EQ(fscanf(theirs, "%15s", y), 1);
   ASSERT_STREQ(x, y);
   ASSERT_EQ(pwrite(writer, "ZZ", 2, 20), 2);
@@ -462,16 +472,8 @@ TEST_F(GlibcStream, MirrorBufferKeepsTheKnownOffset) {
   ASSERT_TRUE(stream_unbuffered(ours));
   ASSERT_TRUE(give_mirror_buffer(ours, static_cast<size_t>(stream_buffer_bytes(st.st_blksize))));
   char x[64], y[64];
-  {
-    StreamLock lock(ours);
-    const StreamBlock next = next_block(ours);
-    ASSERT_GT(next.size, 0u);
-    ssize_t n = pread(fileno(theirs), next.to, next.size, next.at);
-    ASSERT_GT(n, 0);
-    block_filled(ours, next, static_cast<size_t>(n));
-    ASSERT_NE(fgets(x, sizeof x, ours), nullptr);
-    give_back_block(ours, next, static_cast<size_t>(n), true);
-  }
+  ASSERT_TRUE(mirrored_call(ours, fileno(theirs), true, [&] { ASSERT_NE(fgets(x, sizeof x, ours), nullptr); },
+                            [] { return true; }).filled);
   ASSERT_NE(fgets(y, sizeof y, theirs), nullptr);
   ASSERT_EQ(pwrite(writer, "FIRST", 5, 0), 5);
   ASSERT_EQ(fseeko(ours, 0, SEEK_SET), 0);
@@ -508,17 +510,10 @@ TEST_F(GlibcStream, MirrorKeepsABlockScanfLookedInto) {
   int x = 0, y = 0;
   for (size_t i = 0; i < block; i += 8) {
     ASSERT_EQ(fscanf(theirs, "%d", &y), 1);
-    StreamLock lock(ours);
-    const StreamBlock next = stream_unread(ours) < 64 ? next_block(ours) : StreamBlock{};
-    size_t got = 0;
-    if (next.size > 0) {
-      ssize_t n = pread(fileno(theirs), next.to, next.size, next.at);
-      got = n > 0 ? static_cast<size_t>(n) : 0;
-      block_filled(ours, next, got);
-    }
-    const int a = fscanf(ours, "%d", &x);
+    int a = 0;
+    mirrored_call(ours, fileno(theirs), stream_unread(ours) < 64, [&] { a = fscanf(ours, "%d", &x); },
+                  [&] { return scan_ends_with_lookahead("%d", a); });
     ASSERT_EQ(a, 1);
-    give_back_block(ours, next, got, scan_ends_with_lookahead("%d", a));
     ASSERT_EQ(x, y);
   }
   ASSERT_EQ(y, 7654321);
