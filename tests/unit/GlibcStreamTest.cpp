@@ -46,6 +46,25 @@ struct MirroredCall {
   bool filled = false;      // a block was filled
   bool given_back = false;  // and given back
 };
+// The file changes (`bytes` written at `at`), then both streams seek to `to` inside
+// their buffers and read a line: glibc's returns `old` from its buffer, and the mirrored
+// one must too. Then both are closed.
+void expect_buffered_line(FILE *ours, FILE *theirs, int writer, const char *bytes, off_t at, off_t to,
+                          const char *old) {
+  const size_t n = strlen(bytes);
+  ASSERT_EQ(pwrite(writer, bytes, n, at), static_cast<ssize_t>(n));
+  ASSERT_EQ(fseeko(ours, to, SEEK_SET), 0);
+  ASSERT_EQ(fseeko(theirs, to, SEEK_SET), 0);
+  char x[64], y[64];
+  ASSERT_NE(fgets(x, sizeof x, ours), nullptr);
+  ASSERT_NE(fgets(y, sizeof y, theirs), nullptr);
+  EXPECT_STREQ(y, old);
+  EXPECT_STREQ(x, y);
+  auto buffer = take_line_buffer(ours);
+  fclose(ours);
+  fclose(theirs);
+}
+
 template <typename Call, typename Looked>
 MirroredCall mirrored_call(FILE *ours, int source, bool refill_due, Call call, Looked looked_at_next) {
   MirroredCall result;
@@ -442,17 +461,8 @@ TEST_F(GlibcStream, MirrorGivesBackTheWholeBlock) {
   ASSERT_TRUE(r.filled && r.given_back);
   ASSERT_EQ(fscanf(theirs, "%15s", y), 1);
   ASSERT_STREQ(x, y);
-  ASSERT_EQ(pwrite(writer, "ZZ", 2, 20), 2);
-  ASSERT_EQ(fseeko(ours, 16, SEEK_SET), 0);
-  ASSERT_EQ(fseeko(theirs, 16, SEEK_SET), 0);
-  ASSERT_NE(fgets(x, sizeof x, ours), nullptr);
-  ASSERT_NE(fgets(y, sizeof y, theirs), nullptr);
-  EXPECT_STREQ(y, "w001 aaaaaaaaaa\n");  // glibc's buffer: the old bytes
-  EXPECT_STREQ(x, y);
+  expect_buffered_line(ours, theirs, writer, "ZZ", 20, 16, "w001 aaaaaaaaaa\n");
   close(writer);
-  auto buffer = take_line_buffer(ours);
-  fclose(ours);
-  fclose(theirs);
 }
 
 // The runtime gives a stream its buffer at its first line read, which may come after a
@@ -475,17 +485,8 @@ TEST_F(GlibcStream, MirrorBufferKeepsTheKnownOffset) {
   ASSERT_TRUE(mirrored_call(ours, fileno(theirs), true, [&] { ASSERT_NE(fgets(x, sizeof x, ours), nullptr); },
                             [] { return true; }).filled);
   ASSERT_NE(fgets(y, sizeof y, theirs), nullptr);
-  ASSERT_EQ(pwrite(writer, "FIRST", 5, 0), 5);
-  ASSERT_EQ(fseeko(ours, 0, SEEK_SET), 0);
-  ASSERT_EQ(fseeko(theirs, 0, SEEK_SET), 0);
-  ASSERT_NE(fgets(x, sizeof x, ours), nullptr);
-  ASSERT_NE(fgets(y, sizeof y, theirs), nullptr);
-  EXPECT_STREQ(y, "first line\n");  // glibc's buffer: the old bytes
-  EXPECT_STREQ(x, y);
+  expect_buffered_line(ours, theirs, writer, "FIRST", 0, 0, "first line\n");
   close(writer);
-  auto buffer = take_line_buffer(ours);
-  fclose(ours);
-  fclose(theirs);
 }
 
 // A number that ends right at a block's end: glibc's scanf looks at the next byte (the
