@@ -190,11 +190,10 @@ std::string RedisCoordinator::state_epoch() const {
 bool RedisCoordinator::go_online(RedisLink &link, std::string *error, const std::string *if_epoch) {
   std::lock_guard<std::mutex> online(online_mutex_);
   if (if_epoch && *if_epoch != state_epoch()) return true;  // rebuilt already
-  std::string proc;
-  bool lost = false;
+  std::string proc, seen_epoch;
   {
     std::lock_guard<std::mutex> g(identity_mutex_);
-    lost = !epoch_.empty();
+    seen_epoch = epoch_;
     static thread_local std::mt19937_64 rng{std::random_device{}()};
     process_id_ = local_host() + "/" + std::to_string(getpid()) + "/" + std::to_string(++incarnation_) + "/" +
                   std::to_string(rng() % 1000000);
@@ -211,9 +210,10 @@ bool RedisCoordinator::go_online(RedisLink &link, std::string *error, const std:
   if (!r) return false;
   int64_t stored = r->integer;
   known_cap_.store(stored);
-  // The epoch of the state joined; "1": this process saw another one before, so the state
-  // was lost under it: no new grant for a lease from the new epoch (RedisScript.h).
-  auto e = link.run(options_.target, {"epoch", lost ? "1" : "0", lease_arg_}, error);
+  // The epoch of the state joined. "1" and the epoch this process saw before: if the state
+  // has another one, it was lost under us: no new grant for a lease from the new epoch
+  // (RedisScript.h). The same one (back from an outage of our own) is no loss.
+  auto e = link.run(options_.target, {"epoch", seen_epoch.empty() ? "0" : "1", lease_arg_, seen_epoch}, error);
   if (!e) return false;
   if (e->type != REDIS_REPLY_STRING) {
     *error = "the server's coordinator script gave no epoch";

@@ -382,9 +382,12 @@ elseif op == 'renew' then
   save()
   return {added, n}
 elseif op == 'epoch' then
-  -- ARGV: lost (1: the caller saw another epoch before) lease. Returns the state's epoch,
-  -- made now when it has none. A caller that lost the state while the epoch is younger
-  -- than its lease starts a recovery (rend) ending one lease after the epoch was made.
+  -- ARGV: lost (1: the caller saw an epoch before) lease [the epoch it saw]. Returns the
+  -- state's epoch, made now when it has none. A caller that finds another epoch than the
+  -- one it saw (the state was lost under it) while the new one is younger than its lease
+  -- starts a recovery (rend) ending one lease after the epoch was made. The same epoch is
+  -- no loss (a process back from an outage of its own, the state kept): no recovery, or
+  -- one reconnect in the state's first lease would stop every grant of every job.
   local ep = st[8]
   if not ep then
     local t = redis.call('TIME')
@@ -395,7 +398,7 @@ elseif op == 'epoch' then
     -- reaping would take slots off the new counters.
     if m + p + qm + qp == 0 then redis.call('DEL', K_HOLD, K_YIELD, K_QMT, K_QPT) end
   end
-  if ARGV[2] == '1' then
+  if ARGV[2] == '1' and ep ~= ARGV[4] then
     local s, us = string.match(ep, '^(%d+)%.(%d+)$')
     local ends = (tonumber(s) or 0) * 1000 + math.floor((tonumber(us) or 0) / 1000) + tonumber(ARGV[3])
     if ends > clock() and ends > (tonumber(st[9]) or 0) then redis.call('HSET', K_STATE, 'rend', ends) end

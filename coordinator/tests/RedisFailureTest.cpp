@@ -456,5 +456,56 @@ TEST(RedisFailure, LostStateIsDetectedAndRebuilt) {
   forget(o);
 }
 
+// A process whose connections drop (an outage of its own: the server and the state stay)
+// comes back to the same epoch: that is no loss, and no recovery window may start (before:
+// a reconnect within the state's first lease set rend, and no job got a new slot until the
+// lease from the job start was over).
+TEST(RedisFailure, ReconnectToTheSameStateStartsNoRecovery) {
+  test::RedisServer server(false);
+  ASSERT_TRUE(server.start());
+  auto o = opts(server.address(), unique_target("reconnect"), 2, 3000);
+  std::string err;
+  testing::internal::CaptureStderr();
+  auto c = make_coordinator(o, &err);
+  ASSERT_TRUE(c) << err;
+  SlotTicket t = c->acquire(IoClass::PT, 1);
+  c->release(t);
+  redisContext *ctx = redisConnectUnix(server.socket_path().c_str());
+  ASSERT_TRUE(ctx && !ctx->err);
+  auto hexists_rend = [&] {
+    auto *r = static_cast<redisReply *>(
+        redisCommand(ctx, "HEXISTS %s rend", (RedisLink::key_prefix(o.target) + "state").c_str()));
+    bool set = r && r->type == REDIS_REPLY_INTEGER && r->integer == 1;
+    if (r) freeReplyObject(r);
+    return set;
+  };
+  // Every client connection but ours: the coordinator's helper (connected by now) and its
+  // pooled link; the state stays as it is.
+  std::this_thread::sleep_for(300ms);
+  auto *k = static_cast<redisReply *>(redisCommand(ctx, "CLIENT KILL TYPE normal SKIPME yes"));
+  ASSERT_TRUE(k && k->type == REDIS_REPLY_INTEGER && k->integer >= 2);
+  freeReplyObject(k);
+  bool recovering = false;
+  for (auto until = Clock::now() + 1200ms; Clock::now() < until;) {
+    recovering = recovering || hexists_rend();
+    std::this_thread::sleep_for(20ms);
+  }
+  // Back online by now (the helper retries every 250 ms): a free slot is granted at once.
+  auto t0 = Clock::now();
+  t = c->acquire(IoClass::PT, 1);
+  auto waited = Clock::now() - t0;
+  c->release(t);
+  recovering = recovering || hexists_rend();
+  redisFree(ctx);
+  c.reset();
+  std::string out = testing::internal::GetCapturedStderr();
+  EXPECT_EQ(count(out, "unreachable"), 1u) << "the connections were not lost: " << out;
+  EXPECT_FALSE(recovering) << "a reconnect to the same state started a recovery window";
+  EXPECT_LT(waited, 300ms) << "a free slot waited "
+                           << std::chrono::duration_cast<std::chrono::milliseconds>(waited).count() << " ms";
+  EXPECT_EQ(count(out, "lost the target's state"), 0u) << out;
+  forget(o);
+}
+
 }  // namespace
 }  // namespace ppios
