@@ -58,11 +58,14 @@ bool buffer_holds(const FILE *s, off_t target) {
 // glibc's state after a seek that read nothing: an empty buffer at `target`, the
 // descriptor there. _offset, if glibc knew it, follows.
 int move_without_reading(FILE *stream, off_t target) {
+  // glibc adds what it reads to the offset it knows: a move of the runtime's (the reads
+  // an fread served from elsewhere stands for) does the same.
+  const off_t from = stream->_offset >= 0 ? lseek(stream->_fileno, 0, SEEK_CUR) : -1;
   if (lseek(stream->_fileno, target, SEEK_SET) < 0) return -1;
   char *base = stream->_IO_buf_base;
   stream->_IO_read_base = stream->_IO_read_ptr = stream->_IO_read_end = base;
   stream->_IO_write_base = stream->_IO_write_ptr = stream->_IO_write_end = base;
-  if (stream->_offset >= 0) stream->_offset = target;
+  if (stream->_offset >= 0 && from >= 0) stream->_offset += target - from;
   stream->_flags &= ~static_cast<int>(kEofSeen);
   return 0;
 }
@@ -309,7 +312,7 @@ size_t stream_buffer_size(FILE *stream) {
 #endif
 }
 
-bool refilled_stream(FILE *stream, off_t at, const char *bytes, size_t n, size_t taken) {
+bool refilled_stream(FILE *stream, off_t read_from, off_t at, const char *bytes, size_t n, size_t taken) {
 #ifdef __GLIBC__
   if (!understood(stream) || (stream->_flags & kEofSeen) || taken > n || at < 0) return false;
   if (stream->_IO_buf_base == nullptr) _IO_doallocbuf(stream);
@@ -322,10 +325,13 @@ bool refilled_stream(FILE *stream, off_t at, const char *bytes, size_t n, size_t
   stream->_IO_read_ptr = base + taken;
   stream->_IO_read_end = base + n;
   stream->_IO_write_base = stream->_IO_write_ptr = stream->_IO_write_end = base;
-  if (stream->_offset >= 0) stream->_offset = at + static_cast<off_t>(n);
+  // glibc adds what it read to the offset it knows (right or not: the program may have
+  // moved the descriptor).
+  if (stream->_offset >= 0) stream->_offset += at + static_cast<off_t>(n) - read_from;
   return true;
 #else
   (void)stream;
+  (void)read_from;
   (void)at;
   (void)bytes;
   (void)n;
@@ -403,10 +409,16 @@ void give_back_block(FILE *stream, const StreamBlock &block, size_t got, bool lo
   got = std::min(got, block.size);
   // Untouched since block_filled, and no byte of the block taken (or looked at).
   if (stream->_IO_buf_base != block.to || stream->_IO_read_end != block.to + got ||
-      stream->_IO_read_ptr > block.to || (stream->_IO_read_ptr == block.to && looked_at_next))
+      stream->_IO_read_ptr > block.to || (stream->_IO_read_ptr == block.to && looked_at_next)) {
+    // Kept: the original's buffer starts where glibc's refill put it (an fflush, then
+    // a seek, asks whether it is empty through _IO_read_base).
+    if (stream->_IO_read_ptr >= stream->_IO_buf_base && stream->_IO_read_base < stream->_IO_buf_base)
+      stream->_IO_read_base = stream->_IO_buf_base;
     return;
+  }
   if (lseek(stream->_fileno, block.at, SEEK_SET) < 0) return;
   // The original's buffer is its previous block again, all of it.
+  stream->_IO_read_base = std::min(stream->_IO_read_ptr, block.previous);
   stream->_IO_read_end = block.to;
   stream->_IO_buf_base = block.previous;
   stream->_IO_buf_end = block.previous + block.size;

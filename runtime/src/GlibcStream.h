@@ -153,7 +153,9 @@ size_t stream_buffer_size(FILE *stream);
 // `taken`: for a read the runtime served from elsewhere whose original ends with such a
 // refill (an fread whose length is not a whole number of blocks). False, and the stream
 // unchanged, if it is not one next_block understands or the bytes do not fit.
-bool refilled_stream(FILE *stream, off_t at, const char *bytes, size_t n, size_t taken);
+// `read_from`: where the original's reads for the call began (what glibc adds to the
+// offset it knows).
+bool refilled_stream(FILE *stream, off_t read_from, off_t at, const char *bytes, size_t n, size_t taken);
 // Moves the stream to `offset` without reading, as seek_stream does, but leaves glibc's
 // knowledge of its offset as it was: for the runtime's own moves (an fread served from
 // the cache), which the original's stream does not make.

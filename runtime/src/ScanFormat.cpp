@@ -90,7 +90,7 @@ bool scan_ends_with_lookahead(const char *format, int result) {
         width = true;
       }
     }
-    while (*p != '\0' && std::strchr("hlLqjztm", *p) != nullptr) ++p;
+    while (*p != '\0' && std::strchr("hlLqjztmZ'I", *p) != nullptr) ++p;  // sizes and flags
     const char conversion = *p;
     if (conversion == '\0') break;
     if (conversion == '[') {  // a set: a ']' right after '[' or '[^' belongs to it
@@ -103,7 +103,10 @@ bool scan_ends_with_lookahead(const char *format, int result) {
     ++p;
     if (conversion == 'n') continue;  // reads nothing
     if (assigns) ++conversions;
+    // glibc's integer loop reads the character after each digit before it tests the
+    // width, so an integer always looks ahead; a float with a width stops at it.
     if (conversion == 'c' || conversion == 'C') lookahead = false;
+    else if (std::strchr("diouxXp", conversion) != nullptr) lookahead = true;
     else if (conversion == 's' || conversion == 'S' || conversion == '[') lookahead = true;
     else lookahead = !width;
   }

@@ -46,8 +46,10 @@ int run_scan(FILE *stream, ScanCall *call);
 // the input it took and pushing it back (a number, a string or a set ends where the
 // next character does not belong to it; a whitespace directive where one is not
 // whitespace; a failure at the character it could not match). That look is a read:
-// at a buffer's end, the stream reads the next block for it. A conversion with a width
-// is taken to end at its width for numbers and %c, before it for strings and sets.
+// at a buffer's end, the stream reads the next block for it. Integers always look ahead
+// (glibc reads past the last digit even at the width); a float with a width and %c are
+// taken to end at the width, strings and sets before it. A suppressed conversion that
+// fails leaves no trace in the result and is taken to have matched.
 bool scan_ends_with_lookahead(const char *format, int result);
 
 }  // namespace ppios

@@ -49,27 +49,6 @@ namespace {
 std::mutex g_writers_mu;
 std::map<FILE *, FileKey> g_writers;
 
-// The MT's stream "buffer": the block its stream would hold after its last read from
-// storage (glibc fills its buffer from a block boundary), and what the file looked
-// like when that read was checked against it (an fstat; on a network file system each is
-// a round trip). A read that starts and ends inside that block is checked no further:
-// the program built without prefetching would take those bytes from its stream's buffer
-// without asking the file either, so they may be exactly as old. Per thread, one stream:
-// a program reading records of one stream in a loop.
-struct MtStreamBlock {
-  FILE *stream = nullptr;
-  int fd = -1;
-  CachedFile file;
-  blksize_t blksize = 0;
-  off_t begin = 0;
-  off_t end = 0;
-};
-thread_local MtStreamBlock t_mt_stream_block;
-
-void forget_mt_stream_block(FILE *stream) {
-  if (t_mt_stream_block.stream == stream) t_mt_stream_block = MtStreamBlock{};
-}
-
 // A formatted read cannot tell where it stops: its stream's next block is filled from
 // the cache only when the call starts close to the end of the bytes it holds, within
 // twice what the stream's last formatted read took (at most kFormattedReach); the rare
@@ -105,25 +84,12 @@ bool at_line_end(FILE *stream, const ppios::StreamRoom &room) {
 }
 
 
-// Whether the MT's read of `total` bytes at `offset` of the stream's file (where its
-// descriptor stands, after the bytes its buffer holds) may come from the cache; sets
-// *file. Inside the stream's block, without asking the file again.
-bool mt_stream_cacheable(FILE *stream, int fd, off_t *offset, size_t total, CachedFile *file,
-                         blksize_t *blksize) {
+// Whether the MT's read at `offset` of the stream's file (where its descriptor stands,
+// after the bytes its buffer holds) may come from the cache; sets *file. The original
+// reads those bytes from the file, so the file is asked (its stamp: rule 3) every time.
+bool mt_stream_cacheable(int fd, off_t *offset, CachedFile *file, blksize_t *blksize) {
   *offset = lseek(fd, 0, SEEK_CUR);  // where the original's next read from the file starts
-  if (*offset < 0) return false;
-  MtStreamBlock &held = t_mt_stream_block;
-  if (held.stream == stream && held.fd == fd && held.begin <= *offset &&
-      total <= static_cast<size_t>(std::max<off_t>(held.end - *offset, 0))) {
-    *file = held.file;
-    *blksize = held.blksize;
-    return true;
-  }
-  if (!ppios::probe_readable_file(fd, file, blksize)) return false;
-  const off_t width = ppios::stream_buffer_bytes(*blksize);
-  const off_t begin = *offset - *offset % width;
-  held = MtStreamBlock{stream, fd, *file, *blksize, begin, begin + width};
-  return true;
+  return *offset >= 0 && ppios::probe_readable_file(fd, file, blksize);
 }
 
 // The PT's stdio reads are fetched by the block (PtBlocks.h): what the MT's stream itself
@@ -217,8 +183,8 @@ void mt_line_read(FILE *stream, size_t bound, int delim, const std::function<voi
 // (those bytes at `taken`): the stream's buffer gets the block as the original's last
 // refill read it, its tail from the cache as far as it has it, else from the file.
 // False if the stream cannot take it.
-bool refill_last_block(FILE *stream, const CachedFile &file, off_t at, const char *taken, size_t kept,
-                       size_t block, MtStorageAccess &storage) {
+bool refill_last_block(FILE *stream, const CachedFile &file, off_t read_from, off_t at, const char *taken,
+                       size_t kept, size_t block, MtStorageAccess &storage) {
   std::unique_ptr<char[]> bytes(new (std::nothrow) char[block]);
   if (bytes == nullptr || kept > block) return false;
   std::memcpy(bytes.get(), taken, kept);
@@ -231,7 +197,7 @@ bool refill_last_block(FILE *stream, const CachedFile &file, off_t at, const cha
     ppios::ErrnoGuard errno_guard;  // a failure here is the next read's to meet
     got += read_fully(fileno(stream), bytes.get() + got, block - got, at + static_cast<off_t>(got));
   }
-  return ppios::refilled_stream(stream, at, bytes.get(), got, kept);
+  return ppios::refilled_stream(stream, read_from, at, bytes.get(), got, kept);
 }
 
 // A stream that may write a regular file holds the file out of the cache from its open
@@ -286,7 +252,6 @@ FILE *ppios_fdopen(int fd, const char *mode) { return opened(fdopen(fd, mode), m
 
 // The stream keeps its address (and mostly its descriptor number) for another file.
 FILE *ppios_freopen(const char *path, const char *mode, FILE *stream) {
-  forget_mt_stream_block(stream);
   auto line_buffer = ppios::take_line_buffer(stream);  // the old file's, freed after
   FileKey old;
   const bool wrote = take_writer(stream, &old);
@@ -296,7 +261,6 @@ FILE *ppios_freopen(const char *path, const char *mode, FILE *stream) {
 }
 
 int ppios_fclose(FILE *stream) {
-  forget_mt_stream_block(stream);
   PtResources &resources = PtResources::get();
   FileKey key;
   bool locked = false;
@@ -339,7 +303,7 @@ size_t ppios_fread(void *ptr, size_t size, size_t nmemb, FILE *stream) {
     if (rt.caching() && sized && !feof(stream) && fd >= 0 && !ppios::stream_has_pushback(stream)) {
       buffered = std::min(ppios::stream_unread(stream), total);
       if (buffered < total)
-        cacheable = mt_stream_cacheable(stream, fd, &offset, total - buffered, &file, &blksize);
+        cacheable = mt_stream_cacheable(fd, &offset, &file, &blksize);
       block = ppios::stream_buffer_size(stream);
       if (block == 0) block = static_cast<size_t>(ppios::stream_buffer_bytes(blksize));
       if (!cacheable) offset = -1;
@@ -376,7 +340,7 @@ size_t ppios_fread(void *ptr, size_t size, size_t nmemb, FILE *stream) {
         // more straight into the caller's memory, a whole number of buffers when the buffer
         // has 128 bytes or more (all of it when less), and the rest through its buffer.
         const size_t kept = asked >= block && block < 128 ? 0 : asked % block;
-        if (kept == 0 || !refill_last_block(stream, file, end - static_cast<off_t>(kept),
+        if (kept == 0 || !refill_last_block(stream, file, offset, end - static_cast<off_t>(kept),
                                             out + buffered + asked - kept, kept, block, storage))
           ppios::reposition_stream(stream, end);  // the original keeps no block either
         return static_cast<ssize_t>(total);
@@ -428,7 +392,6 @@ size_t ppios_fwrite(const void *ptr, size_t size, size_t nmemb, FILE *stream) {
   {
     ppios::ErrnoGuard errno_guard;
     int fd = fileno(stream);
-    forget_mt_stream_block(stream);  // the stream's buffer now holds the program's bytes
     regular = fd >= 0 && ppios::probe_regular_file(fd, &key);
     if (regular) hold_for_writer(stream, key);  // a stream opened before main (stdout)
     if (!regular && fd >= 0 && rt.scheduling())

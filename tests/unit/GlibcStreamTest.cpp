@@ -329,7 +329,7 @@ TEST_F(GlibcStream, MirrorMatchesGlibcWhileTheFileChanges) {
             std::memcpy(x.data() + buffered, scratch.data(), asked);
             got += asked;
             const size_t kept = tail > 0 ? block - tail : 0;
-            if (tail == 0 || !refilled_stream(ours, offset + static_cast<off_t>(asked - kept),
+            if (tail == 0 || !refilled_stream(ours, offset, offset + static_cast<off_t>(asked - kept),
                                               scratch.data() + (asked - kept), have - (asked - kept), kept)) {
               ASSERT_EQ(reposition_stream(ours, offset + static_cast<off_t>(asked)), 0);
             } else {
@@ -543,7 +543,10 @@ TEST(ScanLookahead, FromTheFormatsLastDirective) {
   EXPECT_FALSE(scan_ends_with_lookahead("%d,", 1));     // a literal is taken, not looked at
   EXPECT_FALSE(scan_ends_with_lookahead("%c", 1));
   EXPECT_FALSE(scan_ends_with_lookahead("%5c", 1));
-  EXPECT_FALSE(scan_ends_with_lookahead("%4d", 1));     // taken to end at its width
+  EXPECT_TRUE(scan_ends_with_lookahead("%4d", 1));      // glibc reads past the width's last digit
+  EXPECT_TRUE(scan_ends_with_lookahead("%'d", 1));      // flags are not conversions
+  EXPECT_TRUE(scan_ends_with_lookahead("%Id", 1));
+  EXPECT_FALSE(scan_ends_with_lookahead("%4lf", 1));    // a float stops at its width
   EXPECT_FALSE(scan_ends_with_lookahead("%d%%", 1));
   EXPECT_FALSE(scan_ends_with_lookahead("", 0));
   EXPECT_TRUE(scan_ends_with_lookahead("%*d %d", 0));   // the suppressed one failed
