@@ -6,14 +6,7 @@
  * after the target between barriers, and the program reads a line.
  * usage: coherence_scanflush */
 #define _POSIX_C_SOURCE 200809L
-#include <fcntl.h>
-#include <unistd.h>
-#include "hz.h"
-
-static void put(const char *path, off_t at, const char *s) {
-  int fd = open(path, O_WRONLY);
-  if (fd < 0 || pwrite(fd, s, strlen(s), at) != (ssize_t)strlen(s) || close(fd) != 0) MPI_Abort(MPI_COMM_WORLD, 1);
-}
+#include "hz_files.h"
 
 int main(int argc, char **argv) {
   MPI_Init(&argc, &argv);
@@ -45,7 +38,7 @@ int main(int argc, char **argv) {
     printf("fseek 101: ftell %ld fd %ld\n", ftell(f), (long)lseek(fileno(f), 0, SEEK_CUR));
   }
   MPI_Barrier(MPI_COMM_WORLD);
-  if (rank == 1) put(path, 102, "777");
+  if (rank == 1) hz_put(path, 102, "777");
   MPI_Barrier(MPI_COMM_WORLD);
   if (rank == 0) {
     if (!fgets(line, sizeof line, f)) MPI_Abort(MPI_COMM_WORLD, 6);

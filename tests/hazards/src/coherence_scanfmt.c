@@ -7,14 +7,7 @@
  * answers from its buffer.
  * usage: coherence_scanfmt <own|rank|none> FORMAT */
 #define _POSIX_C_SOURCE 200809L
-#include <fcntl.h>
-#include <unistd.h>
-#include "hz.h"
-
-static void put(const char *path, off_t at, const char *s) {
-  int fd = open(path, O_WRONLY);
-  if (fd < 0 || pwrite(fd, s, strlen(s), at) != (ssize_t)strlen(s) || close(fd) != 0) MPI_Abort(MPI_COMM_WORLD, 1);
-}
+#include "hz_files.h"
 
 int main(int argc, char **argv) {
   MPI_Init(&argc, &argv);
@@ -54,10 +47,10 @@ int main(int argc, char **argv) {
     if (rank == 0) printf("at 4096 after %ld numbers, fdpos %ld\n", n, (long)lseek(fileno(f), 0, SEEK_CUR));
     if (strcmp(how, "rank") == 0) {
       MPI_Barrier(MPI_COMM_WORLD);
-      if (rank == 1) put(path, 4097, "77777");
+      if (rank == 1) hz_put(path, 4097, "77777");
       MPI_Barrier(MPI_COMM_WORLD);
     } else if (strcmp(how, "own") == 0) {
-      put(path, 4097, "77777");
+      hz_put(path, 4097, "77777");
     }
   }
   if (rank == 0) { printf("n %ld sum %ld\n", n, sum); fclose(f); }

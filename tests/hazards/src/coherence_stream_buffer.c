@@ -25,12 +25,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "hz.h"
-
-static void put_zzzz(const char *path, off_t at) {
-  int fd = open(path, O_WRONLY);
-  if (fd < 0 || pwrite(fd, "ZZZZ", 4, at) != 4 || close(fd) != 0) MPI_Abort(MPI_COMM_WORLD, 1);
-}
+#include "hz_files.h"
 
 static void read_line(FILE *f, const char *what) {
   char line[256];
@@ -68,13 +63,13 @@ int main(int argc, char **argv) {
     read_line(f, "first");
   }
   if (strcmp(how, "rewind") == 0) {
-    put_zzzz(path, 0);
+    hz_put(path, 0, "ZZZZ");
     rewind(f);
     read_line(f, "after rewind");
   } else if (strcmp(how, "getc_flag") == 0) {
     MPI_Barrier(MPI_COMM_WORLD);
     if (rank == 1) {
-      put_zzzz(path, 5000);
+      hz_put(path, 5000, "ZZZZ");
       close(open(flag, O_CREAT | O_WRONLY, 0600));
     } else {
       struct stat st;
@@ -88,7 +83,7 @@ int main(int argc, char **argv) {
     if (pipe(p) != 0) MPI_Abort(MPI_COMM_WORLD, 1);
     pid_t child = fork();
     if (child == 0) {
-      put_zzzz(path, 5000);
+      hz_put(path, 5000, "ZZZZ");
       if (write(p[1], "x", 1) != 1) _exit(1);
       _exit(0);
     }
@@ -101,7 +96,7 @@ int main(int argc, char **argv) {
       read_line(f, "at 100");
     }
     MPI_Barrier(MPI_COMM_WORLD);
-    if (rank == 1) put_zzzz(path, 100);
+    if (rank == 1) hz_put(path, 100, "ZZZZ");
     MPI_Barrier(MPI_COMM_WORLD);
     if (rank == 0) {
       fseek(f, 100, SEEK_SET);
