@@ -1034,7 +1034,10 @@ class Gen:
             w(f"  MPI_File_open(MPI_COMM_WORLD, \"{f.name}\", {mode}, MPI_INFO_NULL, &mf{f.idx});")
         for f in self.files:
             if f.stream:
-                w(f"  FILE *s{f.idx} = fopen(\"{f.name}\", \"r\"); /* read-only file: never changes */")
+                w(f"  FILE *s{f.idx} = fopen(\"{f.name}\", \"r\");")
+        # Every rank holds its handles before any rank renames or recreates a file:
+        # otherwise a rank that opens late gets the new file, a race of the program's own.
+        w("  MPI_Barrier(MPI_COMM_WORLD);")
         for item in self.items:
             tag = item[0]
             if tag == "epoch":
