@@ -8,6 +8,8 @@
 #include <memory>
 #include <mutex>
 
+#include "Immortal.h"
+
 #ifdef __GLIBC__
 // Gives a stream its buffer as its first read would (libio's allocation, exported since
 // glibc 2.2.5): a top-up before the first read needs somewhere to put the bytes.
@@ -214,7 +216,7 @@ struct LentBuffer {
   size_t block = 0;
 };
 std::mutex g_line_buffers_mu;
-std::map<FILE *, LentBuffer> g_line_buffers;
+ppios::Immortal<std::map<FILE *, LentBuffer>> g_line_buffers;
 }  // namespace
 
 bool stream_unbuffered(FILE *stream) {
@@ -233,7 +235,7 @@ void give_line_buffer(FILE *stream) {
   if (bytes == nullptr) return;
   std::lock_guard<std::mutex> lock(g_line_buffers_mu);
   if (setvbuf(stream, bytes.get(), _IOFBF, kLineBufferBytes) == 0)
-    g_line_buffers[stream] = LentBuffer{std::move(bytes), 0};
+    (*g_line_buffers)[stream] = LentBuffer{std::move(bytes), 0};
 }
 
 bool give_mirror_buffer(FILE *stream, size_t block) {
@@ -252,16 +254,16 @@ bool give_mirror_buffer(FILE *stream, size_t block) {
 #ifdef __GLIBC__
   stream->_offset = known;
 #endif
-  g_line_buffers[stream] = LentBuffer{std::move(bytes), block};
+  (*g_line_buffers)[stream] = LentBuffer{std::move(bytes), block};
   return true;
 }
 
 std::unique_ptr<char[]> take_line_buffer(FILE *stream) {
   std::lock_guard<std::mutex> lock(g_line_buffers_mu);
-  auto it = g_line_buffers.find(stream);
-  if (it == g_line_buffers.end()) return nullptr;
+  auto it = g_line_buffers->find(stream);
+  if (it == g_line_buffers->end()) return nullptr;
   std::unique_ptr<char[]> bytes = std::move(it->second.bytes);
-  g_line_buffers.erase(it);
+  g_line_buffers->erase(it);
   return bytes;
 }
 
@@ -348,8 +350,8 @@ StreamBlock next_block(FILE *stream) {
   size_t size = 0;
   {
     std::lock_guard<std::mutex> lock(g_line_buffers_mu);
-    auto it = g_line_buffers.find(stream);
-    if (it == g_line_buffers.end() || it->second.block == 0) return block;
+    auto it = g_line_buffers->find(stream);
+    if (it == g_line_buffers->end() || it->second.block == 0) return block;
     front = it->second.bytes.get();
     size = it->second.block;
   }

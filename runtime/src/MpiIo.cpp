@@ -24,6 +24,7 @@
 
 #include "ErrnoGuard.h"
 #include "FileProbe.h"
+#include "Immortal.h"
 #include "PtThread.h"
 #include "ThreadState.h"
 #include "MpiTypes.h"
@@ -52,7 +53,7 @@ struct MpiFileInfo {
 };
 
 std::mutex g_files_mu;
-std::map<MPI_File, MpiFileInfo> g_files;
+ppios::Immortal<std::map<MPI_File, MpiFileInfo>> g_files;
 
 // ROMIO accepts "ufs:/path", "nfs:/path", ...; the prefix names a driver, not the file.
 std::string strip_driver_prefix(const char *filename) {
@@ -103,8 +104,8 @@ bool probe_mpi_read(MPI_File fh, int count, MPI_Datatype datatype, CachedFile *o
   FileKey registered;
   {
     std::lock_guard<std::mutex> lock(g_files_mu);
-    auto it = g_files.find(fh);
-    if (it == g_files.end() || !it->second.identity_sure) return false;
+    auto it = g_files->find(fh);
+    if (it == g_files->end() || !it->second.identity_sure) return false;
     path = it->second.path;
     registered = it->second.key;
   }
@@ -237,8 +238,8 @@ int mpi_read_transfer(Transfer how, MPI_File fh, MPI_Offset at, void *buf, int c
 // of a regular file the runtime knows).
 bool handle_written(MPI_File fh, FileKey *key) {
   std::lock_guard<std::mutex> lock(g_files_mu);
-  auto it = g_files.find(fh);
-  if (it == g_files.end()) return false;
+  auto it = g_files->find(fh);
+  if (it == g_files->end()) return false;
   it->second.wrote = true;
   *key = it->second.key;
   return true;
@@ -250,8 +251,8 @@ void hold_for_nonblocking_write(MPI_File fh) {
   FileKey key;
   {
     std::lock_guard<std::mutex> lock(g_files_mu);
-    auto it = g_files.find(fh);
-    if (it == g_files.end() || it->second.held) return;
+    auto it = g_files->find(fh);
+    if (it == g_files->end() || it->second.held) return;
     it->second.held = true;
     key = it->second.key;
   }
@@ -353,7 +354,7 @@ int ppios_MPI_File_open(MPI_Comm comm, const char *filename, int amode, MPI_Info
     MpiFileInfo file{path, ppios::key_of(st)};
     file.identity_sure = named && ppios::key_of(before) == file.key;
     std::lock_guard<std::mutex> lock(g_files_mu);
-    g_files[*fh] = file;
+    (*g_files)[*fh] = file;
   }
   ppios::acquire_point(nullptr);  // collective
   return rc;
@@ -366,11 +367,11 @@ int ppios_MPI_File_close(MPI_File *fh) {
   bool known = false;
   {
     std::lock_guard<std::mutex> lock(g_files_mu);
-    auto it = g_files.find(*fh);
-    if (it != g_files.end()) {
+    auto it = g_files->find(*fh);
+    if (it != g_files->end()) {
       info = it->second;
       known = true;
-      g_files.erase(it);
+      g_files->erase(it);
     }
   }
   ppios::release_point(nullptr);
@@ -498,18 +499,18 @@ struct PtView {
   bool usable = true;
 };
 static std::mutex g_pt_views_mu;
-static std::map<int, PtView> g_pt_views;
+static ppios::Immortal<std::map<int, PtView>> g_pt_views;
 
 static void set_pt_view(int fd, const PtView *view) {
   std::lock_guard<std::mutex> lock(g_pt_views_mu);
-  if (view == nullptr) g_pt_views.erase(fd);
-  else g_pt_views[fd] = *view;
+  if (view == nullptr) g_pt_views->erase(fd);
+  else (*g_pt_views)[fd] = *view;
 }
 
 static PtView pt_view(int fd) {
   std::lock_guard<std::mutex> lock(g_pt_views_mu);
-  auto it = g_pt_views.find(fd);
-  return it == g_pt_views.end() ? PtView{} : it->second;
+  auto it = g_pt_views->find(fd);
+  return it == g_pt_views->end() ? PtView{} : it->second;
 }
 }  // namespace
 
@@ -529,8 +530,8 @@ ppios_pt_mpi_file ppios_pt_reopen_MPI_File(MPI_File mt_fh) {
   std::string path;
   {
     std::lock_guard<std::mutex> lock(g_files_mu);
-    auto it = g_files.find(mt_fh);
-    if (it == g_files.end() || !it->second.identity_sure) return nullptr;  // nothing to serve
+    auto it = g_files->find(mt_fh);
+    if (it == g_files->end() || !it->second.identity_sure) return nullptr;  // nothing to serve
     path = it->second.path;
   }
   // The MT's view goes with the handle: its file pointer counts etypes of that view.

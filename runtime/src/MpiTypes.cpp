@@ -6,10 +6,12 @@
 #include <utility>
 #include <vector>
 
+#include "Immortal.h"
+
 namespace ppios {
 namespace {
 
-std::vector<std::pair<MPI_Datatype, int64_t>> g_sizes;  // written once, before g_ready
+Immortal<std::vector<std::pair<MPI_Datatype, int64_t>>> g_sizes;  // written once, before g_ready
 int g_world_rank = -1, g_world_size = -1;               // likewise
 std::atomic<bool> g_ready{false};
 
@@ -18,7 +20,7 @@ struct TypeFacts {
   int64_t elements;  // basic elements per item, -1 unknown
 };
 std::mutex g_derived_mu;
-std::unordered_map<MPI_Datatype, TypeFacts> g_derived;
+Immortal<std::unordered_map<MPI_Datatype, TypeFacts>> g_derived;
 
 bool mpi_usable() {
   int initialized = 0, finalized = 0;
@@ -31,11 +33,11 @@ bool mpi_usable() {
 // per item; a derived one as measured at its commit. {-1, -1} if it knows nothing.
 TypeFacts known(MPI_Datatype datatype) {
   if (g_ready.load(std::memory_order_acquire))
-    for (const auto &[t, size] : g_sizes)
+    for (const auto &[t, size] : *g_sizes)
       if (t == datatype) return {size, 1};
   std::lock_guard<std::mutex> lock(g_derived_mu);
-  auto it = g_derived.find(datatype);
-  return it == g_derived.end() ? TypeFacts{-1, -1} : it->second;
+  auto it = g_derived->find(datatype);
+  return it == g_derived->end() ? TypeFacts{-1, -1} : it->second;
 }
 
 }  // namespace
@@ -63,7 +65,7 @@ void mpi_type_sizes_init() {
       MPI_AINT,     MPI_OFFSET,        MPI_COUNT};
   for (MPI_Datatype t : types) {
     int64_t size = mpi_contiguous_size(t);
-    if (size > 0) g_sizes.emplace_back(t, size);
+    if (size > 0) g_sizes->emplace_back(t, size);
   }
   if (MPI_Comm_rank(MPI_COMM_WORLD, &g_world_rank) != MPI_SUCCESS ||
       MPI_Comm_size(MPI_COMM_WORLD, &g_world_size) != MPI_SUCCESS)
@@ -101,13 +103,13 @@ void mpi_type_committed(MPI_Datatype datatype) {
       d.elements = elements;
   }
   std::lock_guard<std::mutex> lock(g_derived_mu);
-  if (d.size > 0) g_derived[datatype] = d;
-  else g_derived.erase(datatype);
+  if (d.size > 0) (*g_derived)[datatype] = d;
+  else g_derived->erase(datatype);
 }
 
 void mpi_type_freed(MPI_Datatype datatype) {
   std::lock_guard<std::mutex> lock(g_derived_mu);
-  g_derived.erase(datatype);
+  g_derived->erase(datatype);
 }
 
 }  // namespace ppios

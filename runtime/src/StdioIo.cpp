@@ -26,6 +26,7 @@
 #include "ScanFormat.h"
 #include "FileProbe.h"
 #include "GlibcStream.h"
+#include "Immortal.h"
 #include "PtBlocks.h"
 #include "PtThread.h"
 #include "ThreadState.h"
@@ -47,7 +48,7 @@ namespace {
 
 // Streams that wrote to a regular file, and the file each holds back from the cache.
 std::mutex g_writers_mu;
-std::map<FILE *, FileKey> g_writers;
+ppios::Immortal<std::map<FILE *, FileKey>> g_writers;
 
 // A formatted read cannot tell where it stops: its stream's next block is filled from
 // the cache only when the call starts close to the end of the bytes it holds, within
@@ -206,16 +207,16 @@ bool refill_last_block(FILE *stream, const CachedFile &file, off_t read_from, of
 // knows. The close is an own change.
 void hold_for_writer(FILE *stream, const FileKey &key) {
   std::lock_guard<std::mutex> lock(g_writers_mu);
-  if (g_writers.emplace(stream, key).second) Runtime::get().coherence().hold(key);
+  if (g_writers->emplace(stream, key).second) Runtime::get().coherence().hold(key);
 }
 
 // Before the stream's close: whether it held a file, and which.
 bool take_writer(FILE *stream, FileKey *key) {
   std::lock_guard<std::mutex> lock(g_writers_mu);
-  auto it = g_writers.find(stream);
-  if (it == g_writers.end()) return false;
+  auto it = g_writers->find(stream);
+  if (it == g_writers->end()) return false;
   *key = it->second;
-  g_writers.erase(it);
+  g_writers->erase(it);
   return true;
 }
 
