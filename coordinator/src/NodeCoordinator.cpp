@@ -293,8 +293,10 @@ bool NodeCoordinator::agent_step(bool woken) {
     // Lowered (slots given back, or owed): but not below the MTs in flight and waiting now.
     // MTs that came during the sync keep what it was giving away (MT-first) rather than
     // wait for another sync: the recorded share covers them (it is at least the floor we
-    // sent, our cap then), and our next sync reports them.
-    table_->lower_threshold(local_cap - target);
+    // sent, our cap then), and our next sync reports them. A target below the MTs we
+    // reported is the fairness rule across nodes (another node's MTs are below their
+    // entitlement): then our MTs give the slots back as they finish.
+    table_->lower_threshold(local_cap - target, /*keep_mts=*/target >= mtneed);
   } else if (target != local_cap) {
     table_->set_threshold(std::min(target, share_));
   }

@@ -35,8 +35,16 @@
 // MTs) without a sync of their own. So a hand-over is two syncs, two BLPOP wake-ups and
 // one sub-read, each step woken by the previous one (no sampling period on the path).
 // While its MTs wait a node syncs every kRefreshMs, so a victim chosen from an old record
-// is followed by one chosen from a fresher one. MTs keep their node's slots (MT-first),
-// and inside a node the segment's own rules apply (local PT yields first).
+// is followed by one chosen from a fresher one. MTs keep their node's slots against PTs
+// (MT-first), and inside a node the segment's own rules apply (local PT yields first).
+//
+// MTs against MTs of other nodes (docs/design/coordinator.md): the nodes with MTs are
+// entitled to a max-min fair split of the cap by MT need (the remainder in turns of 50 ms).
+// While another node's MTs hold less than their entitlement, the script returns a node's
+// entitlement as its target even below its own MT need; the agent then lowers the cap
+// below its MTs (lower_threshold without keep_mts: those in flight finish, those waiting
+// wait), the drained segment rings, and the next sync gives the slots back, credited to
+// the nodes below their entitlement. A saturated node so never keeps reusing its slots.
 //
 // Credits and the invariant: a credit is numbered per node (the script's ncseq) and every
 // sync reply carries the number of the last credit its share counts (credit_seq_). The
@@ -72,7 +80,8 @@
 // Known limits: MTs past the cap still proceed when MTs alone fill it if their process
 // has PPIOS_MT_THROTTLE=0, or no numeric PPIOS_THRESHOLD of its own (MtAtCap::Learned:
 // node+ does not learn, so no controller ever holds MTs); a node with share 0 whose PTs wait for
-// twice the lease proceeds without a slot (the fail-open of ShmCoordinator); node-sync
+// twice the lease proceeds without a slot (the fail-open of ShmCoordinator; MTs get turns
+// first, so only when about (2 x lease / 50 ms) x cap nodes' MTs compete); node-sync
 // reads every node's record (O(nodes) per sync, cheap for hundreds of nodes).
 //
 // Threads: the caller's threads only touch the ShmCoordinator. The agent thread owns its

@@ -499,6 +499,35 @@ elseif op == 'status-auto' then
   for i = 1, #c do out[#out + 1] = c[i] end
   return out
 elseif op == 'node-sync' then
+  -- The nodes' MT entitlements: the cap split max-min fairly by MT need among the nodes
+  -- with MTs (a node that needs less than an even split gets its need, the rest is split
+  -- again); the remainder of the last split goes one slot each to as many nodes, in
+  -- turns of 50 ms (server time) in the order of their names. {node -> slots}.
+  local function entitlements(me, mtneed, others, cap, now)
+    local d = {}
+    if mtneed > 0 then d[#d + 1] = {me, mtneed} end
+    for _, o in ipairs(others) do
+      if o[4] > 0 then d[#d + 1] = {o[1], o[4]} end
+    end
+    table.sort(d, function(a, b) return a[2] < b[2] or (a[2] == b[2] and a[1] < b[1]) end)
+    local ent, left, i = {}, cap, 1
+    while i <= #d and d[i][2] <= math.floor(left / (#d - i + 1)) do
+      ent[d[i][1]] = d[i][2]
+      left = left - d[i][2]
+      i = i + 1
+    end
+    local rest = {}
+    for j = i, #d do rest[#rest + 1] = d[j][1] end
+    if #rest > 0 then
+      table.sort(rest)
+      local base, extra = math.floor(left / #rest), left % #rest
+      local start = (math.floor(now / 50) * extra) % #rest
+      for j, name in ipairs(rest) do
+        ent[name] = base + (((j - 1 - start) % #rest) < extra and 1 or 0)
+      end
+    end
+    return ent
+  end
   -- The two-level backend (NodeCoordinator.h). ARGV: node lease floor need mtneed pt lead.
   -- floor: slots the node may be using now (its local cap or what is in flight, the larger):
   -- its share is never recorded below it, so the sum of the recorded shares bounds what is
@@ -538,6 +567,7 @@ elseif op == 'node-sync' then
   if not known and floor > 0 then redis.call('SET', K_RECOVER, 1, 'PX', lease) end
   local recovering = redis.call('EXISTS', K_RECOVER) == 1
   local target, free = -1, 0
+  local ent, ent_me = {}, 0  -- MT entitlements by node (n >= 0 only)
   if n < 0 then
     share = math.max(floor, need)  -- no cap: recorded for status only
   else
@@ -552,6 +582,20 @@ elseif op == 'node-sync' then
       if o[3] > o[2] and o[2] < fair then starved = true end
     end
     local keep = starved and fair or fair_up
+    -- MTs across nodes (the rule of docs/design/coordinator.md): the nodes whose MTs need
+    -- slots (mtneed > 0, us included) are entitled to a max-min fair split of the cap by
+    -- their MT need; what does not divide evenly goes in turns of kTurnMs. While another
+    -- node's MTs hold less than their entitlement, a node of them keeps no more than its
+    -- own, even for its own MTs: its freed slots go back to the pool (the local cap drops,
+    -- its MTs wait) and are credited to the nodes below their entitlement. So a saturated
+    -- node cannot keep reusing its slots while another node's MTs wait.
+    ent = entitlements(me, mtneed, others, n, t)
+    ent_me = ent[me] or 0
+    local contested = false
+    for _, o in ipairs(others) do
+      if ent[o[1]] and o[2] < ent[o[1]] then contested = true end
+    end
+    local mt_fair = contested and mtneed > 0
     target = share
     -- Over the cap (nodes came back from an outage with their fair shares): back to fair.
     if free < 0 then target = math.min(target, fair) end
@@ -563,11 +607,13 @@ elseif op == 'node-sync' then
     local limit = give > 0 and math.max(mtneed, share - give) or n
     target = math.min(target, limit)
     if others_need > 0 then target = math.min(target, math.max(math.min(need, keep), mtneed)) end
+    if mt_fair then target = math.min(target, ent_me) end
     -- Growth from the free slots only: beyond the fair share only while nobody else
     -- needs more (or for our MTs), and for PTs only while no remote MT waits.
     local up = need
     if others_need > 0 then up = math.min(up, math.max(keep, mtneed)) end
     if others_mt > 0 and mtneed <= share then up = math.min(up, share) end
+    if mt_fair then up = math.min(up, ent_me) end
     if up > target then target = math.max(target, math.min(up, limit, share + math.max(free, 0))) end
     -- Never beyond what the others leave: MTs past the cap (PPIOS_MT_THROTTLE=0) raise the
     -- floor, hence the recorded share, but must not raise the cap PTs see.
@@ -616,6 +662,12 @@ elseif op == 'node-sync' then
       if o[2] > math.max(1, math.floor(n / live)) then wake(o[1]) end
     end
   end
+  -- Our MTs below their entitlement with nothing free: the nodes above theirs give back.
+  if n >= 0 and mtneed > target and target < ent_me and n - total - share <= 0 then
+    for _, o in ipairs(others) do
+      if ent[o[1]] and o[2] > ent[o[1]] then wake(o[1]) end
+    end
+  end
   -- Slots we gave back settle our debt; nodes short of slots can take them now.
   if share < old then
     local owed = tonumber(redis.call('HGET', K_GIVE, me) or '0') or 0
@@ -628,10 +680,24 @@ elseif op == 'node-sync' then
     local freed = old - share
     -- (Not while recovering: nodes without a record may hold what looks free.)
     local avail = (n >= 0 and not recovering) and math.min(freed, n - total - share) or 0
+    -- First to the nodes whose MTs are below their entitlement, up to it, then to the
+    -- nodes whose MTs wait, the smallest share first.
+    local order = {}
     for _, o in ipairs(others) do
+      if o[4] > o[2] then order[#order + 1] = o end
+    end
+    table.sort(order, function(a, b)
+      local sa, sb = (ent[a[1]] or 0) - a[2], (ent[b[1]] or 0) - b[2]
+      if sa ~= sb then return sa > sb end
+      if a[2] ~= b[2] then return a[2] < b[2] end
+      return a[1] < b[1]
+    end)
+    for pass = 1, 2 do
+    for _, o in ipairs(order) do
       if avail <= 0 then break end
-      if o[4] > o[2] then
-        local c = math.min(avail, o[4] - o[2])
+      local want = pass == 1 and math.min(o[4], ent[o[1]] or 0) - o[2] or o[4] - o[2]
+      if want > 0 then
+        local c = math.min(avail, want)
         o[2], total, avail, freed = o[2] + c, total + c, avail - c, freed - c
         redis.call('HSET', K_NODES, o[1], o[2] .. '|' .. o[3] .. '|' .. o[4] .. '|' .. o[5] .. '|' .. o[7] .. '|' .. o[6])
         local seq = redis.call('HINCRBY', K_CSEQ, o[1], 1)
@@ -639,6 +705,7 @@ elseif op == 'node-sync' then
         redis.call('RPUSH', w, 'c' .. seq .. ':' .. c)
         redis.call('PEXPIRE', w, lease)
       end
+    end
     end
     -- As many nodes as slots are left, those whose MTs wait first, sync to take them.
     local woken = 0

@@ -1148,10 +1148,10 @@ void ShmSlotTable::set_threshold(int64_t n) {
   unlock();
 }
 
-bool ShmSlotTable::lower_threshold(int64_t by) {
+bool ShmSlotTable::lower_threshold(int64_t by, bool keep_mts) {
   if (by <= 0 || !lock()) return false;
   ShmLayout &s = *layout_;
-  const int64_t mts = int64_t{s.mt} + s.queued_mt;
+  const int64_t mts = keep_mts ? int64_t{s.mt} + s.queued_mt : 0;
   if (s.threshold > mts) {
     s.threshold = std::max(mts, s.threshold - by);
     s.draining = int64_t{s.mt} + s.pt > s.threshold;

@@ -108,11 +108,13 @@ class ShmSlotTable {
   // Sets the cap (n < 0: none) and turns learning (PPIOS_THRESHOLD=auto) off. A cap below
   // what is in flight asks that many PTs (largest lead first) to yield.
   void set_threshold(int64_t n);
-  // The two-level backend's victim: lowers a cap by `by` slots at once, but not below the
-  // MTs in flight and waiting (a remote node's MTs are owed slots; ours keep theirs), and
-  // asks PTs above it to yield, as set_threshold. No cap: nothing to lower. True when
-  // slots above the new cap are still in use (the agent's bell rings once they are back).
-  bool lower_threshold(int64_t by);
+  // The two-level backend's victim: lowers a cap by `by` slots at once and asks PTs above
+  // it to yield, as set_threshold. With `keep_mts`, not below the MTs in flight and waiting
+  // (a remote node's MTs are owed our PTs' slots; ours keep theirs); without it (our MTs
+  // hold more than their entitlement while another node's MTs wait) those in flight finish
+  // and those waiting wait. No cap: nothing to lower. True when slots above the new cap
+  // are still in use (the agent's bell rings once they are back).
+  bool lower_threshold(int64_t by, bool keep_mts = true);
   // The two-level backend's credit: raises a cap by `by` slots (the server grew the node's
   // share by as much) and grants waiters, MTs first. No cap: nothing to raise.
   void raise_threshold(int64_t by);

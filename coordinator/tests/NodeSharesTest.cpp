@@ -8,7 +8,9 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <atomic>
+#include <climits>
 #include <chrono>
 #include <csignal>
 #include <future>
@@ -237,6 +239,90 @@ TEST(NodeShares, MtsGetSlotsFromOtherNodesPtsByCreditWithinTheCap) {
   mts.reset();
   munmap(sh, sizeof(Shared));
 }
+
+// MTs alone fill the cap on every node (the normal load of many jobs reading at once with
+// a numeric threshold): each node a process of its own with 4 throttled MT clients holding
+// 3 ms. The cap is never exceeded (no node starves into the fail-open, which grants without
+// a slot), every node gets its share of the accesses (the rule of docs/design/coordinator.md:
+// a node above its MT entitlement gives freed slots back while another node's MTs are
+// below theirs), and no MT waits anywhere near the fail-open bound. Without the rule a
+// saturated node kept reusing its own slots: 3/0/0, then 11 in flight at cap 3.
+struct NodeTally {
+  std::atomic<uint64_t> inflight;
+  std::atomic<int> violations;
+  std::atomic<int> grants[8];
+  std::atomic<int64_t> longest_wait_us;
+};
+
+void run_saturated_mt_nodes(int nodes, int clients, int64_t cap, std::chrono::milliseconds run, double min_ratio,
+                            int64_t max_wait_ms) {
+  test::RedisServer server(false);
+  ASSERT_TRUE(server.start());
+  const std::string target = unique_target("fair");
+  auto *tally = static_cast<NodeTally *>(
+      mmap(nullptr, sizeof(NodeTally), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0));
+  new (tally) NodeTally{};
+  const auto warm = Clock::now() + 500ms;  // the agents connect and take their first shares
+  const auto until = warm + run;
+  std::vector<pid_t> kids;
+  for (int k = 0; k < nodes; ++k) {
+    pid_t pid = fork();
+    if (pid == 0) {
+      std::string err;
+      auto c = make_coordinator(node_options(server, target, "f" + std::to_string(k), cap, 1000, true), &err);
+      if (!c) _exit(3);
+      std::vector<std::thread> threads;
+      for (int t = 0; t < clients; ++t)
+        threads.emplace_back([&, k] {
+          while (Clock::now() < until) {
+            const auto t0 = Clock::now();
+            SlotTicket ticket = c->acquire(IoClass::MT, 0);
+            const auto waited = std::chrono::duration_cast<std::chrono::microseconds>(Clock::now() - t0).count();
+            if (static_cast<int64_t>(tally->inflight.fetch_add(1) + 1) > cap) tally->violations.fetch_add(1);
+            if (t0 >= warm) {
+              tally->grants[k].fetch_add(1);
+              int64_t prev = tally->longest_wait_us.load();
+              while (waited > prev && !tally->longest_wait_us.compare_exchange_weak(prev, waited)) {
+              }
+            }
+            std::this_thread::sleep_for(3ms);
+            tally->inflight.fetch_sub(1);
+            c->release(ticket);
+          }
+        });
+      for (auto &t : threads) t.join();
+      c.reset();
+      _exit(0);
+    }
+    kids.push_back(pid);
+  }
+  for (pid_t p : kids) {
+    int st = 0;
+    waitpid(p, &st, 0);
+    EXPECT_TRUE(WIFEXITED(st) && WEXITSTATUS(st) == 0) << "child status " << st;
+  }
+  int total = 0, fewest = INT32_MAX;
+  std::string shares;
+  for (int k = 0; k < nodes; ++k) {
+    total += tally->grants[k].load();
+    fewest = std::min(fewest, tally->grants[k].load());
+    shares += (k ? "/" : "") + std::to_string(tally->grants[k].load());
+  }
+  printf("accesses per node %s, longest wait %.1f ms\n", shares.c_str(), tally->longest_wait_us.load() / 1000.0);
+  EXPECT_EQ(tally->violations.load(), 0) << "more than " << cap << " accesses in flight at once";
+  EXPECT_GT(total, 100) << "too little work to mean anything";
+  EXPECT_GE(fewest, min_ratio * total / nodes) << "a node got less than its share: " << shares;
+  EXPECT_LT(tally->longest_wait_us.load(), max_wait_ms * 1000) << "an MT waited too long for a slot";
+  munmap(tally, sizeof(NodeTally));
+}
+
+// The cap divides evenly: 1 slot per node, at most a few hand-overs apart.
+TEST(NodeShares, SaturatedMtNodesShareTheCapAndNeverExceedIt) {
+  run_saturated_mt_nodes(3, 4, 3, 3000ms, 0.5, 1000);
+}
+
+// The cap is smaller than the nodes: the slot goes round in turns of 50 ms.
+TEST(NodeShares, CapBelowTheNodesGoesRoundInTurns) { run_saturated_mt_nodes(3, 2, 1, 3000ms, 0.5, 1000); }
 
 // A node holding the whole cap is killed (every process of it): another node's waiting PT
 // gets a slot once the node's lease (2 x PPIOS_LEASE_MS) has run out.
