@@ -120,7 +120,8 @@ const char *const kBenchHelp =
     "           mt_wait_p99_us, pairs_per_s, server_requests_per_s and server_commands_per_s (-1: shm),\n"
     "           client_pairs_min (the fewest pairs of one client), max_us (the longest pair),\n"
     "           max_inflight_seen,\n"
-    "           coordinator_max_inflight_seen, threshold, cap_exceeded, backend, target\n"
+    "           coordinator_max_inflight_seen, threshold, cap_exceeded, backend, target,\n"
+    "           node_pairs (--nodes: the pairs of each node; [] without)\n"
     "max_inflight_seen counts what the clients held between acquire and release (no hold time,\n"
     "so it rarely reaches the cap); coordinator_max_inflight_seen is the coordinator's own\n"
     "highest count over the life of the target: run bench on a target of its own.\n"
@@ -410,6 +411,14 @@ int run_bench(const CoordinatorOptions &base, const std::vector<std::string> &re
     client_min = std::min(client_min, l.size());
   }
   for (auto &l : mt_waits) mt_all.insert(mt_all.end(), l.begin(), l.end());
+  // --nodes: the pairs of each simulated node (a node starved by the others shows here).
+  std::string node_pairs = "[";
+  for (int64_t n = 0; n < nodes; ++n) {
+    size_t sum = 0;
+    for (int64_t c = n * per_node; c < (n + 1) * per_node; ++c) sum += latencies[static_cast<size_t>(c)].size();
+    node_pairs += (n ? "," : "") + std::to_string(sum);
+  }
+  node_pairs += "]";
   std::sort(all.begin(), all.end());
   std::sort(mt_all.begin(), mt_all.end());
   auto pct_of = [](const std::vector<double> &v, double q) {
@@ -454,11 +463,12 @@ int run_bench(const CoordinatorOptions &base, const std::vector<std::string> &re
            "\"p99_us\":%.2f,\"max_us\":%.2f,\"mt_wait_p50_us\":%.2f,\"mt_wait_p99_us\":%.2f,\"pairs_per_s\":%.0f,"
            "\"server_requests_per_s\":%.0f,\"server_commands_per_s\":%.0f,"
            "\"max_inflight_seen\":%lld,\"coordinator_max_inflight_seen\":%s,"
-           "\"threshold\":%s,\"cap_exceeded\":%s}\n",
+           "\"threshold\":%s,\"cap_exceeded\":%s,\"node_pairs\":%s}\n",
            json_string(backend).c_str(), json_string(options.target).c_str(), static_cast<long long>(clients),
            static_cast<long long>(nodes), cls.c_str(), static_cast<long long>(hold_us), all.size(), client_min, pct(0.5),
            pct(0.99), all.empty() ? 0.0 : all.back(), pct_of(mt_all, 0.5), pct_of(mt_all, 0.99), pairs_per_s, requests_per_s, commands_per_s, static_cast<long long>(max_seen.load()),
-           coordinator_max < 0 ? "null" : std::to_string(coordinator_max).c_str(), threshold < 0 ? "null" : std::to_string(threshold).c_str(), exceeded ? "true" : "false");
+           coordinator_max < 0 ? "null" : std::to_string(coordinator_max).c_str(), threshold < 0 ? "null" : std::to_string(threshold).c_str(), exceeded ? "true" : "false",
+           node_pairs.c_str());
   } else {
     printf("backend %s, target %s, %lld client(s)", backend.c_str(), options.target.c_str(),
            static_cast<long long>(clients));
@@ -469,6 +479,7 @@ int run_bench(const CoordinatorOptions &base, const std::vector<std::string> &re
            all.empty() ? 0.0 : all.back());
     printf("fewest pairs of one client: %zu (of %.0f per client on average)\n", client_min,
            static_cast<double>(all.size()) / static_cast<double>(clients));
+    if (nodes > 0) printf("pairs per node: %s\n", node_pairs.c_str());
     if (!mt_all.empty()) printf("MT acquire wait: p50 %.2f us, p99 %.2f us\n", pct_of(mt_all, 0.5), pct_of(mt_all, 0.99));
     if (counted)
       printf("server load: %.0f requests/s (%.0f commands/s counting those its scripts ran)\n", requests_per_s,
