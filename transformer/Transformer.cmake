@@ -9,6 +9,7 @@ add_library(ppios_transformer STATIC
   lib/PrefetchPlanner.cpp
   lib/PlannerCaptures.cpp
   lib/PlannerClones.cpp
+  lib/PlannerFinish.cpp
   lib/PlannerHandles.cpp
   lib/PlannerSupport.cpp
   lib/PlannerValues.cpp
@@ -17,6 +18,7 @@ add_library(ppios_transformer STATIC
   lib/SideEffects.cpp
   lib/SourceText.cpp
   lib/StatementUnits.cpp
+  lib/ThreadPlan.cpp
   lib/Transformer.cpp
 )
 target_include_directories(ppios_transformer PUBLIC ${CMAKE_CURRENT_SOURCE_DIR}/lib)

@@ -26,7 +26,12 @@ bool renamedToRuntime(llvm::StringRef Name) {
 }
 } // namespace
 
-PlanVerifier::PlanVerifier(const PrefetchPlanner &Plan) : Plan(Plan), Units(Plan.Units) {}
+PlanVerifier::PlanVerifier(const ThreadPlan &Plan, const PrefetchPlanner &Planner)
+    : Plan(Plan), Planner(Planner), Units(Planner.Units) {
+  for (const auto &Entry : Plan.Units)
+    for (const CloneCallPlan &C : Entry.second.CloneCalls)
+      CloneCalls[C.Call] = &C;
+}
 
 bool PlanVerifier::strippableCleanup(const VarDecl *VD) {
   const auto *A = VD->getAttr<CleanupAttr>();
@@ -43,7 +48,7 @@ std::vector<Violation> PlanVerifier::verify() {
   const FunctionDecl *FD = Units.function();
   // A clone is the program's function run by the PT: assembly anywhere in it may touch
   // anything, and which of its statements a later plan keeps is not worth the doubt.
-  if (Plan.isClone()) {
+  if (Plan.Clone) {
     bool Asm = false;
     forEachStmtIn(FD->getBody(), [&](const Stmt *S) { Asm |= isa<AsmStmt>(S); });
     if (Asm) {
@@ -57,19 +62,17 @@ std::vector<Violation> PlanVerifier::verify() {
   return Found;
 }
 
-// What the emitter makes of U (PrefetchThreadEmitter::emitUnit), checked: a statement the
-// PT runs as written is checked whole, one it cannot run only for the calls it keeps.
+// What the plan makes of U, as the emitter renders it: a statement the PT runs as written
+// is checked whole, one it cannot run only for the calls it keeps; what is only counted,
+// declared as the PT's own (zeroed), taken from the MT or left out runs nothing.
 void PlanVerifier::verifyUnit(const Unit &U) {
-  if (!U.InSlice || U.TopIndex < Plan.startIndex() || U.UnitKind == Unit::Block ||
-      Plan.handoffAt(U))
+  const UnitPlan &P = Plan.unit(U);
+  switch (P.Form) {
+  case UnitPlan::Return: // a return keeps only the calls of its value
+  case UnitPlan::KeptCalls:
+    verifyKeptCalls(U);
     return;
-  if (U.UnitKind == Unit::Jump) {
-    // A return keeps only the calls of its value; exits and other jumps hold none.
-    if (!U.StopsPt && Plan.hasActiveCall(U))
-      verifyKeptCalls(U);
-    return;
-  }
-  if (U.isControl()) {
+  case UnitPlan::Header:
     // The header is emitted as written (a bad one never is in the slice, see
     // eligibleForSlice; checked all the same).
     for (const Stmt *Part : headerParts(U.S)) {
@@ -80,17 +83,20 @@ void PlanVerifier::verifyUnit(const Unit &U) {
       }
     }
     return;
-  }
-  bool Active = Plan.hasActiveCall(U);
-  if (!Active && countTransfers(U))
-    return; // only counted (and its names declared as the PT's own, zeroed)
-  if (U.Bad || !Plan.ancestorsGood(U)) {
-    verifyKeptCalls(U);
+  case UnitPlan::AsWritten:
+    if (std::string Why = checkRuns(U.S, U, /*AsWritten=*/true); !Why.empty())
+      Found.push_back({Violation::Statement, &U, nullptr, nullptr, Why});
+    return;
+  case UnitPlan::Outside:
+  case UnitPlan::Dropped:
+  case UnitPlan::Counted:
+  case UnitPlan::TakesHandles:
+  case UnitPlan::Block:
+  case UnitPlan::Exit:
+  case UnitPlan::Jump:
+  case UnitPlan::CountOnly:
     return;
   }
-  std::string Why = checkRuns(U.S, U, /*AsWritten=*/true);
-  if (!Why.empty())
-    Found.push_back({Violation::Statement, &U, nullptr, nullptr, Why});
 }
 
 // The prefetched reads and active clone calls the PT keeps from a statement it cannot run:
@@ -105,7 +111,7 @@ void PlanVerifier::verifyKeptCalls(const Unit &U) {
     return std::string();
   };
   for (const IoCallSite &Site : U.IoCalls) {
-    const ReadDecision *D = Plan.decisionFor(Site.Call);
+    const IoCallPlan *D = Plan.call(Site.Call);
     if (!D || !D->Prefetched)
       continue;
     std::string Why = Guards(D->Guards);
@@ -114,9 +120,7 @@ void PlanVerifier::verifyKeptCalls(const Unit &U) {
     if (!Why.empty())
       Found.push_back({Violation::KeptCall, &U, Site.Call, nullptr, "an operand " + Why});
   }
-  for (const CloneCallDecision &C : Plan.cloneCalls()) {
-    if (C.Owner != &U || !C.Active)
-      continue;
+  for (const CloneCallPlan &C : Plan.unit(U).CloneCalls) {
     std::string Why = Guards(C.Guards);
     if (Why.empty())
       Why = checkCall(C.Call, U, /*AsWritten=*/false);
@@ -146,10 +150,10 @@ std::string PlanVerifier::checkRuns(const Stmt *S, const Unit &U, bool AsWritten
     for (const Decl *D : DS->decls())
       if (const auto *VD = dyn_cast<VarDecl>(D))
         if (const auto *A = VD->getAttr<CleanupAttr>())
-          // The emitter removes it from the PT's copy of a declaration statement it runs
-          // as written (the PT's heap blocks are freed when the PT ends); anywhere else,
-          // or from a macro, it would stay.
-          if (!(DS == U.S && AsWritten && strippableCleanup(VD)))
+          // The plan removes it from the PT's copy of a declaration statement it runs as
+          // written (the PT's heap blocks are freed when the PT ends); anywhere else, or
+          // from a macro (not strippable), it would stay.
+          if (!(DS == U.S && AsWritten && llvm::is_contained(Plan.unit(U).StripCleanup, VD)))
             return "declares " + quoted(VD) + " with the program's cleanup function '" +
                    A->getFunctionDecl()->getNameAsString() + "'" + CleanupRule;
   for (const Stmt *Child : S->children()) {
@@ -176,7 +180,7 @@ std::string PlanVerifier::checkCall(const CallExpr *Call, const Unit &U, bool As
       return ""; // counted, never run
     const auto Index = [](unsigned I) { return static_cast<int>(I); };
     if (Info->Kind == IoKind::Read) {
-      const ReadDecision *D = Plan.decisionFor(Call);
+      const IoCallPlan *D = Plan.call(Call);
       if (!D || !D->Prefetched)
         return ""; // counted, never run
       for (unsigned I = 0; I < Call->getNumArgs(); ++I) {
@@ -191,7 +195,7 @@ std::string PlanVerifier::checkCall(const CallExpr *Call, const Unit &U, bool As
           if (D->Copy) {
             std::string Why = checkDestination(Arg, "");
             if (!Why.empty()) {
-              if (const VarDecl *B = bufferOf(D->Site)) {
+              if (const VarDecl *B = bufferOf({Call, Info, nullptr})) {
                 Found.push_back({Violation::CopyBuffer, &U, Call, B, Why});
                 continue;
               }
@@ -222,13 +226,10 @@ std::string PlanVerifier::checkCall(const CallExpr *Call, const Unit &U, bool As
     }
     return "";
   }
-  if (const CloneCallDecision *C = Plan.cloneCallFor(Call); C && C->Active) {
+  if (auto It = CloneCalls.find(Call); It != CloneCalls.end()) {
     // The clone passed this check on its plan; an argument it does not use is 0.
-    const CloneSummary *S = Plan.summaryOf(C->Callee);
-    return Args([&](unsigned I) {
-      return S && I < S->Params.size() && S->Params[I] == ParamRole::Unused &&
-             C->Callee->getParamDecl(I)->getType()->isScalarType();
-    });
+    const CloneCallPlan *C = It->second;
+    return Args([&](unsigned I) { return llvm::is_contained(C->ZeroArgs, I); });
   }
   const FunctionDecl *Callee = Call->getDirectCallee();
   if (!Callee)
@@ -307,14 +308,14 @@ std::string PlanVerifier::checkPointer(const Expr *Pointer) {
     if (const auto *VD = dyn_cast<VarDecl>(DRE->getDecl())) {
       if (VD->getType()->isArrayType())
         return checkStore(DRE);
-      if (Plan.heapOwned(VD)) {
+      if (Planner.heapOwned(VD)) {
         std::string Why = unallocated(VD);
         if (Why.empty())
           return "";
         return "stores through " + quoted(VD) + ", which " + Why;
       }
-      if (Plan.isClone() && isa<ParmVarDecl>(VD) && !isStringPointer(VD->getType()) &&
-          Plan.plainPointee(VD))
+      if (Plan.Clone && isa<ParmVarDecl>(VD) && !isStringPointer(VD->getType()) &&
+          Planner.plainPointee(VD))
         return "";
       return "stores through " + quoted(VD) + ", memory the prefetch thread did not allocate" +
              StoreRule;
@@ -327,8 +328,8 @@ std::string PlanVerifier::checkPointer(const Expr *Pointer) {
 std::string PlanVerifier::unallocated(const VarDecl *VD) const {
   for (const auto &Owned : Units.all()) {
     const Unit &U = *Owned;
-    if (U.TopIndex < Plan.startIndex() || !U.Defs.count(VD) ||
-        (U.InSlice && !U.Bad && Plan.ancestorsGood(U)))
+    if (U.TopIndex < Plan.Start || !U.Defs.count(VD) ||
+        (U.InSlice && !U.Bad && Planner.ancestorsGood(U)))
       continue;
     std::string Line = std::to_string(
         VD->getASTContext().getSourceManager().getPresumedLineNumber(U.S->getBeginLoc()));
@@ -346,7 +347,7 @@ std::string PlanVerifier::unallocated(const VarDecl *VD) const {
 bool PlanVerifier::ownedVariable(const VarDecl *VD) const {
   if (VD->hasLocalStorage())
     return true;
-  if (Plan.facts() && Plan.facts()->isGlobalHandle(VD))
+  if (Plan.isGlobalHandle(VD))
     return true;
   if (VD->isStaticLocal()) {
     if (VD->getParentFunctionOrMethod() != Units.function())
@@ -354,11 +355,11 @@ bool PlanVerifier::ownedVariable(const VarDecl *VD) const {
     const Unit *D = Units.declaringUnit(VD);
     if (!D)
       return false;
-    if (D->TopIndex < Plan.startIndex() && !Plan.isClone())
+    if (D->TopIndex < Plan.Start && !Plan.Clone)
       return true;
     return D->InSlice;
   }
-  return !Plan.isClone() && llvm::is_contained(Plan.captured(), VD);
+  return !Plan.Clone && llvm::is_contained(Plan.Captured, VD);
 }
 
 } // namespace ppios

@@ -1,7 +1,8 @@
 // The prefetch thread's confinement, checked on the finished plan before anything is
-// emitted (docs/design/pt-confinement.md). The planner decides what the PT runs; this pass
-// reads that decision back, statement by statement, as the emitter will render it, and
-// checks two rules on every expression of it:
+// emitted (docs/design/pt-confinement.md). The planner decides what the PT runs and writes
+// it down in a ThreadPlan (ThreadPlan.h); this pass reads that plan, statement by
+// statement, as the emitter will render it, and checks two rules on every expression of
+// it:
 //
 // - stores: every store goes to memory the PT owns: its own locals and copies (locals and
 //   parameters of the function, main()'s captured values and prologue declarations, the
@@ -16,7 +17,7 @@
 //
 // Also: no inline assembly anywhere in a function the PT runs a clone of, and no program
 // cleanup function on a declaration the PT copies (the emitter strips one written in the
-// file, see strippableCleanup; one that comes from a macro is refused).
+// file, UnitPlan::StripCleanup; one that comes from a macro is refused).
 //
 // A violation names where it is: a statement the PT would run as written (the planner then
 // treats it as one the PT cannot run, so the reads that need it get a remark), or the
@@ -56,7 +57,9 @@ struct Violation {
 
 class PlanVerifier {
 public:
-  explicit PlanVerifier(const PrefetchPlanner &Plan);
+  // Plan is Planner's finished plan; what memory the PT owns (heap blocks, a clone's
+  // pointer parameters) is the planner's to say.
+  PlanVerifier(const ThreadPlan &Plan, const PrefetchPlanner &Planner);
   std::vector<Violation> verify();
 
   // A cleanup attribute the emitter can remove from the PT's copy of a declaration: written
@@ -75,8 +78,10 @@ private:
   bool ownedVariable(const clang::VarDecl *VD) const;
   std::string unallocated(const clang::VarDecl *VD) const;
 
-  const PrefetchPlanner &Plan;
+  const ThreadPlan &Plan;
+  const PrefetchPlanner &Planner;
   FunctionUnits &Units;
+  llvm::DenseMap<const clang::CallExpr *, const CloneCallPlan *> CloneCalls; // active ones
   std::vector<Violation> Found;
 };
 

@@ -28,8 +28,6 @@ bool declaredInside(const Stmt *S, const Decl *D) {
 }
 }  // namespace
 
-std::string shadowName(const VarDecl *VD) { return "ppios_pt_g_" + VD->getNameAsString(); }
-
 const ReadDecision *PrefetchPlanner::decisionFor(const CallExpr *Call) const {
   for (const ReadDecision &D : Decisions)
     if (D.Site.Call == Call)
@@ -649,7 +647,8 @@ bool PrefetchPlanner::finishPlan() {
       // on it before anything is emitted. What breaks it is refused, and the function
       // planned again without it.
       completePlan();
-      std::vector<Violation> Found = PlanVerifier(*this).verify();
+      buildThreadPlan();
+      std::vector<Violation> Found = PlanVerifier(Finished, *this).verify();
       if (Found.empty())
         return true;
       if (Found.front().Where == Violation::Function || Round > 64 || !refuse(Found)) {

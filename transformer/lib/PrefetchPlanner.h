@@ -17,19 +17,22 @@
 //    captured or declared by the PT's prologue; a name the PT cannot declare makes the
 //    statements naming it ones the PT does not run, and its reads get a remark
 //    (PrefetchPlanner::finishPlan).
-// 6. The finished plan is checked against the PT's confinement (PlanVerifier.h): a
-//    statement, a kept read or clone call, or a copy buffer that breaks it is refused,
-//    and the function planned again without it (finishPlan), before anything is emitted.
+// 6. The finished plan (ThreadPlan.h, written down by PlannerFinish.cpp) is checked
+//    against the PT's confinement (PlanVerifier.h): a statement, a kept read or clone
+//    call, or a copy buffer that breaks it is refused, and the function planned again
+//    without it (finishPlan), before anything is emitted. The emitter renders that plan
+//    and nothing else.
 //
 // One analysis a file: PlannerHandles.cpp (descriptors, handoffs), PlannerValues.cpp
 // (bad statements and values, owned memory, speculation, arm guards), PlannerClones.cpp
 // (calls into clones, clone summaries), PlannerCaptures.cpp (the start's copies and
-// reopens); PrefetchPlanner.cpp runs them for each start point and decides the reads;
+// reopens), PlannerFinish.cpp (the ThreadPlan); PrefetchPlanner.cpp runs them for each start point and decides the reads;
 // PlannerSupport.h holds the expression queries they share.
 #ifndef PPIOS_TRANSFORMER_PREFETCHPLANNER_H
 #define PPIOS_TRANSFORMER_PREFETCHPLANNER_H
 
 #include "StatementUnits.h"
+#include "ThreadPlan.h"
 
 #include "clang/AST/Decl.h"
 
@@ -45,14 +48,6 @@ namespace ppios {
 
 struct Violation; // PlanVerifier.h
 
-// A condition under which a call inside a larger expression runs: `c ? call : x` (c),
-// `c ? x : call` (!c), `a && call` (a), `a || call` (!a). A statement the PT cannot run
-// keeps such a call only under the conditions the PT can compute (see armGuards).
-struct ArmGuard {
-  const clang::Expr *Cond;
-  bool Negate;
-};
-
 struct ReadDecision {
   IoCallSite Site;
   Unit *Owner = nullptr;
@@ -62,16 +57,6 @@ struct ReadDecision {
   const clang::VarDecl *TaintSource = nullptr; // not prefetched for want of this buffer's bytes
   std::string Reason;
   std::vector<ArmGuard> Guards; // computable conditions of its arm in its statement
-};
-
-// A descriptor, stream or MPI file the MT holds when the PT starts (opened anywhere: in
-// main, in a helper, in another file) and the PT reads through: the MT's start block gives
-// the PT's copy a handle of its own to the same file at the same position
-// (ppios_pt_reopen_*). With Field set, it is that field of the captured struct Var.
-struct ReopenedHandle {
-  const clang::VarDecl *Var;
-  const clang::FieldDecl *Field;
-  IoInterface Interface;
 };
 
 // A handle of main() that a top-level statement the PT does not run sets after the PT
@@ -116,9 +101,6 @@ struct CloneSummary {
   // the caller must have them current where it calls.
   llvm::SmallVector<const clang::VarDecl *, 2> GlobalHandles;
 };
-
-// The PT's file-scope shadow of a global handle.
-std::string shadowName(const clang::VarDecl *VD);
 
 using CloneTable = llvm::DenseMap<const clang::FunctionDecl *, CloneSummary>;
 
@@ -165,11 +147,15 @@ public:
   // AsClone, the function is planned as a clone: the PT enters it at its first statement
   // with its parameters, and the caller's sequence counter.
   PrefetchPlanner(FunctionUnits &Units, const TranslationUnitFacts *Facts, bool AsClone)
-      : Facts(Facts), AsClone(AsClone), Units(Units) {}
+      : Facts(Facts), AsClone(AsClone), Units(Units) {
+    Finished.Clone = AsClone;
+  }
 
   // Computes everything; returns false when the function gets no prefetch thread (then
   // every read has a decision with a reason).
   bool plan();
+  // The finished plan, verified (after plan() returned true): all the emitter renders.
+  const ThreadPlan &threadPlan() const { return Finished; }
 
   const std::vector<ReadDecision> &decisions() const { return Decisions; }
   int startIndex() const { return Start; }
@@ -268,6 +254,16 @@ private:
   bool finishPlan();
   // The slice's names, handoffs and captures, once every name is declared.
   void completePlan();
+  // The ThreadPlan of the completed slice (PlannerFinish.cpp), for the verifier and then
+  // the emitter.
+  void buildThreadPlan();
+  UnitPlan unitPlan(const Unit &U) const;
+  std::vector<CloneCallPlan> activeCloneCalls(const Unit &U) const;
+  bool usedElsewhere(const clang::VarDecl *VD, const Unit &Self) const;
+  bool capturedOnly(const clang::Expr *E) const;
+  bool pathCaptured(const IoCallSite &Site) const;
+  std::string unbuildable(const ThreadPlan &P) const;
+  ThreadPlan Finished;
   // What the verifier (PlanVerifier.h) refused: statements the PT may not run as written,
   // and reads or clone calls it may not keep from a statement it cannot run (-> why).
   // Kept across analyses, like Undeclarable. False if nothing new was refused.

@@ -1,0 +1,294 @@
+// The planner's last step: the finished slice turned into the ThreadPlan (ThreadPlan.h)
+// that the verifier checks and the emitter renders. Every question about the slice that
+// writing the PT's text raises is answered here, once, so that the emitter never comes
+// back to the planner and the verifier checks exactly what will be written.
+#include "PlanVerifier.h"
+#include "PlannerSupport.h"
+
+#include "clang/AST/Attr.h"
+
+#include <algorithm>
+#include <set>
+
+using namespace clang;
+
+namespace ppios {
+using namespace slicing;
+
+namespace {
+// A variable of the function the PT's text of S names (main()'s parameters too: the PT's
+// only when captured or declared).
+void localsNamedIn(const Stmt *S, bool Clone, std::set<const VarDecl *> &Out) {
+  forEachStmtIn(S, [&](const Stmt *St) {
+    if (const auto *DRE = dyn_cast<DeclRefExpr>(St))
+      if (const auto *VD = dyn_cast<VarDecl>(DRE->getDecl()))
+        if (VD->isLocalVarDecl() || (isa<ParmVarDecl>(VD) && !Clone))
+          Out.insert(VD);
+  });
+}
+} // namespace
+
+// Some other statement of the slice uses VD (a declaration's own statement aside).
+bool PrefetchPlanner::usedElsewhere(const VarDecl *VD, const Unit &Self) const {
+  for (const auto &Owned : Units.all())
+    if (Owned.get() != &Self && Owned->InSlice && Owned->UnitKind != Unit::Block &&
+        Owned->Uses.count(VD))
+      return true;
+  return false;
+}
+
+// E names only variables the MT has when it starts the PT, with the values they keep
+// after: it can be evaluated in the start block. (Not a variable declared after the
+// start, in a `for` header say, which is out of scope there.)
+bool PrefetchPlanner::capturedOnly(const Expr *E) const {
+  llvm::SmallVector<const Stmt *, 8> Work{E};
+  while (!Work.empty()) {
+    const Stmt *S = Work.pop_back_val();
+    if (const auto *DRE = dyn_cast<DeclRefExpr>(S))
+      if (const auto *VD = dyn_cast<VarDecl>(DRE->getDecl())) {
+        const Unit *D = Units.declaringUnit(VD);
+        if (VD->isLocalVarDecl() && (!D || D->TopIndex >= Start))
+          return false;
+        for (const auto &Owned : Units.all())
+          if (Owned->TopIndex >= Start &&
+              (Owned->Defs.count(VD) || Owned->PointerStores.count(VD)))
+            return false;
+      }
+    if (isa<CallExpr>(S))
+      return false;
+    for (const Stmt *Child : S->children())
+      if (Child)
+        Work.push_back(Child);
+  }
+  return true;
+}
+
+// The PT gets file names as copies taken when it starts, never pointers into MT memory;
+// a clone has no context (it opens the path its caller passed), and a local array is the
+// PT's own memory (its copy, or its own when it had no value at the start): it opens the
+// name it holds then, which its own statements may have built (`snprintf(name, ...)` in
+// its loop), never a copy taken at the start.
+bool PrefetchPlanner::pathCaptured(const IoCallSite &Site) const {
+  if (AsClone || Site.Info->Action != PtAction::RenamePt || Site.Info->PathArg < 0)
+    return false;
+  const Expr *Path = Site.Call->getArg(Site.Info->PathArg);
+  if (!capturedOnly(Path))
+    return false;
+  if (const auto *DRE = dyn_cast<DeclRefExpr>(Path->IgnoreParenImpCasts()))
+    if (const auto *VD = dyn_cast<VarDecl>(DRE->getDecl()))
+      if (VD->hasLocalStorage() && VD->getType()->isConstantArrayType())
+        return false;
+  return true;
+}
+
+std::vector<CloneCallPlan> PrefetchPlanner::activeCloneCalls(const Unit &U) const {
+  std::vector<CloneCallPlan> Out;
+  for (const CloneCallDecision &C : CloneCalls) {
+    if (C.Owner != &U || !C.Active)
+      continue;
+    const CloneSummary *S = summaryOf(C.Callee);
+    CloneCallPlan P;
+    P.Call = C.Call;
+    P.Name = S->Name;
+    P.Guards = C.Guards;
+    for (unsigned I = 0; I < C.Call->getNumArgs() && I < S->Params.size(); ++I)
+      if (S->Params[I] == ParamRole::Unused && C.Callee->getParamDecl(I)->getType()->isScalarType())
+        P.ZeroArgs.push_back(I);
+    Out.push_back(std::move(P));
+  }
+  return Out;
+}
+
+// Why the thread cannot be written, checked in the order the thread is written: the
+// captured values (the context struct), then a clone's parameters or main()'s prologue.
+std::string PrefetchPlanner::unbuildable(const ThreadPlan &P) const {
+  std::string Fn = Units.function()->getNameAsString();
+  std::set<std::string> Names;
+  for (const VarDecl *VD : P.Captured) {
+    if (!nameableAtFileScope(VD->getType()))
+      return "the type of '" + VD->getNameAsString() + "' cannot be named outside " + Fn + "()";
+    if (!Names.insert(VD->getNameAsString()).second)
+      return "two variables named '" + VD->getNameAsString() + "' are needed";
+    if (VD->getType()->isIncompleteType() ||
+        VD->getASTContext().getTypeSizeInChars(VD->getType()).getQuantity() > (1 << 16))
+      return "'" + VD->getNameAsString() + "' is too large to copy for the prefetch thread";
+  }
+  if (AsClone) {
+    for (const ParmVarDecl *Param : Units.function()->parameters())
+      if (!nameableAtFileScope(Param->getType()))
+        return "the type of parameter '" + Param->getNameAsString() + "' cannot be named";
+    return "";
+  }
+  for (const VarDecl *VD : P.PrologueDeclared)
+    if (!nameableAtFileScope(VD->getType()) || VD->getType()->isIncompleteType())
+      return "the type of '" + VD->getNameAsString() + "' cannot be named outside " + Fn + "()";
+  return "";
+}
+
+// What the PT makes of U (see UnitPlan::Form), with what goes with it.
+UnitPlan PrefetchPlanner::unitPlan(const Unit &U) const {
+  UnitPlan P;
+  if (U.TopIndex < Start)
+    return P;
+  if (U.UnitKind == Unit::Loop && U.InSlice)
+    P.LoopPoll = speculates(U) ? UnitPlan::Speculate : UnitPlan::Poll;
+  P.Guarded = U.InSlice && !U.Bad;
+  if (!U.InSlice) {
+    unsigned N = countTransfers(U);
+    P.Form = isCountBlock(U) && N ? UnitPlan::Counted : UnitPlan::Dropped;
+    if (P.Form == UnitPlan::Counted)
+      P.Count = N;
+    return P;
+  }
+  if (std::vector<const HandoffPoint *> Handoffs = handoffsAt(U); !Handoffs.empty()) {
+    P.Form = UnitPlan::TakesHandles;
+    for (const HandoffPoint *H : Handoffs)
+      P.Takes.push_back({H->Var, H->Interface, H->Slot, Facts && Facts->isGlobalHandle(H->Var)});
+    return P;
+  }
+  // The transfers of U the PT does not pre-execute: counted.
+  auto CountOthers = [&] {
+    for (const IoCallSite &Site : U.IoCalls)
+      if (IoCallTable::isTransfer(*Site.Info)) {
+        const ReadDecision *D = decisionFor(Site.Call);
+        if (!D || !D->Prefetched) {
+          ++P.Count;
+          P.CountNames += (P.CountNames.empty() ? "" : ", ") + std::string(Site.Info->Name);
+        }
+      }
+  };
+  switch (U.UnitKind) {
+  case Unit::Block:
+    P.Form = UnitPlan::Block;
+    return P;
+  case Unit::If:
+  case Unit::Switch:
+  case Unit::Loop:
+    P.Form = UnitPlan::Header;
+    if (const Speculation *Sp = speculationFor(U)) {
+      P.Speculated.assign(Sp->Conjuncts.begin(), Sp->Conjuncts.end());
+      P.SpeculatedWhy = Sp->Why;
+    }
+    return P;
+  case Unit::Jump: {
+    const auto *RS = dyn_cast<ReturnStmt>(U.S);
+    if (U.StopsPt)
+      P.Form = UnitPlan::Exit;
+    else if (!RS || !RS->getRetValue())
+      P.Form = UnitPlan::Jump;
+    else {
+      // The PT returns nothing; what a returned expression pre-executes runs first.
+      P.Form = UnitPlan::Return;
+      P.KeepsCalls = hasActiveCall(U);
+      if (P.KeepsCalls)
+        P.CloneCalls = activeCloneCalls(U);
+      CountOthers();
+    }
+    return P;
+  }
+  case Unit::Simple:
+    break;
+  }
+  CountOthers();
+  // A declaration the PT does not run as written still declares what it names.
+  if (declaresOnly(U))
+    for (const Decl *Dc : cast<DeclStmt>(U.S)->decls())
+      if (const auto *VD = dyn_cast<VarDecl>(Dc); VD && named(VD))
+        P.Declared.push_back(VD);
+  bool Active = hasActiveCall(U);
+  if (!Active && P.Count) {
+    P.Form = UnitPlan::CountOnly;
+    return P;
+  }
+  P.CloneCalls = activeCloneCalls(U);
+  if (U.Bad) {
+    P.Form = UnitPlan::KeptCalls;
+    return P;
+  }
+  P.Form = UnitPlan::AsWritten;
+  const auto *DS = dyn_cast<DeclStmt>(U.S);
+  if (!DS)
+    return P;
+  for (const Decl *D : DS->decls())
+    if (const auto *VD = dyn_cast<VarDecl>(D)) {
+      // The program's cleanup function is not the PT's to run (it would free a block of
+      // ppios_pt_malloc's with libc's free, say): the PT's copy of the declaration has
+      // none (the runtime frees the PT's blocks when it ends). The verifier refuses the
+      // ones that cannot be removed (from a macro).
+      if (VD->hasAttr<CleanupAttr>() && PlanVerifier::strippableCleanup(VD))
+        P.StripCleanup.push_back(VD);
+      // A result the PT keeps only because the statement holds a read, or a handle none
+      // of whose reads is prefetched (their calls vanish from the PT): unused.
+      bool ReadThrough = llvm::any_of(Decisions, [&](const ReadDecision &R) {
+        return R.Prefetched && R.Site.Handle == VD;
+      });
+      if (!usedElsewhere(VD, U) || hasPrefetchedRead(U) || (isHandle(VD) && !ReadThrough))
+        P.Unused.push_back(VD);
+    }
+  return P;
+}
+
+void PrefetchPlanner::buildThreadPlan() {
+  ThreadPlan P;
+  P.Clone = AsClone;
+  P.Start = Start;
+  P.Captured = Captured;
+  P.Reopened = Reopened;
+  if (Facts)
+    for (const auto &G : Facts->GlobalHandles)
+      P.GlobalHandles.insert(G.first);
+  for (const ReadDecision &D : Decisions) {
+    auto [It, New] = P.Calls.try_emplace(D.Site.Call);
+    if (!New)
+      continue;
+    IoCallPlan &C = It->second;
+    C.Prefetched = D.Prefetched;
+    C.Copy = D.Copy;
+    C.Flags = D.Flags;
+    C.Guards = D.Guards;
+    if (!D.Prefetched)
+      continue;
+    const IoCallInfo &Info = *D.Site.Info;
+    const CallExpr *Call = D.Site.Call;
+    // A formatted read's destinations: the PT's own local scalars that the rest of its
+    // slice uses stay; for any other (the program's memory, or a value nothing needs) the
+    // PT's call suppresses that conversion.
+    if (Info.Formatted)
+      for (unsigned I = Info.HandleArg + 2; I < Call->getNumArgs(); ++I)
+        if (const VarDecl *Own = ptOwnScalar(Call->getArg(I)); !Own || !usedElsewhere(Own, *D.Owner))
+          C.NullDestinations.push_back(I);
+    // An MPI read's status: the PT's own copy gets the predicted outcome; the MT's
+    // memory is never written.
+    C.IgnoreStatus = Info.StatusArg >= 0 && Info.StatusArg < static_cast<int>(Call->getNumArgs()) &&
+                     !ptOwnStatus(Call->getArg(Info.StatusArg));
+  }
+  for (const auto &Owned : Units.all()) {
+    const Unit &U = *Owned;
+    P.Units[&U] = unitPlan(U);
+    if (U.TopIndex >= Start)
+      for (const IoCallSite &Site : U.IoCalls)
+        if (pathCaptured(Site))
+          P.Calls[Site.Call].CapturePath = true;
+  }
+  if (!AsClone) {
+    // Locals declared before the start whose values the PT does not need but which its
+    // statements name (C89 style: `int i, fd;` at the top, set after the start).
+    const auto &Top = Units.topLevel();
+    std::set<const VarDecl *> Named;
+    for (int I = Start; I < static_cast<int>(Top.size()); ++I)
+      if (Top[I]->InSlice)
+        localsNamedIn(Top[I]->S, AsClone, Named);
+    std::set<const VarDecl *> CapturedSet(Captured.begin(), Captured.end());
+    for (const VarDecl *VD : Named) {
+      const Unit *D = Units.declaringUnit(VD);
+      if (((D && D->TopIndex < Start) || isa<ParmVarDecl>(VD)) && !CapturedSet.count(VD))
+        P.PrologueDeclared.push_back(VD);
+    }
+    std::sort(P.PrologueDeclared.begin(), P.PrologueDeclared.end(),
+              [](const VarDecl *A, const VarDecl *B) { return A->getLocation() < B->getLocation(); });
+  }
+  P.Unbuildable = unbuildable(P);
+  Finished = std::move(P);
+}
+
+} // namespace ppios

@@ -1,0 +1,159 @@
+// The finished plan of one prefetch thread (main()'s, or a clone of a helper): everything
+// its text is made of, decided. The planner builds it once every name the PT's text holds
+// is declared (PrefetchPlanner::finishPlan, PlannerFinish.cpp); the verifier checks it
+// (PlanVerifier.h) and the planner plans again until it passes; the emitter
+// (PrefetchThreadEmitter.h) renders it and asks nothing back. The contract:
+// docs/design/plan-contract.md.
+//
+// Per statement unit, what the PT makes of it (UnitPlan::Form) and what goes with that;
+// per I/O call, how it is rewritten (IoCallPlan); per active clone call, the clone it
+// calls and the arguments it zeroes (CloneCallPlan); per function, what the MT captures,
+// reopens and hands over and what the PT's prologue declares. The plan names the
+// program's AST nodes; how they are spelled is the emitter's business.
+#ifndef PPIOS_TRANSFORMER_THREADPLAN_H
+#define PPIOS_TRANSFORMER_THREADPLAN_H
+
+#include "IoCallTable.h"
+
+#include "llvm/ADT/DenseMap.h"
+#include "llvm/ADT/DenseSet.h"
+#include "llvm/ADT/SmallVector.h"
+#include <string>
+#include <vector>
+
+namespace clang {
+class CallExpr;
+class Expr;
+class FieldDecl;
+class VarDecl;
+} // namespace clang
+
+namespace ppios {
+
+struct Unit;
+
+// A condition under which a call inside a larger expression runs: `c ? call : x` (c),
+// `c ? x : call` (!c), `a && call` (a), `a || call` (!a). A statement the PT cannot run
+// keeps such a call only under the conditions the PT can compute.
+struct ArmGuard {
+  const clang::Expr *Cond;
+  bool Negate;
+};
+
+// A descriptor, stream or MPI file the MT holds when the PT starts (opened anywhere: in
+// main, in a helper, in another file) and the PT reads through: the MT's start block gives
+// the PT's copy a handle of its own to the same file at the same position
+// (ppios_pt_reopen_*). With Field set, it is that field of the captured struct Var.
+struct ReopenedHandle {
+  const clang::VarDecl *Var;
+  const clang::FieldDecl *Field;
+  IoInterface Interface;
+};
+
+// The PT's file-scope shadow of a global handle.
+std::string shadowName(const clang::VarDecl *VD);
+
+// How the PT rewrites one I/O call of its text.
+struct IoCallPlan {
+  // A read pre-executed as ppios_prefetch_* (else it is counted, never run).
+  bool Prefetched = false;
+  bool Copy = false;  // ppios_prefetch_*_copy: the PT gets the bytes into its own buffer
+  unsigned Flags = 0; // PPIOS_PF_*
+  // Kept from a statement the PT cannot run: the computable conditions of its arm.
+  std::vector<ArmGuard> Guards;
+  // A formatted read's destinations (argument indices) the PT does not assign: the
+  // program's memory, or a value nothing of the PT uses.
+  std::vector<unsigned> NullDestinations;
+  bool IgnoreStatus = false; // an MPI read's status that is not the PT's own
+  // An open whose path the MT copies into the context at the start (the PT never reads
+  // a name through the MT's pointers).
+  bool CapturePath = false;
+};
+
+// An active call into a clone: ppios_pt_<name>(the same arguments, 0 for those listed,
+// the sequence counter).
+struct CloneCallPlan {
+  const clang::CallExpr *Call = nullptr;
+  std::string Name;
+  std::vector<unsigned> ZeroArgs;
+  std::vector<ArmGuard> Guards; // as IoCallPlan::Guards
+};
+
+// A handle a statement sets after the PT started, which the MT hands over right after it
+// (ppios_mt_handoff_*) and the PT takes in its place (ppios_pt_take_*).
+struct HandoffTake {
+  const clang::VarDecl *Var;
+  IoInterface Interface;
+  unsigned Slot;
+  bool Global; // a global handle: the PT's is its shadow
+};
+
+struct UnitPlan {
+  enum Form {
+    Outside,   // before the PT's start: not the PT's
+    Dropped,   // not run (removed; a switch's labelled statement leaves `;`)
+    Counted,   // not followed: a count of its transfers, as if it ran once
+    TakesHandles, // the PT takes the handles the MT hands over (Takes)
+    Block,     // its statements, each by its own plan
+    Header,    // if/switch/loop: the header as written, then its bodies by their plans
+    Exit,      // the program ends (or main() goes to its cleanup): ppios_pt_exit()
+    Jump,      // break, continue, goto, a return without a value: as written
+    Return,    // a return with a value: its kept calls and counts, then `return;`
+    CountOnly, // the counts of its transfers (and its Declared names)
+    KeptCalls, // the PT cannot run it: its Declared names, kept calls and counts
+    AsWritten, // run as written, its calls rewritten
+  } Form = Outside;
+  // Counted: its transfers; Return, CountOnly, KeptCalls: its transfers not pre-executed
+  // (CountNames: their functions, for the comment).
+  unsigned Count = 0;
+  std::string CountNames;
+  // The variables of a declaration the PT does not run as written that its text names:
+  // declared as the PT's own, zeroed.
+  std::vector<const clang::VarDecl *> Declared;
+  // Its active clone calls, in the planner's order (Return, KeptCalls, AsWritten).
+  std::vector<CloneCallPlan> CloneCalls;
+  bool KeepsCalls = false; // Return: it has a prefetched read or an active clone call
+  std::vector<HandoffTake> Takes;
+  // AsWritten declarations: variables whose program cleanup function the PT's copy drops,
+  // and those the PT declares but does not use ((void)name, for -Werror builds).
+  std::vector<const clang::VarDecl *> StripCleanup, Unused;
+  // Header of a loop: conjuncts of its condition the PT replaces by 1 (Speculation).
+  llvm::SmallVector<const clang::Expr *, 2> Speculated;
+  std::string SpeculatedWhy;
+  // A loop the PT runs polls the runtime each iteration; one that runs past an exit it
+  // cannot evaluate stays within a window of the MT (ppios_pt_speculate).
+  enum PollKind { NoPoll, Poll, Speculate } LoopPoll = NoPoll;
+  // Its own text is the PT's (in the slice, computable): subscripts checked, allocations
+  // through the runtime.
+  bool Guarded = false;
+};
+
+struct ThreadPlan {
+  bool Clone = false;
+  int Start = 0; // the first top-level statement the PT runs
+  // Why the thread cannot be written (a type it cannot name, ...); empty if it can.
+  std::string Unbuildable;
+  // main()'s PT: the values the MT copies into the context, the handles it reopens, and
+  // the locals declared before the start that the PT's text names without needing their
+  // values (declared by the prologue as the PT's own, zeroed), in source order.
+  std::vector<const clang::VarDecl *> Captured;
+  std::vector<ReopenedHandle> Reopened;
+  std::vector<const clang::VarDecl *> PrologueDeclared;
+  // Global handles: every reference of the PT's text is to its shadow (shadowName).
+  llvm::DenseSet<const clang::VarDecl *> GlobalHandles;
+  llvm::DenseMap<const Unit *, UnitPlan> Units;
+  llvm::DenseMap<const clang::CallExpr *, IoCallPlan> Calls;
+
+  const UnitPlan &unit(const Unit &U) const;
+  // Null for a call the plan has nothing on (a read it does not know is counted).
+  const IoCallPlan *call(const clang::CallExpr *Call) const;
+  bool prefetched(const clang::CallExpr *Call) const {
+    const IoCallPlan *P = call(Call);
+    return P && P->Prefetched;
+  }
+  bool isGlobalHandle(const clang::VarDecl *VD) const;
+};
+
+} // namespace ppios
+
+#endif
