@@ -1,7 +1,5 @@
+// See PrefetchThreadEmitter.h: the finished plan (ThreadPlan.h) rendered as text.
 #include "PrefetchThreadEmitter.h"
-#include "PlanVerifier.h"
-#include "PlannerSupport.h"
-#include "SideEffects.h"
 
 #include "clang/AST/ASTContext.h"
 #include "clang/AST/Attr.h"
@@ -13,13 +11,10 @@
 #include "llvm/Support/raw_ostream.h"
 
 #include <algorithm>
-#include <set>
 
 using namespace clang;
 
 namespace ppios {
-
-using slicing::nameableAtFileScope;
 
 namespace {
 
@@ -83,11 +78,11 @@ const char *const StdioHelpers =
     "  return f ? ppios_prefetch_getdelim(d, f, q, fl, at) : -1;\n"
     "}\n\n";
 
-PrefetchThreadEmitter::PrefetchThreadEmitter(const SourceText &Text, FunctionUnits &Units,
-                                             const PrefetchPlanner &Plan)
+PrefetchThreadEmitter::PrefetchThreadEmitter(const SourceText &Text, const FunctionUnits &Units,
+                                             const ThreadPlan &Plan)
     : Text(Text), Units(Units), Plan(Plan) {
   Fn = Units.function()->getNameAsString();
-  if (Plan.isClone()) {
+  if (Plan.Clone) {
     Seq = "*ppios_seq";
     SeqPointer = "ppios_seq";
   }
@@ -95,17 +90,14 @@ PrefetchThreadEmitter::PrefetchThreadEmitter(const SourceText &Text, FunctionUni
 
 // A call to a function with a clone: ppios_pt_<name>(same arguments, 0 for those the clone
 // does not use, the sequence counter).
-void PrefetchThreadEmitter::editCloneCall(const CloneCallDecision &C) {
+void PrefetchThreadEmitter::editCloneCall(const CloneCallPlan &C) {
   const CallExpr *Call = C.Call;
-  const CloneSummary *S = Plan.summaryOf(C.Callee);
   Edits.replace(Text.offset(Call->getCallee()->getBeginLoc()),
-                Text.tokenEnd(Call->getCallee()->getEndLoc()), S->Name);
-  for (unsigned I = 0; I < Call->getNumArgs(); ++I)
-    if (S->Params[I] == ParamRole::Unused &&
-        C.Callee->getParamDecl(I)->getType()->isScalarType()) {
-      const Expr *Arg = Call->getArg(I);
-      Edits.replace(Text.offset(Arg->getBeginLoc()), Text.tokenEnd(Arg->getEndLoc()), "0");
-    }
+                Text.tokenEnd(Call->getCallee()->getEndLoc()), C.Name);
+  for (unsigned I : C.ZeroArgs) {
+    const Expr *Arg = Call->getArg(I);
+    Edits.replace(Text.offset(Arg->getBeginLoc()), Text.tokenEnd(Arg->getEndLoc()), "0");
+  }
   Edits.insert(Text.offset(Call->getRParenLoc()),
                (Call->getNumArgs() ? ", " : "") + SeqPointer);
 }
@@ -125,18 +117,17 @@ std::string PrefetchThreadEmitter::keptCalls(const Unit &U) {
     return Cond.empty() ? Call + ";" : "if (" + Cond + ") " + Call + ";";
   };
   for (const IoCallSite &Site : U.IoCalls) {
-    const ReadDecision *D = Plan.decisionFor(Site.Call);
+    const IoCallPlan *D = Plan.call(Site.Call);
     if (D && D->Prefetched)
       Kept.push_back({Text.offset(Site.Call->getBeginLoc()), Guarded(D->Guards, renderCall(Site))});
   }
-  for (const CloneCallDecision &C : Plan.cloneCalls())
-    if (C.Owner == &U && C.Active) {
-      editCloneCall(C);
-      Kept.push_back({Text.offset(C.Call->getBeginLoc()),
-                      Guarded(C.Guards, Edits.render(Text.buffer(),
-                                                     Text.offset(C.Call->getBeginLoc()),
-                                                     Text.tokenEnd(C.Call->getEndLoc())))});
-    }
+  for (const CloneCallPlan &C : Plan.unit(U).CloneCalls) {
+    editCloneCall(C);
+    Kept.push_back({Text.offset(C.Call->getBeginLoc()),
+                    Guarded(C.Guards, Edits.render(Text.buffer(),
+                                                   Text.offset(C.Call->getBeginLoc()),
+                                                   Text.tokenEnd(C.Call->getEndLoc())))});
+  }
   std::sort(Kept.begin(), Kept.end());
   std::string Out;
   for (const auto &K : Kept)
@@ -172,63 +163,13 @@ std::string PrefetchThreadEmitter::ownDeclaration(const VarDecl *VD) {
          Name + ";";
 }
 
-// The local variables of the function that S names (and main()'s parameters, which are
-// the PT's only when captured or declared).
-void PrefetchThreadEmitter::localsNamedIn(const Stmt *S, std::set<const VarDecl *> &Out) const {
-  llvm::SmallVector<const Stmt *, 16> Work{S};
-  while (!Work.empty()) {
-    const Stmt *St = Work.pop_back_val();
-    if (!St)
-      continue;
-    if (const auto *DRE = dyn_cast<DeclRefExpr>(St))
-      if (const auto *VD = dyn_cast<VarDecl>(DRE->getDecl()))
-        if (VD->isLocalVarDecl() || (isa<ParmVarDecl>(VD) && !Plan.isClone()))
-          Out.insert(VD);
-    for (const Stmt *Child : St->children())
-      Work.push_back(Child);
-  }
-}
-
-// E names only variables the MT has when it starts the PT, with the values they keep
-// after: it can be evaluated in the start block. (Not a variable declared after the
-// start, in a `for` header say, which is out of scope there.)
-bool PrefetchThreadEmitter::capturedOnly(const Expr *E) const {
-  llvm::SmallVector<const Stmt *, 8> Work{E};
-  while (!Work.empty()) {
-    const Stmt *S = Work.pop_back_val();
-    if (const auto *DRE = dyn_cast<DeclRefExpr>(S))
-      if (const auto *VD = dyn_cast<VarDecl>(DRE->getDecl())) {
-        const Unit *D = Units.declaringUnit(VD);
-        if (VD->isLocalVarDecl() && (!D || D->TopIndex >= Plan.startIndex()))
-          return false;
-        for (const auto &Owned : Units.all())
-          if (Owned->TopIndex >= Plan.startIndex() &&
-              (Owned->Defs.count(VD) || Owned->PointerStores.count(VD)))
-            return false;
-      }
-    if (isa<CallExpr>(S))
-      return false;
-    for (const Stmt *Child : S->children())
-      if (Child)
-        Work.push_back(Child);
-  }
-  return true;
-}
-
-// The PT gets file names as copies taken when it starts, never pointers into MT memory.
+// The PT gets file names as copies taken when it starts, never pointers into MT memory
+// (where the plan says so: IoCallPlan::CapturePath).
 std::string PrefetchThreadEmitter::pathArgument(const IoCallSite &Site) {
-  if (Plan.isClone())
-    return ""; // a clone has no context: it opens the path its caller passed
-  const Expr *Path = Site.Call->getArg(Site.Info->PathArg);
-  if (!capturedOnly(Path))
+  const IoCallPlan *P = Plan.call(Site.Call);
+  if (!P || !P->CapturePath)
     return "";
-  // A local array is the PT's own memory (its copy, or its own when it had no value at
-  // the start): it opens the name it holds then, which its own statements may have built
-  // (`snprintf(name, ...)` in its loop), never a copy taken at the start.
-  if (const auto *DRE = dyn_cast<DeclRefExpr>(Path->IgnoreParenImpCasts()))
-    if (const auto *VD = dyn_cast<VarDecl>(DRE->getDecl()))
-      if (VD->hasLocalStorage() && VD->getType()->isConstantArrayType())
-        return "";
+  const Expr *Path = Site.Call->getArg(Site.Info->PathArg);
   std::string Field = "ppios_path" + std::to_string(Paths.size());
   Paths.push_back({Field, Text.text(Path->getSourceRange())});
   return "ppios_ctx->" + Field;
@@ -250,7 +191,7 @@ void PrefetchThreadEmitter::editCall(const IoCallSite &Site) {
       Edits.replace(Text.tokenEnd(Call->getArg(Index - 1)->getEndLoc()),
                     Text.tokenEnd(Call->getArg(Index)->getEndLoc()), "");
   };
-  const ReadDecision *D = Plan.decisionFor(Call);
+  const IoCallPlan *D = Plan.call(Call);
   if (Info.Kind == IoKind::Read) {
     if (!D || !D->Prefetched) {
       Edits.replace(Text.offset(Call->getBeginLoc()), Text.tokenEnd(Call->getEndLoc()),
@@ -268,19 +209,14 @@ void PrefetchThreadEmitter::editCall(const IoCallSite &Site) {
       DropArg(Info.BufferArg);
     DropArg(Info.DropArgs[0]);
     DropArg(Info.DropArgs[1]);
-    // A formatted read's destinations: the PT's own local scalars that the rest of its
-    // slice uses stay; for any other (the program's memory, or a value nothing needs) the
-    // PT's call suppresses that conversion (a null pointer). A call that assigns nothing
-    // is not scanned at all: the runtime speculates (ppios_prefetch_fscanf).
-    if (Info.Formatted)
-      for (unsigned I = Info.HandleArg + 2; I < Call->getNumArgs(); ++I)
-        if (const VarDecl *Own = ptOwnScalar(Call->getArg(I)); !Own || !usedElsewhere(Own, *D->Owner))
-          Edits.replace(Text.offset(Call->getArg(I)->getBeginLoc()),
-                        Text.tokenEnd(Call->getArg(I)->getEndLoc()), "(void *)0");
-    // An MPI read's status: the PT's own copy gets the predicted outcome; the MT's
-    // memory is never written.
-    if (Info.StatusArg >= 0 && Info.StatusArg < static_cast<int>(Call->getNumArgs()) &&
-        !ptOwnStatus(Call->getArg(Info.StatusArg))) {
+    // A formatted read's destinations the PT does not assign: the call suppresses that
+    // conversion (a null pointer). A call that assigns nothing is not scanned at all: the
+    // runtime speculates (ppios_prefetch_fscanf).
+    for (unsigned I : D->NullDestinations)
+      Edits.replace(Text.offset(Call->getArg(I)->getBeginLoc()),
+                    Text.tokenEnd(Call->getArg(I)->getEndLoc()), "(void *)0");
+    // An MPI read's status that is not the PT's own: the MT's memory is never written.
+    if (D->IgnoreStatus) {
       const Expr *Status = Call->getArg(Info.StatusArg);
       Edits.replace(Text.offset(Status->getBeginLoc()), Text.tokenEnd(Status->getEndLoc()),
                     "MPI_STATUS_IGNORE");
@@ -385,123 +321,77 @@ void PrefetchThreadEmitter::removeUnit(const Unit &U, const std::string &Replace
   Edits.replace(Begin, End, "");
 }
 
+// U as its plan says (UnitPlan::Form).
 void PrefetchThreadEmitter::emitUnit(const Unit &U) {
-  if (!U.InSlice) {
-    unsigned N = slicing::countTransfers(U);
-    if (Plan.isCountBlock(U) && N) {
-      removeUnit(U, countStatement(Seq, N, "line " + std::to_string(Text.line(U.S->getBeginLoc())) +
-                                          ": I/O the prefetch thread cannot follow, "
-                                          "assumed to run once"));
-    } else {
-      removeUnit(U, U.Labeled ? ";" : ""); // `case 1: ;`: the switch's labels stay
-    }
+  const UnitPlan &P = Plan.unit(U);
+  switch (P.Form) {
+  case UnitPlan::Outside:
+  case UnitPlan::Jump:
     return;
-  }
-  std::vector<const HandoffPoint *> Handoffs = Plan.handoffsAt(U);
-  if (!Handoffs.empty()) {
-    std::string Line = std::to_string(Text.line(U.S->getBeginLoc()));
-    auto [Begin, End] = Text.statementRange(U.S);
-    std::string Takes;
-    for (const HandoffPoint *H : Handoffs) {
-      const char *Iface = handleSuffix(H->Interface);
-      std::string Name = H->Var->getNameAsString(), Slot = std::to_string(H->Slot);
-      // A global handle: the PT's is its shadow.
-      bool Global = Plan.facts() && Plan.facts()->isGlobalHandle(H->Var);
-      const auto *DS = dyn_cast<DeclStmt>(U.S);
-      bool Declares = DS && DS->isSingleDecl() && DS->getSingleDecl() == H->Var;
-      // `int n = 0, out = open(...)`: every variable it declares is the PT's own.
-      if (DS && !DS->isSingleDecl() && Takes.empty())
-        for (const Decl *Dc : DS->decls())
-          if (const auto *VD = dyn_cast<VarDecl>(Dc))
-            Takes += (Takes.empty() ? "" : " ") + ownDeclaration(VD);
-      Takes += (Takes.empty() ? "" : " ") +
-               (Global ? shadowName(H->Var) : Declares ? declare(H->Var) : Name) +
-               " = ppios_pt_take_" + Iface + "(" + Slot + ");";
-      MtHandoffs.push_back({End, "\n" + Text.indentation(Begin) + "if (ppios_linked()) ppios_mt_handoff_" + Iface +
-                                     "(" + Slot + ", " + Name +
-                                     "); /* ppios-cc: for the prefetch thread */"});
-    }
-    Edits.replace(Begin, End,
-                  Takes + " /* line " + Line + " sets " +
-                      (Handoffs.size() == 1 ? "it" : "them") +
-                      ": the main thread hands " + (Handoffs.size() == 1 ? "it" : "them") +
-                      " over */");
+  case UnitPlan::Counted:
+    removeUnit(U, countStatement(Seq, P.Count,
+                                 "line " + std::to_string(Text.line(U.S->getBeginLoc())) +
+                                     ": I/O the prefetch thread cannot follow, "
+                                     "assumed to run once"));
     return;
-  }
-  switch (U.UnitKind) {
-  case Unit::Block:
+  case UnitPlan::Dropped:
+    removeUnit(U, U.Labeled ? ";" : ""); // `case 1: ;`: the switch's labels stay
+    return;
+  case UnitPlan::TakesHandles:
+    emitTakes(U, P.Takes);
+    return;
+  case UnitPlan::Block:
     for (const Unit *Child : U.Children)
       emitUnit(*Child);
     return;
-  case Unit::If:
-  case Unit::Switch:
-  case Unit::Loop:
-    if (const Speculation *Sp = Plan.speculationFor(U))
-      for (const Expr *C : Sp->Conjuncts)
-        Edits.replace(Text.offset(C->getBeginLoc()), Text.tokenEnd(C->getEndLoc()),
-                      "1 /* speculated: the loop goes on past " + Sp->Why + " */");
+  case UnitPlan::Header:
+    for (const Expr *C : P.Speculated)
+      Edits.replace(Text.offset(C->getBeginLoc()), Text.tokenEnd(C->getEndLoc()),
+                    "1 /* speculated: the loop goes on past " + P.SpeculatedWhy + " */");
     for (const IoCallSite &Site : U.IoCalls)
       editCall(Site);
     for (const Unit *Child : U.Children)
       emitUnit(*Child);
     return;
-  case Unit::Jump: {
-    if (U.StopsPt) {
-      auto [Begin, End] = Text.statementRange(U.S);
-      Edits.replace(Begin, End, programExitCall(U.S)
-                                    ? "ppios_pt_exit(); /* the program ends here: so does the "
-                                      "prefetch thread */"
-                                    : "ppios_pt_exit(); /* main() goes to its cleanup, where it "
-                                      "reads nothing: the prefetch thread ends */");
-      return;
-    }
-    const auto *RS = dyn_cast<ReturnStmt>(U.S);
-    if (!RS || !RS->getRetValue())
-      return;
+  case UnitPlan::Exit: {
+    auto [Begin, End] = Text.statementRange(U.S);
+    Edits.replace(Begin, End, programExitCall(U.S)
+                                  ? "ppios_pt_exit(); /* the program ends here: so does the "
+                                    "prefetch thread */"
+                                  : "ppios_pt_exit(); /* main() goes to its cleanup, where it "
+                                    "reads nothing: the prefetch thread ends */");
+    return;
+  }
+  case UnitPlan::Return: {
     // The PT returns nothing; what a returned expression pre-executes runs first.
-    std::string Replacement = Plan.hasActiveCall(U) ? keptCalls(U) : "";
-    unsigned Others = 0;
-    for (const IoCallSite &Site : U.IoCalls)
-      if (IoCallTable::isTransfer(*Site.Info)) {
-        const ReadDecision *D = Plan.decisionFor(Site.Call);
-        Others += !D || !D->Prefetched;
-      }
-    if (Others)
+    std::string Replacement = P.KeepsCalls ? keptCalls(U) : "";
+    if (P.Count)
       Replacement += (Replacement.empty() ? "" : " ") +
-                     countStatement(Seq, Others, "not run by the prefetch thread");
+                     countStatement(Seq, P.Count, "not run by the prefetch thread");
     auto [Begin, End] = Text.statementRange(U.S);
     Edits.replace(Begin, End, Replacement.empty() ? "return;" : "{ " + Replacement + " return; }");
     return;
   }
-  case Unit::Simple:
+  case UnitPlan::CountOnly:
+  case UnitPlan::KeptCalls:
+  case UnitPlan::AsWritten:
     break;
   }
-  bool AnyPrefetched = Plan.hasActiveCall(U);
-  unsigned Others = 0;
-  std::string Names;
-  for (const IoCallSite &Site : U.IoCalls)
-    if (IoCallTable::isTransfer(*Site.Info)) {
-      const ReadDecision *D = Plan.decisionFor(Site.Call);
-      if (!D || !D->Prefetched) {
-        ++Others;
-        Names += (Names.empty() ? "" : ", ") + std::string(Site.Info->Name);
-      }
-    }
   // A declaration the PT does not run as written still declares what it names.
   std::string Declared;
-  if (Plan.declaresOnly(U))
-    for (const Decl *Dc : cast<DeclStmt>(U.S)->decls())
-      if (const auto *VD = dyn_cast<VarDecl>(Dc); VD && Plan.named(VD))
-        Declared += ownDeclaration(VD) + " ";
-  if (!AnyPrefetched && Others) {
-    removeUnit(U, Declared + countStatement(Seq, Others, Names + ": not run by the prefetch thread"));
+  for (const VarDecl *VD : P.Declared)
+    Declared += ownDeclaration(VD) + " ";
+  std::string Count =
+      P.Count ? countStatement(Seq, P.Count, P.CountNames + ": not run by the prefetch thread") : "";
+  if (P.Form == UnitPlan::CountOnly) {
+    removeUnit(U, Declared + Count);
     return;
   }
-  if (U.Bad) {
+  if (P.Form == UnitPlan::KeptCalls) {
     // Only the prefetches of this statement can run in the PT.
     std::string Replacement = Declared + keptCalls(U);
-    if (Others)
-      Replacement += " " + countStatement(Seq, Others, Names + ": not run by the prefetch thread");
+    if (P.Count)
+      Replacement += " " + Count;
     // Several calls where one statement stands (`for (...) s += f(i) + g(i);`): a block.
     if (U.Parent && U.Parent->UnitKind != Unit::Block && !Replacement.empty())
       Replacement = "{ " + Replacement + " }";
@@ -510,20 +400,17 @@ void PrefetchThreadEmitter::emitUnit(const Unit &U) {
   }
   for (const IoCallSite &Site : U.IoCalls)
     editCall(Site);
-  for (const CloneCallDecision &C : Plan.cloneCalls())
-    if (C.Owner == &U && C.Active)
-      editCloneCall(C);
+  for (const CloneCallPlan &C : P.CloneCalls)
+    editCloneCall(C);
   const auto *DS = dyn_cast<DeclStmt>(U.S);
   if (!DS)
     return;
   std::string Unused;
   for (const Decl *D : DS->decls())
     if (const auto *VD = dyn_cast<VarDecl>(D)) {
-      // The program's cleanup function is not the PT's to run (it would free a block of
-      // ppios_pt_malloc's with libc's free, say): the PT's copy of the declaration has none
-      // (the runtime frees the PT's blocks when it ends). PlanVerifier refused the ones
-      // it cannot remove (from a macro).
-      if (const auto *A = VD->getAttr<CleanupAttr>(); A && PlanVerifier::strippableCleanup(VD))
+      // The PT's copy of the declaration has no program cleanup function (the runtime
+      // frees the PT's blocks when it ends).
+      if (const auto *A = VD->getAttr<CleanupAttr>(); A && llvm::is_contained(P.StripCleanup, VD))
         Edits.replace(Text.offset(A->getRange().getBegin()), Text.tokenEnd(A->getRange().getEnd()),
                       "unused");
       // MPI_File variables of the PT are ppios_pt_mpi_file.
@@ -531,29 +418,50 @@ void PrefetchThreadEmitter::emitUnit(const Unit &U) {
         SourceRange R = VD->getTypeSourceInfo()->getTypeLoc().getSourceRange();
         Edits.replace(Text.offset(R.getBegin()), Text.tokenEnd(R.getEnd()), "ppios_pt_mpi_file");
       }
-      // A result the PT keeps only because the statement holds a read, or a handle none of
-      // whose reads is prefetched (their calls vanish from the PT): say it is unused.
-      bool ReadThrough = llvm::any_of(Plan.decisions(), [&](const ReadDecision &D) {
-        return D.Prefetched && D.Site.Handle == VD;
-      });
-      if (!usedElsewhere(VD, U) || Plan.hasPrefetchedRead(U) || (Plan.isHandle(VD) && !ReadThrough))
+      if (llvm::is_contained(P.Unused, VD))
         Unused += " (void)" + VD->getNameAsString() + ";";
     }
   if (!Unused.empty())
     Edits.insert(Text.statementRange(U.S).second, Unused);
 }
 
+// The handles the MT hands over at U: the PT takes them where U stands, and the MT's
+// handoff calls go right after U.
+void PrefetchThreadEmitter::emitTakes(const Unit &U, const std::vector<HandoffTake> &Handoffs) {
+  std::string Line = std::to_string(Text.line(U.S->getBeginLoc()));
+  auto [Begin, End] = Text.statementRange(U.S);
+  std::string Takes;
+  for (const HandoffTake &H : Handoffs) {
+    const char *Iface = handleSuffix(H.Interface);
+    std::string Name = H.Var->getNameAsString(), Slot = std::to_string(H.Slot);
+    const auto *DS = dyn_cast<DeclStmt>(U.S);
+    bool Declares = DS && DS->isSingleDecl() && DS->getSingleDecl() == H.Var;
+    // `int n = 0, out = open(...)`: every variable it declares is the PT's own.
+    if (DS && !DS->isSingleDecl() && Takes.empty())
+      for (const Decl *Dc : DS->decls())
+        if (const auto *VD = dyn_cast<VarDecl>(Dc))
+          Takes += (Takes.empty() ? "" : " ") + ownDeclaration(VD);
+    // A global handle: the PT's is its shadow.
+    Takes += (Takes.empty() ? "" : " ") +
+             (H.Global ? shadowName(H.Var) : Declares ? declare(H.Var) : Name) +
+             " = ppios_pt_take_" + Iface + "(" + Slot + ");";
+    MtHandoffs.push_back({End, "\n" + Text.indentation(Begin) + "if (ppios_linked()) ppios_mt_handoff_" + Iface +
+                                   "(" + Slot + ", " + Name +
+                                   "); /* ppios-cc: for the prefetch thread */"});
+  }
+  Edits.replace(Begin, End,
+                Takes + " /* line " + Line + " sets " +
+                    (Handoffs.size() == 1 ? "it" : "them") +
+                    ": the main thread hands " + (Handoffs.size() == 1 ? "it" : "them") +
+                    " over */");
+}
+
 // A clone: the whole function, entered with its own parameters and the caller's counter.
 bool PrefetchThreadEmitter::emitClone() {
   const FunctionDecl *FD = Units.function();
   std::string Params;
-  for (const ParmVarDecl *P : FD->parameters()) {
-    if (!nameableAtFileScope(P->getType())) {
-      Why = "the type of parameter '" + P->getNameAsString() + "' cannot be named";
-      return false;
-    }
+  for (const ParmVarDecl *P : FD->parameters())
     Params += declare(P) + ", ";
-  }
   const auto *Body = cast<CompoundStmt>(FD->getBody());
   std::string Text_ = Edits.render(Text.buffer(), Text.offset(Body->getLBracLoc()) + 1,
                                    Text.offset(Body->getRBracLoc()));
@@ -598,10 +506,11 @@ void PrefetchThreadEmitter::addLoopPolls() {
   };
   for (const auto &Owned : Units.all()) {
     const Unit &U = *Owned;
-    if (U.UnitKind != Unit::Loop || !U.InSlice || U.TopIndex < Plan.startIndex())
+    UnitPlan::PollKind Kind = Plan.unit(U).LoopPoll;
+    if (Kind == UnitPlan::NoPoll)
       continue;
     // Past an exit it cannot evaluate, the PT stays within a window of the MT.
-    Poll = Plan.speculates(U) ? "ppios_pt_speculate(" + Seq + ")" : "ppios_pt_poll()";
+    Poll = Kind == UnitPlan::Speculate ? "ppios_pt_speculate(" + Seq + ")" : "ppios_pt_poll()";
     if (const auto *FS = dyn_cast<ForStmt>(U.S)) {
       // In the increment: the body may be a statement the PT replaces.
       if (const Expr *Inc = FS->getInc()) {
@@ -632,7 +541,7 @@ void PrefetchThreadEmitter::addMemoryGuards() {
   };
   for (const auto &Owned : Units.all()) {
     const Unit &U = *Owned;
-    if (!U.InSlice || U.TopIndex < Plan.startIndex() || U.Bad)
+    if (!Plan.unit(U).Guarded)
       continue;
     llvm::SmallVector<const Stmt *, 16> Work;
     for (const Stmt *P : Parts(U))
@@ -672,15 +581,14 @@ void PrefetchThreadEmitter::addMemoryGuards() {
 }
 
 void PrefetchThreadEmitter::renameGlobalHandles() {
-  const TranslationUnitFacts *Facts = Plan.facts();
-  if (!Facts || Facts->GlobalHandles.empty())
+  if (Plan.GlobalHandles.empty())
     return;
   llvm::SmallVector<const Stmt *, 16> Work{Units.function()->getBody()};
   while (!Work.empty()) {
     const Stmt *St = Work.pop_back_val();
     if (const auto *DRE = dyn_cast<DeclRefExpr>(St))
       if (const auto *VD = dyn_cast<VarDecl>(DRE->getDecl()))
-        if (Facts->isGlobalHandle(VD) && Text.spelledInFile(DRE->getLocation()))
+        if (Plan.isGlobalHandle(VD) && Text.spelledInFile(DRE->getLocation()))
           Edits.replace(Text.offset(DRE->getLocation()), Text.tokenEnd(DRE->getLocation()),
                         shadowName(VD));
     for (const Stmt *Child : St->children())
@@ -689,32 +597,12 @@ void PrefetchThreadEmitter::renameGlobalHandles() {
   }
 }
 
-bool PrefetchThreadEmitter::usedElsewhere(const VarDecl *VD, const Unit &Self) const {
-  for (const auto &Owned : Units.all())
-    if (Owned.get() != &Self && Owned->InSlice && Owned->UnitKind != Unit::Block &&
-        Owned->Uses.count(VD))
-      return true;
-  return false;
-}
-
 bool PrefetchThreadEmitter::emit() {
   const auto &Top = Units.topLevel();
-  int S = Plan.startIndex();
-  std::set<std::string> Names;
-  for (const VarDecl *VD : Plan.captured()) {
-    if (!nameableAtFileScope(VD->getType())) {
-      Why = "the type of '" + VD->getNameAsString() + "' cannot be named outside " + Fn + "()";
-      return false;
-    }
-    if (!Names.insert(VD->getNameAsString()).second) {
-      Why = "two variables named '" + VD->getNameAsString() + "' are needed";
-      return false;
-    }
-    if (VD->getType()->isIncompleteType() ||
-        VD->getASTContext().getTypeSizeInChars(VD->getType()).getQuantity() > (1 << 16)) {
-      Why = "'" + VD->getNameAsString() + "' is too large to copy for the prefetch thread";
-      return false;
-    }
+  int S = Plan.Start;
+  if (!Plan.Unbuildable.empty()) {
+    Why = Plan.Unbuildable;
+    return false;
   }
 
   // Global handles: every reference of the PT is to its shadow. First, so that the edits
@@ -726,7 +614,7 @@ bool PrefetchThreadEmitter::emit() {
   addLoopPolls();
   addMemoryGuards();
   std::string Body;
-  if (Plan.isClone())
+  if (Plan.Clone)
     return emitClone();
   if (S < static_cast<int>(Top.size())) {
     // From the start of the line, unless something else precedes the statement there
@@ -744,9 +632,9 @@ bool PrefetchThreadEmitter::emit() {
   // Prologue: captured values, then the descriptors the MT opened before the start.
   std::string Prologue;
   std::string Indent = "  ";
-  for (const VarDecl *VD : Plan.captured()) {
+  for (const VarDecl *VD : Plan.Captured) {
     std::string Name = VD->getNameAsString();
-    if (Plan.facts() && Plan.facts()->isGlobalHandle(VD)) {
+    if (Plan.isGlobalHandle(VD)) {
       // Reopened by the start block into the context; the PT's is the shadow.
       Prologue += Indent + shadowName(VD) + " = ppios_ctx->" + Name + ";\n";
       continue;
@@ -757,25 +645,7 @@ bool PrefetchThreadEmitter::emit() {
   // Locals declared before the start whose values the PT does not need but which its
   // statements name (C89 style: `int i, fd;` at the top, set after the start): declared,
   // zeroed, so that the thread compiles and never reads an indeterminate value.
-  std::set<const VarDecl *> Named;
-  for (int I = S; I < static_cast<int>(Top.size()); ++I)
-    if (Top[I]->InSlice)
-      localsNamedIn(Top[I]->S, Named);
-  std::set<const VarDecl *> CapturedSet(Plan.captured().begin(), Plan.captured().end());
-  std::vector<const VarDecl *> Undeclared;
-  for (const VarDecl *VD : Named) {
-    const Unit *D = Units.declaringUnit(VD);
-    if (((D && D->TopIndex < S) || isa<ParmVarDecl>(VD)) && !CapturedSet.count(VD))
-      Undeclared.push_back(VD);
-  }
-  std::sort(Undeclared.begin(), Undeclared.end(), [](const VarDecl *A, const VarDecl *B) {
-    return A->getLocation() < B->getLocation();
-  });
-  for (const VarDecl *VD : Undeclared) {
-    if (!nameableAtFileScope(VD->getType()) || VD->getType()->isIncompleteType()) {
-      Why = "the type of '" + VD->getNameAsString() + "' cannot be named outside " + Fn + "()";
-      return false;
-    }
+  for (const VarDecl *VD : Plan.PrologueDeclared) {
     std::string Own = ownDeclaration(VD);
     if (!VD->isStaticLocal()) // one line for the declaration, one for its value
       Own.replace(Own.find("; ") + 1, 1, "\n" + Indent);
@@ -783,7 +653,7 @@ bool PrefetchThreadEmitter::emit() {
   }
   // The MT's start block gives the PT's copies of its handles handles of their own.
   std::vector<std::string> Reopens;
-  for (const ReopenedHandle &H : Plan.reopened()) {
+  for (const ReopenedHandle &H : Plan.Reopened) {
     std::string Name = H.Var->getNameAsString();
     if (H.Field)
       Name += "." + H.Field->getNameAsString();
@@ -795,7 +665,7 @@ bool PrefetchThreadEmitter::emit() {
   // starts the PT, counted by the runtime (exact, where counting the statements before
   // the start would have to guess how often their loops and branches ran).
   std::string Struct = "struct ppios_pt_ctx_" + Fn + " {\n  ppios_seq_t ppios_seq0;\n";
-  for (const VarDecl *VD : Plan.captured())
+  for (const VarDecl *VD : Plan.Captured)
     Struct += "  " + declare(VD) + ";\n";
   for (const PathCapture &P : Paths)
     Struct += "  char " + P.Field + "[4096];\n";
@@ -837,10 +707,10 @@ bool PrefetchThreadEmitter::emit() {
   Start = "\n" + In + "if (ppios_linked()) { /* ppios-cc: start the prefetch thread of " + Fn + "() */\n";
   Start += In + "  struct ppios_pt_ctx_" + Fn + " ppios_ctx;\n";
   Start += In + "  __builtin_memset(&ppios_ctx, 0, sizeof ppios_ctx);\n";
-  for (const VarDecl *VD : Plan.captured()) {
+  for (const VarDecl *VD : Plan.Captured) {
     std::string Name = VD->getNameAsString();
     bool Reopened = false;
-    for (const ReopenedHandle &H : Plan.reopened())
+    for (const ReopenedHandle &H : Plan.Reopened)
       Reopened |= H.Var == VD && !H.Field;
     // (A `register` variable has no address: its value is assigned.)
     if (!Reopened && VD->getStorageClass() == SC_Register && !VD->getType()->isArrayType())

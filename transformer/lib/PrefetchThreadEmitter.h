@@ -2,14 +2,19 @@
 // captured values, the thread function (the user's own statements of the slice, with reads
 // turned into ppios_prefetch_* calls carrying sequence numbers, opens and closes into the
 // PT's own, writes into counter increments), and the block that starts it in the MT.
+//
+// A pure renderer of the finished plan (ThreadPlan.h): every decision it writes down is
+// the plan's, and it never asks the planner anything (it does not know it).
 #ifndef PPIOS_TRANSFORMER_PREFETCHTHREADEMITTER_H
 #define PPIOS_TRANSFORMER_PREFETCHTHREADEMITTER_H
 
-#include "PrefetchPlanner.h"
 #include "SourceText.h"
+#include "StatementUnits.h"
+#include "ThreadPlan.h"
 
-#include <set>
 #include <string>
+#include <utility>
+#include <vector>
 
 namespace ppios {
 
@@ -18,8 +23,8 @@ extern const char *const StdioHelpers;
 
 class PrefetchThreadEmitter {
 public:
-  PrefetchThreadEmitter(const SourceText &Text, FunctionUnits &Units,
-                        const PrefetchPlanner &Plan);
+  PrefetchThreadEmitter(const SourceText &Text, const FunctionUnits &Units,
+                        const ThreadPlan &Plan);
 
   // Returns false (with why()) if the thread cannot be written (types it cannot name...).
   bool emit();
@@ -41,26 +46,24 @@ public:
   void setStdioHelpersProvided() { HelpersProvided = true; }
 
 private:
-  void editCloneCall(const CloneCallDecision &C);
+  void editCloneCall(const CloneCallPlan &C);
   void addLoopPolls();
   void renameGlobalHandles();
   void addMemoryGuards();
   bool emitClone();
   std::string keptCalls(const Unit &U);
   void emitUnit(const Unit &U);
+  void emitTakes(const Unit &U, const std::vector<HandoffTake> &Handoffs);
   void removeUnit(const Unit &U, const std::string &Replacement);
   void editCall(const IoCallSite &Site);
   std::string renderCall(const IoCallSite &Site);
   std::string pathArgument(const IoCallSite &Site);
   std::string declare(const clang::VarDecl *VD);
   std::string ownDeclaration(const clang::VarDecl *VD);
-  bool usedElsewhere(const clang::VarDecl *VD, const Unit &Self) const;
-  bool capturedOnly(const clang::Expr *E) const;
-  void localsNamedIn(const clang::Stmt *S, std::set<const clang::VarDecl *> &Out) const;
 
   const SourceText &Text;
-  FunctionUnits &Units;
-  const PrefetchPlanner &Plan;
+  const FunctionUnits &Units;
+  const ThreadPlan &Plan;
   EditList Edits;
   std::string Definition, Start, Why;
   std::string CloneSignature, CloneBody; // a clone's, without its linkage

@@ -718,7 +718,7 @@ private:
     U.MainPlan = std::make_unique<PrefetchPlanner>(*U.MainUnits, &U.Facts, /*AsClone=*/false);
     PrefetchPlanner &Plan = *U.MainPlan;
     bool Planned = Plan.plan();
-    U.MainEmitter = std::make_unique<PrefetchThreadEmitter>(U.Text, *U.MainUnits, Plan);
+    U.MainEmitter = std::make_unique<PrefetchThreadEmitter>(U.Text, *U.MainUnits, Plan.threadPlan());
     PrefetchThreadEmitter &Emitter = *U.MainEmitter;
     if (U.CloneStdio)
       Emitter.setStdioHelpersProvided();
@@ -928,7 +928,8 @@ private:
       bool HasReads = !C->Planner->decisions().empty() || !C->Planner->cloneCalls().empty();
       if (!HasReads)
         continue;
-      C->Emitter = std::make_unique<PrefetchThreadEmitter>(Text, *C->Units, *C->Planner);
+      C->Emitter =
+          std::make_unique<PrefetchThreadEmitter>(Text, *C->Units, C->Planner->threadPlan());
       if (Planned) {
         C->Emitted = C->Emitter->emit();
         if (C->Emitted)
