@@ -27,6 +27,9 @@ constexpr unsigned kMagic = 0xFBAD0000u;
 constexpr unsigned kNoReads = 0x0004;
 constexpr unsigned kNoWrites = 0x0008;
 constexpr unsigned kEofSeen = 0x0010;
+constexpr unsigned kUnbuffered = 0x0002;
+constexpr unsigned kLineBuf = 0x0200;
+constexpr unsigned kLinked = 0x0080;
 constexpr unsigned kInBackup = 0x0100;
 constexpr unsigned kIsFilebuf = 0x2000;
 
@@ -55,6 +58,19 @@ bool buffer_holds(const FILE *s, off_t target) {
   if (s->_offset < 0 || s->_IO_read_base == nullptr) return false;
   const off_t start = s->_offset - (s->_IO_read_end - s->_IO_buf_base);
   return target >= start && target < s->_offset;
+}
+
+// What glibc's refill does besides reading (libio's __underflow and
+// _IO_new_file_underflow), for a refill the runtime stood in for: the stream becomes
+// byte-oriented (exit later moves the descriptor back to the stream's position only for
+// an oriented stream), and a line-buffered or unbuffered input stream first flushes a
+// line-buffered stdout (the prompt before the answer is read).
+void as_glibc_refill(FILE *s) {
+  if (s->_mode == 0) s->_mode = -1;
+  if ((static_cast<unsigned>(s->_flags) & (kLineBuf | kUnbuffered)) && s != stdout) {
+    const unsigned out = static_cast<unsigned>(stdout->_flags);
+    if ((out & (kLinked | kNoWrites | kLineBuf)) == (kLinked | kLineBuf)) fflush(stdout);
+  }
 }
 
 // glibc's state after a seek that read nothing: an empty buffer at `target`, the
@@ -250,7 +266,9 @@ bool give_mirror_buffer(FILE *stream, size_t block) {
   const off_t known = stream->_offset;
 #endif
   // glibc's buffer is the first block; the second is where a block goes after unread bytes.
-  if (setvbuf(stream, bytes.get(), _IOFBF, block) != 0) return false;
+  // A line-buffered input stream stays one: its refills flush stdout (as_glibc_refill).
+  const int mode = (static_cast<unsigned>(stream->_flags) & kLineBuf) ? _IOLBF : _IOFBF;
+  if (setvbuf(stream, bytes.get(), mode, block) != 0) return false;
 #ifdef __GLIBC__
   stream->_offset = known;
 #endif
@@ -279,6 +297,15 @@ off_t stream_file_offset(FILE *stream) {
 }  // namespace ppios
 
 namespace ppios {
+
+bool stream_mirrorable(FILE *stream) {
+#ifdef __GLIBC__
+  return stream != nullptr && understood(stream);
+#else
+  (void)stream;
+  return false;
+#endif
+}
 
 bool stream_has_pushback(FILE *stream) {
 #ifdef __GLIBC__
@@ -330,6 +357,7 @@ bool refilled_stream(FILE *stream, off_t read_from, off_t at, const char *bytes,
   // glibc adds what it read to the offset it knows (right or not: the program may have
   // moved the descriptor).
   if (stream->_offset >= 0) stream->_offset += at + static_cast<off_t>(n) - read_from;
+  as_glibc_refill(stream);
   return true;
 #else
   (void)stream;
@@ -416,9 +444,13 @@ void give_back_block(FILE *stream, const StreamBlock &block, size_t got, bool lo
     // a seek, asks whether it is empty through _IO_read_base).
     if (stream->_IO_read_ptr >= stream->_IO_buf_base && stream->_IO_read_base < stream->_IO_buf_base)
       stream->_IO_read_base = stream->_IO_buf_base;
+    as_glibc_refill(stream);  // the original's refill: its side effects too
     return;
   }
-  if (lseek(stream->_fileno, block.at, SEEK_SET) < 0) return;
+  if (lseek(stream->_fileno, block.at, SEEK_SET) < 0) {
+    as_glibc_refill(stream);  // kept after all
+    return;
+  }
   // The original's buffer is its previous block again, all of it.
   stream->_IO_read_base = std::min(stream->_IO_read_ptr, block.previous);
   stream->_IO_read_end = block.to;

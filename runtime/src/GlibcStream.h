@@ -125,12 +125,18 @@ void block_filled(FILE *stream, const StreamBlock &block, size_t got);
 // After the call: if it took no byte of the block, the block is given back. A call that
 // ended right at the block's start either never read it or looked at its first byte and
 // pushed it back (scanf's lookahead), which glibc's pointers do not tell apart: the
-// caller says which (`looked_at_next`).
+// caller says which (`looked_at_next`). A block kept was the original's refill, and the
+// stream gets that refill's other effects too (orientation, a line-buffered stdout
+// flushed), as refilled_stream does: every refill the runtime stands in for is glibc's.
 void give_back_block(FILE *stream, const StreamBlock &block, size_t got, bool looked_at_next);
 
 // How many bytes the stream holds that the program has not read yet (0 for a stream
 // next_block does not understand).
 size_t stream_unread(FILE *stream);
+// Whether the runtime may stand in for the stream's refills: a plain read-only file
+// stream (not "r+", "w+", "a+" or mapped "rm", no pushback area, not wide). Any other
+// stream reads as glibc alone would.
+bool stream_mirrorable(FILE *stream);
 // Whether the next `within` unread bytes of the stream hold `delim`.
 bool stream_holds_delimiter(FILE *stream, size_t within, int delim);
 // Whether characters pushed back with ungetc (other than the one just read) wait in the

@@ -53,28 +53,32 @@ bool prepare_scan(const char *format, va_list destinations, ScanCall *call) {
   return true;
 }
 
-bool scan_ends_with_lookahead(const char *format, int result) {
-  if (format == nullptr) return false;
-  // The format's assigning conversions, and how its last directive that reads ends.
-  int conversions = 0;
-  bool lookahead = false;
+namespace {
+struct FormatEnd {
+  int conversions = 0;               // assigning conversions
+  ScanEnd last = ScanEnd::Exact;     // how the last directive that reads ends
+};
+
+FormatEnd parse_format_end(const char *format) {
+  FormatEnd end;
+  // A literal or a suppressed conversion after the last assigning one may fail, at a
+  // character it looked at, without the result showing it.
+  bool may_fail_unseen = false;
   for (const char *p = format; *p != '\0';) {
     if (std::isspace(static_cast<unsigned char>(*p))) {
       while (std::isspace(static_cast<unsigned char>(*p))) ++p;
-      lookahead = true;  // skips until a character that is not whitespace
+      end.last = ScanEnd::LooksAhead;  // skips until a character that is not whitespace
       continue;
     }
-    if (*p != '%') {  // a literal: read and matched
-      ++p;
-      lookahead = false;
+    if (*p != '%' || p[1] == '%') {
+      // A literal: read and matched (nothing looked at past it), or read, not matched
+      // and pushed back (a look at the next character): only the input tells which.
+      p += *p == '%' ? 2 : 1;
+      end.last = ScanEnd::DependsOnInput;
+      may_fail_unseen = true;
       continue;
     }
     ++p;
-    if (*p == '%') {
-      ++p;
-      lookahead = false;
-      continue;
-    }
     const bool assigns = *p != '*';
     if (!assigns) ++p;
     bool width = false;
@@ -102,17 +106,35 @@ bool scan_ends_with_lookahead(const char *format, int result) {
     }
     ++p;
     if (conversion == 'n') continue;  // reads nothing
-    if (assigns) ++conversions;
-    // glibc's integer loop reads the character after each digit before it tests the
-    // width, so an integer always looks ahead; a float with a width stops at it.
-    if (conversion == 'c' || conversion == 'C') lookahead = false;
-    else if (std::strchr("diouxXp", conversion) != nullptr) lookahead = true;
-    else if (conversion == 's' || conversion == 'S' || conversion == '[') lookahead = true;
-    else lookahead = !width;
+    if (assigns) {
+      ++end.conversions;
+      may_fail_unseen = false;
+    } else if (conversion != 'c' && conversion != 'C') {  // %c fails only at the end of the input
+      may_fail_unseen = true;
+    }
+    // %c takes exactly its width. glibc's integer loop reads the character after each
+    // digit before it tests the width, so an integer always looks ahead. A string, a
+    // set or a float ends where the next character does not belong to it (a look), or
+    // at its width without a look: with a width, only the input tells which.
+    if (conversion == 'c' || conversion == 'C') end.last = ScanEnd::Exact;
+    else if (std::strchr("diouxXp", conversion) != nullptr) end.last = ScanEnd::LooksAhead;
+    else end.last = width ? ScanEnd::DependsOnInput : ScanEnd::LooksAhead;
   }
+  if (end.last == ScanEnd::Exact && may_fail_unseen) end.last = ScanEnd::DependsOnInput;
+  return end;
+}
+}  // namespace
+
+ScanEnd scan_end(const char *format) {
+  return format == nullptr ? ScanEnd::DependsOnInput : parse_format_end(format).last;
+}
+
+bool scan_ends_with_lookahead(const char *format, int result) {
+  if (format == nullptr) return false;
+  const FormatEnd end = parse_format_end(format);
   // A call that stopped early stopped at a character it looked at and could not match.
-  if (result == EOF || result < conversions) return true;
-  return lookahead;
+  if (result == EOF || result < end.conversions) return true;
+  return end.last != ScanEnd::Exact;
 }
 
 int run_scan(FILE *stream, ScanCall *call) {

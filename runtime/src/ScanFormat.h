@@ -41,15 +41,22 @@ bool prepare_scan(const char *format, va_list destinations, ScanCall *call);
 // the same input (the number of matched conversions, or EOF).
 int run_scan(FILE *stream, ScanCall *call);
 
-// For the MT's stream (GlibcStream.h, give_back_block): whether a call of glibc's
-// vfscanf with `format` that returned `result` ended by looking at one character past
-// the input it took and pushing it back (a number, a string or a set ends where the
-// next character does not belong to it; a whitespace directive where one is not
-// whitespace; a failure at the character it could not match). That look is a read:
-// at a buffer's end, the stream reads the next block for it. Integers always look ahead
-// (glibc reads past the last digit even at the width); a float with a width and %c are
-// taken to end at the width, strings and sets before it. A suppressed conversion that
-// fails leaves no trace in the result and is taken to have matched.
+// For the MT's stream (GlibcStream.h, give_back_block): how a call of glibc's vfscanf
+// with `format` ends, as far as the format tells. LooksAhead: it ends by looking at one
+// character past the input it took and pushing it back (a number, an unbounded string or
+// set, a whitespace directive). That look is a read: at a buffer's end, the stream reads
+// the next block for it. Exact: it ends on the last character it takes (%c).
+// DependsOnInput: either, and only the input tells which (a string, set or float with a
+// width stops at the width without a look; a literal at the end looks only when it does
+// not match; a literal or suppressed conversion before a final %c may fail, with a look,
+// unseen in the result); the runtime then leaves the call's refills to glibc.
+enum class ScanEnd { LooksAhead, Exact, DependsOnInput };
+ScanEnd scan_end(const char *format);
+// Whether the call that returned `result` looked past its input: a call that stopped
+// early (fewer conversions than the format's, or EOF) did, at the character it could
+// not match (except where glibc's float parser takes that character: an "inf", "nan",
+// exponent or hex prefix cut short); else as scan_end says (true for DependsOnInput).
+// tests/unit GlibcStreamTest checks it against glibc on generated formats and inputs.
 bool scan_ends_with_lookahead(const char *format, int result);
 
 }  // namespace ppios

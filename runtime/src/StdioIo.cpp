@@ -125,9 +125,10 @@ size_t read_fully(int fd, char *to, size_t count, off_t offset) {
 // block is filled first, from the cache as far as it has it and from storage for the
 // rest, exactly the bytes that refill would read; then `call` runs the original call.
 // It is one transfer, whose bytes are the block's. A call that the unread bytes satisfy
-// asks neither the cache nor the file, as without prefetching.
+// asks neither the cache nor the file, as without prefetching. `may_fill` false: the
+// runtime could not tell afterwards whether the original refilled, so glibc does it.
 void mt_line_read(FILE *stream, size_t bound, int delim, const std::function<void()> &call,
-                  const std::function<bool()> &ended_with_lookahead = nullptr) {
+                  const std::function<bool()> &ended_with_lookahead = nullptr, bool may_fill = true) {
   Runtime &rt = Runtime::get();
   ppios::StreamLock lock(stream);
   ppios::StreamBlock block;
@@ -143,7 +144,7 @@ void mt_line_read(FILE *stream, size_t bound, int delim, const std::function<voi
     unread = ppios::stream_unread(stream);
     refill_due = delim >= 0 ? unread < bound && !ppios::stream_holds_delimiter(stream, unread, delim)
                                        : unread < formatted_reach(stream);
-    if (rt.caching() && refill_due) block = ppios::next_block(stream);
+    if (rt.caching() && refill_due && may_fill) block = ppios::next_block(stream);
     if (block.size == 0) cacheable = false;
     else if (!cacheable) cacheable = ppios::probe_readable_file(fd, &file);
     // Whether storage is behind the stream matters only if the call may read the file.
@@ -301,7 +302,8 @@ size_t ppios_fread(void *ptr, size_t size, size_t nmemb, FILE *stream) {
     ppios::ErrnoGuard errno_guard;
     int fd = fileno(stream);
     blksize_t blksize = 0;
-    if (rt.caching() && sized && !feof(stream) && fd >= 0 && !ppios::stream_has_pushback(stream)) {
+    if (rt.caching() && sized && !feof(stream) && fd >= 0 && ppios::stream_mirrorable(stream) &&
+        !ppios::stream_has_pushback(stream)) {
       buffered = std::min(ppios::stream_unread(stream), total);
       if (buffered < total)
         cacheable = mt_stream_cacheable(fd, &offset, &file, &blksize);
@@ -378,7 +380,8 @@ int ppios_vfscanf(FILE *stream, const char *format, va_list ap, int c99) {
   mt_line_read(
       stream, SIZE_MAX, -1,
       [&] { result = c99 ? __isoc99_vfscanf(stream, format, ap) : vfscanf(stream, format, ap); },
-      [&] { return ppios::scan_ends_with_lookahead(format, result); });
+      [&] { return ppios::scan_ends_with_lookahead(format, result); },
+      ppios::scan_end(format) != ppios::ScanEnd::DependsOnInput);
   return result;
 }
 
