@@ -26,6 +26,18 @@ bool renamedToRuntime(llvm::StringRef Name) {
 }
 } // namespace
 
+const char *const PlanVerifier::HeapRule =
+    " (the prefetch thread keeps big locals in its own heap, within PPIOS_CACHE_MB)";
+
+uint64_t PlanVerifier::stackBytes(const VarDecl *VD) {
+  if (!VD->hasLocalStorage() || isa<ParmVarDecl>(VD))
+    return 0;
+  QualType T = VD->getType();
+  if (T->isIncompleteType() || T->isVariablyModifiedType())
+    return 0;
+  return static_cast<uint64_t>(VD->getASTContext().getTypeSizeInChars(T).getQuantity());
+}
+
 PlanVerifier::PlanVerifier(const ThreadPlan &Plan, const PrefetchPlanner &Planner)
     : Plan(Plan), Planner(Planner), Units(Planner.Units) {
   for (const auto &Entry : Plan.Units)
@@ -59,6 +71,7 @@ std::vector<Violation> PlanVerifier::verify() {
   }
   for (const auto &Owned : Units.all())
     verifyUnit(*Owned);
+  verifyOwnDeclarations();
   return Found;
 }
 
@@ -95,7 +108,33 @@ void PlanVerifier::verifyUnit(const Unit &U) {
   case UnitPlan::Exit:
   case UnitPlan::Jump:
   case UnitPlan::CountOnly:
+  case UnitPlan::Declares:
     return;
+  }
+}
+
+// The variables the PT declares as its own (zeroed: its prologue, the declarations it does
+// not run as written, the ones beside a handle it takes): a big one lives in its heap.
+// (The plan puts every big one it can there, and makes the rest undeclarable.)
+void PlanVerifier::verifyOwnDeclarations() {
+  auto Check = [&](const VarDecl *VD, const Unit *At) {
+    if (stackBytes(VD) <= StackLimit || Plan.heapLocal(VD))
+      return;
+    Found.push_back({At ? Violation::Statement : Violation::Function, At, nullptr, nullptr,
+                     "declares " + quoted(VD) + ", " + std::to_string(stackBytes(VD)) +
+                         " bytes, on the prefetch thread's stack" + HeapRule});
+  };
+  for (const VarDecl *VD : Plan.PrologueDeclared)
+    Check(VD, nullptr);
+  for (const auto &Owned : Units.all()) {
+    const UnitPlan &P = Plan.unit(*Owned);
+    for (const VarDecl *VD : P.Declared)
+      Check(VD, Owned.get());
+    if (P.Form == UnitPlan::TakesHandles)
+      if (const auto *DS = dyn_cast<DeclStmt>(Owned->S); DS && !DS->isSingleDecl())
+        for (const Decl *D : DS->decls())
+          if (const auto *VD = dyn_cast<VarDecl>(D))
+            Check(VD, Owned.get());
   }
 }
 
@@ -148,7 +187,12 @@ std::string PlanVerifier::checkRuns(const Stmt *S, const Unit &U, bool AsWritten
   }
   if (const auto *DS = dyn_cast<DeclStmt>(S))
     for (const Decl *D : DS->decls())
-      if (const auto *VD = dyn_cast<VarDecl>(D))
+      if (const auto *VD = dyn_cast<VarDecl>(D)) {
+        // A declaration the PT runs as written puts the variable on its stack (the plan
+        // turns one of a big local into a declaration of its heap block, Declares).
+        if (uint64_t Bytes = stackBytes(VD); Bytes > StackLimit)
+          return "declares " + quoted(VD) + ", " + std::to_string(Bytes) +
+                 " bytes, on the prefetch thread's stack" + HeapRule;
         if (const auto *A = VD->getAttr<CleanupAttr>())
           // The plan removes it from the PT's copy of a declaration statement it runs as
           // written (the PT's heap blocks are freed when the PT ends); anywhere else, or
@@ -156,6 +200,7 @@ std::string PlanVerifier::checkRuns(const Stmt *S, const Unit &U, bool AsWritten
           if (!(DS == U.S && AsWritten && llvm::is_contained(Plan.unit(U).StripCleanup, VD)))
             return "declares " + quoted(VD) + " with the program's cleanup function '" +
                    A->getFunctionDecl()->getNameAsString() + "'" + CleanupRule;
+      }
   for (const Stmt *Child : S->children()) {
     std::string Why = checkRuns(Child, U, AsWritten);
     if (!Why.empty())

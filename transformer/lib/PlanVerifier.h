@@ -15,8 +15,9 @@
 //   and program helpers the oracle finds confined (no stores outside their locals and
 //   pointer parameters, no inline assembly, no cleanup function with effects). Nothing else.
 //
-// Also: no inline assembly anywhere in a function the PT runs a clone of, and no program
-// cleanup function on a declaration the PT copies (the emitter strips one written in the
+// Also: no inline assembly anywhere in a function the PT runs a clone of; no local bigger
+// than StackLimit on the PT's stack (the plan keeps such locals in the PT's heap,
+// ThreadPlan::HeapLocals); and no program cleanup function on a declaration the PT copies (the emitter strips one written in the
 // file, UnitPlan::StripCleanup; one that comes from a macro is refused).
 //
 // A violation names where it is: a statement the PT would run as written (the planner then
@@ -28,6 +29,7 @@
 
 #include "PrefetchPlanner.h"
 
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -62,6 +64,17 @@ public:
   PlanVerifier(const ThreadPlan &Plan, const PrefetchPlanner &Planner);
   std::vector<Violation> verify();
 
+  // The most a local of the PT may take on its stack. The PT runs on a thread stack of
+  // glibc's default size, fixed when the program starts: 2 MiB under `ulimit -s
+  // unlimited`, and never what a program that raises RLIMIT_STACK itself gets for its
+  // main thread; its own frames and the runtime's calls need their share. A bigger local
+  // lives in the PT's heap, within PPIOS_CACHE_MB.
+  static constexpr uint64_t StackLimit = 64 * 1024;
+  // Bytes a local would take on the PT's stack: a non-static local of constant size
+  // (0 for any other variable).
+  static uint64_t stackBytes(const clang::VarDecl *VD);
+  static const char *const HeapRule;
+
   // A cleanup attribute the emitter can remove from the PT's copy of a declaration: written
   // in the main file itself, not produced by a macro.
   static bool strippableCleanup(const clang::VarDecl *VD);
@@ -69,6 +82,7 @@ public:
 private:
   void verifyUnit(const Unit &U);
   void verifyKeptCalls(const Unit &U);
+  void verifyOwnDeclarations();
   // Checks what the PT evaluates of S; the first problem, or empty.
   std::string checkRuns(const clang::Stmt *S, const Unit &U, bool AsWritten);
   std::string checkCall(const clang::CallExpr *Call, const Unit &U, bool AsWritten);

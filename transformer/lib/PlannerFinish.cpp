@@ -4,6 +4,7 @@
 // back to the planner and the verifier checks exactly what will be written.
 #include "PlanVerifier.h"
 #include "PlannerSupport.h"
+#include "SourceText.h"
 
 #include "clang/AST/Attr.h"
 
@@ -228,6 +229,77 @@ UnitPlan PrefetchPlanner::unitPlan(const Unit &U) const {
   return P;
 }
 
+std::string PrefetchPlanner::heapUnplaceable(const VarDecl *VD) const {
+  if (!nameableAtFileScope(VD->getType()))
+    return "its type cannot be named outside " + Units.function()->getNameAsString() + "()";
+  const SourceManager &SM = VD->getASTContext().getSourceManager();
+  std::string Why;
+  forEachStmtIn(Units.function()->getBody(), [&](const Stmt *S) {
+    if (const auto *DRE = dyn_cast<DeclRefExpr>(S))
+      if (DRE->getDecl() == VD && Why.empty() && !spelledInMainFile(SM, DRE->getLocation()))
+        Why = "a macro names it at line " +
+              std::to_string(SM.getPresumedLineNumber(SM.getExpansionLoc(DRE->getLocation()))) +
+              ", so the prefetch thread cannot keep it in its heap";
+  });
+  return Why;
+}
+
+// Locals bigger than the PT's stack allows live in heap blocks of its own (HeapLocal):
+// the ones it declares as its own (zeroed), and a declaration without initializers of
+// one, which it then declares as its own too (Declares) rather than as written. A big
+// local the PT cannot place is undeclarable (undeclaredName); one with an initializer
+// stays as written, the verifier refuses it, and it is declared as the PT's own after.
+void PrefetchPlanner::placeBigLocals(ThreadPlan &P) const {
+  auto Big = [](const VarDecl *VD) { return PlanVerifier::stackBytes(VD) > PlanVerifier::StackLimit; };
+  for (auto &Entry : P.Units) {
+    UnitPlan &UP = Entry.second;
+    const auto *DS = UP.Form == UnitPlan::AsWritten ? dyn_cast<DeclStmt>(Entry.first->S) : nullptr;
+    if (!DS)
+      continue;
+    bool AnyBig = false, Placeable = true;
+    std::vector<const VarDecl *> Vars;
+    for (const Decl *D : DS->decls()) {
+      const auto *VD = dyn_cast<VarDecl>(D);
+      if (!VD || VD->hasInit()) {
+        Placeable = false;
+        break;
+      }
+      Vars.push_back(VD);
+      if (Big(VD)) {
+        AnyBig = true;
+        Placeable &= heapUnplaceable(VD).empty();
+      }
+    }
+    if (!AnyBig || !Placeable)
+      continue;
+    UP.Form = UnitPlan::Declares;
+    UP.Declared = Vars;
+    UP.StripCleanup.clear();
+    UP.Unused.clear();
+  }
+  std::vector<const VarDecl *> Heap;
+  auto Consider = [&](const VarDecl *VD) {
+    if (Big(VD) && heapUnplaceable(VD).empty() && !llvm::is_contained(Heap, VD))
+      Heap.push_back(VD);
+  };
+  for (const VarDecl *VD : P.PrologueDeclared)
+    Consider(VD);
+  for (const auto &Entry : P.Units) {
+    for (const VarDecl *VD : Entry.second.Declared)
+      Consider(VD);
+    if (Entry.second.Form == UnitPlan::TakesHandles)
+      if (const auto *DS = dyn_cast<DeclStmt>(Entry.first->S); DS && !DS->isSingleDecl())
+        for (const Decl *D : DS->decls())
+          if (const auto *VD = dyn_cast<VarDecl>(D))
+            Consider(VD);
+  }
+  std::sort(Heap.begin(), Heap.end(),
+            [](const VarDecl *A, const VarDecl *B) { return A->getLocation() < B->getLocation(); });
+  for (const VarDecl *VD : Heap)
+    P.HeapLocals.push_back(
+        {VD, "ppios_pt_h" + std::to_string(P.HeapLocals.size()) + "_" + VD->getNameAsString()});
+}
+
 void PrefetchPlanner::buildThreadPlan() {
   ThreadPlan P;
   P.Clone = AsClone;
@@ -287,6 +359,7 @@ void PrefetchPlanner::buildThreadPlan() {
     std::sort(P.PrologueDeclared.begin(), P.PrologueDeclared.end(),
               [](const VarDecl *A, const VarDecl *B) { return A->getLocation() < B->getLocation(); });
   }
+  placeBigLocals(P);
   P.Unbuildable = unbuildable(P);
   Finished = std::move(P);
 }

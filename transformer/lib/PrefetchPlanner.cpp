@@ -899,6 +899,15 @@ const Decl *PrefetchPlanner::undeclaredName(std::string &Why) const {
       // declared by its prologue like every local declared before the start.
       if (!VD->isLocalVarDecl())
         continue;
+      // Too big for the PT's stack, and its heap block cannot stand in for it.
+      if (uint64_t Bytes = PlanVerifier::stackBytes(VD); Bytes > PlanVerifier::StackLimit) {
+        std::string HeapWhy = heapUnplaceable(VD);
+        if (!HeapWhy.empty()) {
+          Why = "takes " + std::to_string(Bytes) + " bytes, too many for the prefetch thread's "
+                "stack, and " + HeapWhy + PlanVerifier::HeapRule;
+          return VD;
+        }
+      }
       const Unit *D = Units.declaringUnit(VD);
       std::string Line = std::to_string(SM.getPresumedLineNumber(VD->getLocation()));
       if (!D) {

@@ -154,8 +154,11 @@ std::string PrefetchThreadEmitter::declare(const VarDecl *VD) {
 }
 
 // A declaration of VD as the PT's own: zeroed (a static local stays static, which zeroes
-// it without using the PT's stack), and marked used.
+// it without using the PT's stack), and marked used. A big local is its heap block,
+// declared at the function's entry: zeroed here.
 std::string PrefetchThreadEmitter::ownDeclaration(const VarDecl *VD) {
+  if (const HeapLocal *H = Plan.heapLocal(VD))
+    return "__builtin_memset(" + H->Name + ", 0, sizeof *" + H->Name + ");";
   std::string Name = VD->getNameAsString();
   if (VD->isStaticLocal())
     return "static " + declare(VD) + "; (void)" + Name + ";";
@@ -373,6 +376,7 @@ void PrefetchThreadEmitter::emitUnit(const Unit &U) {
     return;
   }
   case UnitPlan::CountOnly:
+  case UnitPlan::Declares:
   case UnitPlan::KeptCalls:
   case UnitPlan::AsWritten:
     break;
@@ -385,6 +389,11 @@ void PrefetchThreadEmitter::emitUnit(const Unit &U) {
       P.Count ? countStatement(Seq, P.Count, P.CountNames + ": not run by the prefetch thread") : "";
   if (P.Form == UnitPlan::CountOnly) {
     removeUnit(U, Declared + Count);
+    return;
+  }
+  if (P.Form == UnitPlan::Declares) {
+    Declared.pop_back();
+    removeUnit(U, Declared);
     return;
   }
   if (P.Form == UnitPlan::KeptCalls) {
@@ -467,7 +476,7 @@ bool PrefetchThreadEmitter::emitClone() {
                                    Text.offset(Body->getRBracLoc()));
   CloneSignature = "__attribute__((unused)) void ppios_pt_" + Fn + "(" + Params +
                    "ppios_seq_t *ppios_seq)";
-  CloneBody = "{" + Text_ + "}";
+  CloneBody = "{" + heapDeclarations(" ", "") + Text_ + "}";
   Definition = cloneDefinition(/*External=*/false);
   return true;
 }
@@ -580,6 +589,45 @@ void PrefetchThreadEmitter::addMemoryGuards() {
   }
 }
 
+// Big locals are heap blocks (HeapLocal): every name of one in the PT's text is (*block),
+// which has the array's type (sizeof, &, decay all work as on the variable). The plan
+// placed only locals whose every name is spelled in the file.
+void PrefetchThreadEmitter::renameHeapLocals() {
+  if (Plan.HeapLocals.empty())
+    return;
+  forEachStmtIn(Units.function()->getBody(), [&](const Stmt *St) {
+    if (const auto *DRE = dyn_cast<DeclRefExpr>(St))
+      if (const auto *VD = dyn_cast<VarDecl>(DRE->getDecl()))
+        if (const HeapLocal *H = Plan.heapLocal(VD))
+          Edits.replace(Text.offset(DRE->getLocation()), Text.tokenEnd(DRE->getLocation()),
+                        "(*" + H->Name + ")");
+  });
+}
+
+// The heap blocks of the function's big locals, declared at its entry: one block each,
+// allocated at the first entry and kept in a static slot (a clone called in a loop would
+// otherwise allocate one per call until the budget runs out; no clone is recursive, and
+// the PT runs once per process). ppios_pt_calloc escapes beyond PPIOS_CACHE_MB; the
+// runtime frees the blocks when the PT ends.
+std::string PrefetchThreadEmitter::heapDeclarations(const std::string &Before,
+                                                    const std::string &After) const {
+  std::string Out;
+  PrintingPolicy Policy(Units.function()->getASTContext().getLangOpts());
+  for (const HeapLocal &H : Plan.HeapLocals) {
+    ASTContext &Ctx = H.Var->getASTContext();
+    QualType T = H.Var->getType();
+    Qualifiers Quals;
+    T = T->isArrayType() ? Ctx.getUnqualifiedArrayType(T, Quals) : T.getUnqualifiedType();
+    std::string Pointer;
+    llvm::raw_string_ostream OS(Pointer);
+    Ctx.getPointerType(T).print(OS, Policy, H.Name);
+    std::string Slot = "ppios_pt_hs" + H.Name.substr(std::string("ppios_pt_h").size());
+    Out += Before + "static void *" + Slot + "; " + OS.str() + " = " + Slot + " ? " + Slot +
+           " : (" + Slot + " = ppios_pt_calloc(1, sizeof *" + H.Name + "));" + After;
+  }
+  return Out;
+}
+
 void PrefetchThreadEmitter::renameGlobalHandles() {
   if (Plan.GlobalHandles.empty())
     return;
@@ -605,9 +653,10 @@ bool PrefetchThreadEmitter::emit() {
     return false;
   }
 
-  // Global handles: every reference of the PT is to its shadow. First, so that the edits
-  // computed from renderings include them.
+  // Global handles: every reference of the PT is to its shadow; big locals are heap
+  // blocks. First, so that the edits computed from renderings include them.
   renameGlobalHandles();
+  renameHeapLocals();
   // Body: the user's statements from the start point to the end of the function.
   for (int I = S; I < static_cast<int>(Top.size()); ++I)
     emitUnit(*Top[I]);
@@ -630,8 +679,8 @@ bool PrefetchThreadEmitter::emit() {
   }
 
   // Prologue: captured values, then the descriptors the MT opened before the start.
-  std::string Prologue;
   std::string Indent = "  ";
+  std::string Prologue = heapDeclarations(Indent, "\n");
   for (const VarDecl *VD : Plan.Captured) {
     std::string Name = VD->getNameAsString();
     if (Plan.isGlobalHandle(VD)) {
@@ -646,6 +695,8 @@ bool PrefetchThreadEmitter::emit() {
   // statements name (C89 style: `int i, fd;` at the top, set after the start): declared,
   // zeroed, so that the thread compiles and never reads an indeterminate value.
   for (const VarDecl *VD : Plan.PrologueDeclared) {
+    if (Plan.heapLocal(VD))
+      continue; // its block, zeroed, is declared at the entry
     std::string Own = ownDeclaration(VD);
     if (!VD->isStaticLocal()) // one line for the declaration, one for its value
       Own.replace(Own.find("; ") + 1, 1, "\n" + Indent);

@@ -49,6 +49,8 @@ private:
   void editCloneCall(const CloneCallPlan &C);
   void addLoopPolls();
   void renameGlobalHandles();
+  void renameHeapLocals();
+  std::string heapDeclarations(const std::string &Before, const std::string &After) const;
   void addMemoryGuards();
   bool emitClone();
   std::string keptCalls(const Unit &U);

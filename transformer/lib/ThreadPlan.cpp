@@ -22,4 +22,11 @@ bool ThreadPlan::isGlobalHandle(const clang::VarDecl *VD) const {
   return GlobalHandles.count(VD->getCanonicalDecl());
 }
 
+const HeapLocal *ThreadPlan::heapLocal(const clang::VarDecl *VD) const {
+  for (const HeapLocal &H : HeapLocals)
+    if (H.Var == VD)
+      return &H;
+  return nullptr;
+}
+
 } // namespace ppios

@@ -100,6 +100,7 @@ struct UnitPlan {
     Jump,      // break, continue, goto, a return without a value: as written
     Return,    // a return with a value: its kept calls and counts, then `return;`
     CountOnly, // the counts of its transfers (and its Declared names)
+    Declares,  // a declaration without initializers: its Declared names, the PT's own
     KeptCalls, // the PT cannot run it: its Declared names, kept calls and counts
     AsWritten, // run as written, its calls rewritten
   } Form = Outside;
@@ -128,6 +129,15 @@ struct UnitPlan {
   bool Guarded = false;
 };
 
+// A local too big for the PT's stack (PlanVerifier::StackLimit) that the PT keeps in a
+// heap block of its own (ppios_pt_calloc, within PPIOS_CACHE_MB): allocated once, at the
+// entry of the function, into the pointer Name, and every name of the variable in the
+// PT's text is (*Name).
+struct HeapLocal {
+  const clang::VarDecl *Var;
+  std::string Name;
+};
+
 struct ThreadPlan {
   bool Clone = false;
   int Start = 0; // the first top-level statement the PT runs
@@ -141,6 +151,7 @@ struct ThreadPlan {
   std::vector<const clang::VarDecl *> PrologueDeclared;
   // Global handles: every reference of the PT's text is to its shadow (shadowName).
   llvm::DenseSet<const clang::VarDecl *> GlobalHandles;
+  std::vector<HeapLocal> HeapLocals; // in source order
   llvm::DenseMap<const Unit *, UnitPlan> Units;
   llvm::DenseMap<const clang::CallExpr *, IoCallPlan> Calls;
 
@@ -152,6 +163,7 @@ struct ThreadPlan {
     return P && P->Prefetched;
   }
   bool isGlobalHandle(const clang::VarDecl *VD) const;
+  const HeapLocal *heapLocal(const clang::VarDecl *VD) const;
 };
 
 } // namespace ppios
