@@ -42,25 +42,23 @@ extern "C" int __isoc99_vfscanf(FILE *stream, const char *format, va_list ap);
 namespace {
 
 
-int open_any(const char *path, int flags, mode_t mode) {
-  if (on_pt()) return ppios_pt_open(path, flags);
-  if (ppios::pass_through()) return open(path, flags, mode);
-  RuntimeScope scope(__builtin_return_address(0));
-  return ppios_open(path, flags, mode);
+int open_any(const char *path, int flags, mode_t mode, const void *site) {
+  return ppios::dispatch(site, [&] { return ppios_pt_open(path, flags); },
+                         [&] { return open(path, flags, mode); }, [&] { return ppios_open(path, flags, mode); });
 }
 
 // openat() relative to a directory descriptor: the PT opens only what open() would (an
 // absolute path, or one relative to the working directory).
-int openat_any(int dirfd, const char *path, int flags, mode_t mode) {
-  if (on_pt()) {
-    if (dirfd == AT_FDCWD || (path != nullptr && path[0] == '/')) return ppios_pt_open(path, flags);
-    errno = EBADF;
-    return -1;
-  }
-  if (dirfd != AT_FDCWD && pts_own(dirfd)) return -1;
-  if (ppios::pass_through()) return openat(dirfd, path, flags, mode);
-  RuntimeScope scope(__builtin_return_address(0));
-  return ppios_openat(dirfd, path, flags, mode);
+int openat_any(int dirfd, const char *path, int flags, mode_t mode, const void *site) {
+  if (!on_pt() && dirfd != AT_FDCWD && pts_own(dirfd)) return -1;
+  return ppios::dispatch(
+      site,
+      [&] {
+        if (dirfd == AT_FDCWD || (path != nullptr && path[0] == '/')) return ppios_pt_open(path, flags);
+        errno = EBADF;
+        return -1;
+      },
+      [&] { return openat(dirfd, path, flags, mode); }, [&] { return ppios_openat(dirfd, path, flags, mode); });
 }
 
 // What _FORTIFY_SOURCE's __open_2 checks: creating a file needs a mode.
@@ -82,12 +80,10 @@ void hold_mapped_file(int fd) {
 // fscanf and glibc's ISO C99 one (__isoc99_fscanf, what <stdio.h> names fscanf unless
 // _GNU_SOURCE is defined) differ only in the vfscanf that does the work.
 int scan_any(FILE *stream, const char *format, va_list ap, bool c99, const void *site) {
-  if (on_pt() || ppios::pass_through()) {
-    if (on_pt() && !pt_owns(stream)) return EOF;
-    return c99 ? __isoc99_vfscanf(stream, format, ap) : vfscanf(stream, format, ap);
-  }
-  RuntimeScope scope(site);
-  return ppios_vfscanf(stream, format, ap, c99 ? 1 : 0);
+  auto real = [&] { return c99 ? __isoc99_vfscanf(stream, format, ap) : vfscanf(stream, format, ap); };
+  return ppios::dispatch(
+      site, [&] { return pt_owns(stream) ? real() : EOF; }, real,
+      [&] { return ppios_vfscanf(stream, format, ap, c99 ? 1 : 0); });
 }
 
 }  // namespace
@@ -101,7 +97,7 @@ int __wrap_open(const char *path, int flags, ...) {
   va_start(args, flags);
   mode_t mode = ppios::open_mode(flags, args);
   va_end(args);
-  return open_any(path, flags, mode);
+  return open_any(path, flags, mode, __builtin_return_address(0));
 }
 
 int __wrap_open64(const char *path, int flags, ...) {
@@ -109,17 +105,17 @@ int __wrap_open64(const char *path, int flags, ...) {
   va_start(args, flags);
   mode_t mode = ppios::open_mode(flags, args);
   va_end(args);
-  return open_any(path, flags, mode);
+  return open_any(path, flags, mode, __builtin_return_address(0));
 }
 
 int __wrap___open_2(const char *path, int flags) {
   check_open_2(flags);
-  return open_any(path, flags, 0);
+  return open_any(path, flags, 0, __builtin_return_address(0));
 }
 
 int __wrap___open64_2(const char *path, int flags) {
   check_open_2(flags);
-  return open_any(path, flags, 0);
+  return open_any(path, flags, 0, __builtin_return_address(0));
 }
 
 int __wrap_openat(int dirfd, const char *path, int flags, ...) {
@@ -127,7 +123,7 @@ int __wrap_openat(int dirfd, const char *path, int flags, ...) {
   va_start(args, flags);
   mode_t mode = ppios::open_mode(flags, args);
   va_end(args);
-  return openat_any(dirfd, path, flags, mode);
+  return openat_any(dirfd, path, flags, mode, __builtin_return_address(0));
 }
 
 int __wrap_openat64(int dirfd, const char *path, int flags, ...) {
@@ -135,29 +131,32 @@ int __wrap_openat64(int dirfd, const char *path, int flags, ...) {
   va_start(args, flags);
   mode_t mode = ppios::open_mode(flags, args);
   va_end(args);
-  return openat_any(dirfd, path, flags, mode);
+  return openat_any(dirfd, path, flags, mode, __builtin_return_address(0));
 }
 
 int __wrap___openat_2(int dirfd, const char *path, int flags) {
   check_open_2(flags);
-  return openat_any(dirfd, path, flags, 0);
+  return openat_any(dirfd, path, flags, 0, __builtin_return_address(0));
 }
 
 int __wrap___openat64_2(int dirfd, const char *path, int flags) {
   check_open_2(flags);
-  return openat_any(dirfd, path, flags, 0);
+  return openat_any(dirfd, path, flags, 0, __builtin_return_address(0));
 }
 
 // creat() is open() with O_CREAT | O_WRONLY | O_TRUNC: a truncation, an own change.
-int __wrap_creat(const char *path, mode_t mode) { return open_any(path, O_CREAT | O_WRONLY | O_TRUNC, mode); }
-int __wrap_creat64(const char *path, mode_t mode) { return open_any(path, O_CREAT | O_WRONLY | O_TRUNC, mode); }
+int __wrap_creat(const char *path, mode_t mode) {
+  return open_any(path, O_CREAT | O_WRONLY | O_TRUNC, mode, __builtin_return_address(0));
+}
+
+int __wrap_creat64(const char *path, mode_t mode) {
+  return open_any(path, O_CREAT | O_WRONLY | O_TRUNC, mode, __builtin_return_address(0));
+}
 
 int __wrap_close(int fd) {
-  if (on_pt()) return ppios_pt_close(fd);
-  if (pts_own(fd)) return -1;
-  if (ppios::pass_through()) return close(fd);
-  RuntimeScope scope(__builtin_return_address(0));
-  return ppios_close(fd);
+  if (!on_pt() && pts_own(fd)) return -1;
+  return ppios::dispatch(__builtin_return_address(0), [&] { return ppios_pt_close(fd); },
+                         [&] { return close(fd); }, [&] { return ppios_close(fd); });
 }
 
 void *__wrap_mmap(void *addr, size_t length, int prot, int flags, int fd, off_t offset) {
@@ -184,25 +183,44 @@ void *__wrap_mmap64(void *addr, size_t length, int prot, int flags, int fd, off6
   return __wrap_mmap(addr, length, prot, flags, fd, static_cast<off_t>(offset));
 }
 
-ssize_t __wrap_read(int fd, void *buf, size_t count) {
-  if (on_pt()) return pt_owns(fd) ? read(fd, buf, count) : -1;
-  if (pts_own(fd)) return -1;
-  if (ppios::pass_through()) return read(fd, buf, count);
-  RuntimeScope scope(__builtin_return_address(0));
-  return ppios_read(fd, buf, count);
-}
+// A call on one of the program's descriptors, declared once below with its kind: the PT
+// makes it on its own descriptors only (else it fails with EBADF, untouched); the MT's
+// call on one of the runtime's descriptors fails with EBADF, as on a closed one.
+#define PPIOS_WRAP_FD(ret, name, fail, params, args, fd)                               \
+  ret __wrap_##name params {                                                            \
+    if (!on_pt() && pts_own(fd)) return fail;                                           \
+    return ppios::dispatch(                                                             \
+        __builtin_return_address(0), [&]() -> ret { return pt_owns(fd) ? name args : fail; }, \
+        [&]() -> ret { return name args; }, [&]() -> ret { return ppios_##name args; });  \
+  }
+// The same for a call that writes: one that passes straight through (a handler's, a
+// forked child's) still tells the node its file changed, so other processes see it.
+#define PPIOS_WRAP_FD_WRITE(ret, name, fail, params, args, fd)                          \
+  ret __wrap_##name params {                                                            \
+    if (!on_pt() && pts_own(fd)) return fail;                                           \
+    return ppios::dispatch(                                                             \
+        __builtin_return_address(0), [&]() -> ret { return pt_owns(fd) ? name args : fail; }, \
+        [&]() -> ret {                                                                  \
+          const ret r = name args;                                                      \
+          ppios::ChangeGenerations::node().bump_file_of(fd);                            \
+          return r;                                                                     \
+        },                                                                              \
+        [&]() -> ret { return ppios_##name args; });                                    \
+  }
 
+PPIOS_WRAP_FD(ssize_t, read, -1, (int fd, void *buf, size_t count), (fd, buf, count), fd)
+PPIOS_WRAP_FD(ssize_t, pread, -1, (int fd, void *buf, size_t count, off_t offset), (fd, buf, count, offset), fd)
+PPIOS_WRAP_FD(off_t, lseek, -1, (int fd, off_t offset, int whence), (fd, offset, whence), fd)
+// The PT never writes: its descriptors are read-only, and the program's are not its own.
+PPIOS_WRAP_FD_WRITE(ssize_t, write, -1, (int fd, const void *buf, size_t count), (fd, buf, count), fd)
+PPIOS_WRAP_FD_WRITE(ssize_t, pwrite, -1, (int fd, const void *buf, size_t count, off_t offset),
+                    (fd, buf, count, offset), fd)
+
+// The 64-bit names (off64_t is off_t here) and _FORTIFY_SOURCE's checked ones: the same
+// calls, after the check glibc's own makes.
 ssize_t __wrap___read_chk(int fd, void *buf, size_t count, size_t buflen) {
   if (count > buflen) __chk_fail();
   return __wrap_read(fd, buf, count);
-}
-
-ssize_t __wrap_pread(int fd, void *buf, size_t count, off_t offset) {
-  if (on_pt()) return pt_owns(fd) ? pread(fd, buf, count, offset) : -1;
-  if (pts_own(fd)) return -1;
-  if (ppios::pass_through()) return pread(fd, buf, count, offset);
-  RuntimeScope scope(__builtin_return_address(0));
-  return ppios_pread(fd, buf, count, offset);
 }
 
 ssize_t __wrap_pread64(int fd, void *buf, size_t count, off64_t offset) {
@@ -219,41 +237,8 @@ ssize_t __wrap___pread64_chk(int fd, void *buf, size_t count, off64_t offset, si
   return __wrap_pread(fd, buf, count, static_cast<off_t>(offset));
 }
 
-// The PT never writes: its descriptors are read-only, and the program's are not its own.
-ssize_t __wrap_write(int fd, const void *buf, size_t count) {
-  if (on_pt()) return pt_owns(fd) ? write(fd, buf, count) : -1;
-  if (pts_own(fd)) return -1;
-  if (ppios::pass_through()) {  // a handler's or a forked child's write: others see it
-    ssize_t r = write(fd, buf, count);
-    ppios::ChangeGenerations::node().bump_file_of(fd);
-    return r;
-  }
-  RuntimeScope scope(__builtin_return_address(0));
-  return ppios_write(fd, buf, count);
-}
-
-ssize_t __wrap_pwrite(int fd, const void *buf, size_t count, off_t offset) {
-  if (on_pt()) return pt_owns(fd) ? pwrite(fd, buf, count, offset) : -1;
-  if (pts_own(fd)) return -1;
-  if (ppios::pass_through()) {
-    ssize_t r = pwrite(fd, buf, count, offset);
-    ppios::ChangeGenerations::node().bump_file_of(fd);
-    return r;
-  }
-  RuntimeScope scope(__builtin_return_address(0));
-  return ppios_pwrite(fd, buf, count, offset);
-}
-
 ssize_t __wrap_pwrite64(int fd, const void *buf, size_t count, off64_t offset) {
   return __wrap_pwrite(fd, buf, count, static_cast<off_t>(offset));
-}
-
-off_t __wrap_lseek(int fd, off_t offset, int whence) {
-  if (on_pt()) return pt_owns(fd) ? lseek(fd, offset, whence) : -1;
-  if (pts_own(fd)) return -1;
-  if (ppios::pass_through()) return lseek(fd, offset, whence);
-  RuntimeScope scope(__builtin_return_address(0));
-  return ppios_lseek(fd, offset, whence);
 }
 
 off64_t __wrap_lseek64(int fd, off64_t offset, int whence) {
@@ -262,48 +247,89 @@ off64_t __wrap_lseek64(int fd, off64_t offset, int whence) {
 
 // ------------------------------------------------------------------ stdio
 
+// A call on a stream, declared once below with its kind: the PT makes it on its own
+// streams only (else it fails with EBADF, untouched); the MT's enters the runtime as `mt`.
+#define PPIOS_WRAP_STREAM(ret, name, mt, fail, params, args, stream)                       \
+  ret __wrap_##name params {                                                                \
+    return ppios::dispatch(                                                                 \
+        __builtin_return_address(0), [&]() -> ret { return pt_owns(stream) ? name args : fail; }, \
+        [&]() -> ret { return name args; }, [&]() -> ret { return mt args; });                \
+  }
+
+PPIOS_WRAP_STREAM(size_t, fread, ppios_fread, 0, (void *ptr, size_t size, size_t nmemb, FILE *stream),
+                  (ptr, size, nmemb, stream), stream)
+PPIOS_WRAP_STREAM(size_t, fwrite, ppios_fwrite, 0, (const void *ptr, size_t size, size_t nmemb, FILE *stream),
+                  (ptr, size, nmemb, stream), stream)
+PPIOS_WRAP_STREAM(char *, fgets, ppios_fgets, nullptr, (char *s, int n, FILE *stream), (s, n, stream), stream)
+PPIOS_WRAP_STREAM(char *, __fgets_chk, ppios_fgets_chk, nullptr, (char *s, size_t size, int n, FILE *stream),
+                  (s, size, n, stream), stream)
+PPIOS_WRAP_STREAM(ssize_t, getdelim, ppios_getdelim, -1, (char **lineptr, size_t *n, int delim, FILE *stream),
+                  (lineptr, n, delim, stream), stream)
+// <stdio.h>'s inline getline under _GNU_SOURCE and optimization calls this one.
+PPIOS_WRAP_STREAM(ssize_t, __getdelim, ppios_getdelim, -1, (char **lineptr, size_t *n, int delim, FILE *stream),
+                  (lineptr, n, delim, stream), stream)
+PPIOS_WRAP_STREAM(long, ftell, ppios_ftell, -1, (FILE *stream), (stream), stream)
+PPIOS_WRAP_STREAM(off_t, ftello, ppios_ftello, -1, (FILE *stream), (stream), stream)
+
 FILE *__wrap_fopen(const char *path, const char *mode) {
-  if (on_pt()) return ppios_pt_fopen(path, mode);
-  if (ppios::pass_through()) return fopen(path, mode);
-  RuntimeScope scope(__builtin_return_address(0));
-  return ppios_fopen(path, mode);
+  return ppios::dispatch(__builtin_return_address(0), [&] { return ppios_pt_fopen(path, mode); },
+                         [&] { return fopen(path, mode); }, [&] { return ppios_fopen(path, mode); });
 }
 
-FILE *__wrap_fopen64(const char *path, const char *mode) { return __wrap_fopen(path, mode); }
-
 FILE *__wrap_fdopen(int fd, const char *mode) {
-  if (on_pt()) return pt_owns(fd) ? fdopen(fd, mode) : nullptr;
-  if (pts_own(fd)) return nullptr;
-  if (ppios::pass_through()) return fdopen(fd, mode);
-  RuntimeScope scope(__builtin_return_address(0));
-  return ppios_fdopen(fd, mode);
+  if (!on_pt() && pts_own(fd)) return nullptr;
+  return ppios::dispatch(__builtin_return_address(0),
+                         [&]() -> FILE * { return pt_owns(fd) ? fdopen(fd, mode) : nullptr; },
+                         [&] { return fdopen(fd, mode); }, [&] { return ppios_fdopen(fd, mode); });
 }
 
 // The PT never reopens a stream: only its own, and ppios-cc never emits it.
 FILE *__wrap_freopen(const char *path, const char *mode, FILE *stream) {
-  if (on_pt()) return nullptr;
-  if (ppios::pass_through()) return freopen(path, mode, stream);
-  RuntimeScope scope(__builtin_return_address(0));
-  return ppios_freopen(path, mode, stream);
+  return ppios::dispatch(__builtin_return_address(0), [&]() -> FILE * { return nullptr; },
+                         [&] { return freopen(path, mode, stream); },
+                         [&] { return ppios_freopen(path, mode, stream); });
 }
+
+int __wrap_fclose(FILE *stream) {
+  return ppios::dispatch(__builtin_return_address(0), [&] { return ppios_pt_fclose(stream); },
+                         [&] { return fclose(stream); }, [&] { return ppios_fclose(stream); });
+}
+
+// The PT's seeks read nothing ahead (seek_stream): its stream buffers what it prefetches.
+int __wrap_fseeko(FILE *stream, off_t offset, int whence) {
+  return ppios::dispatch(
+      __builtin_return_address(0),
+      [&] { return pt_owns(stream) ? ppios::seek_stream(stream, offset, whence) : -1; },
+      [&] { return fseeko(stream, offset, whence); }, [&] { return ppios_fseeko(stream, offset, whence); });
+}
+
+int __wrap_fseek(FILE *stream, long offset, int whence) {
+  return ppios::dispatch(
+      __builtin_return_address(0),
+      [&] { return pt_owns(stream) ? ppios::seek_stream(stream, offset, whence) : -1; },
+      [&] { return fseek(stream, offset, whence); }, [&] { return ppios_fseek(stream, offset, whence); });
+}
+
+void __wrap_rewind(FILE *stream) {
+  ppios::dispatch(
+      __builtin_return_address(0),
+      [&] {
+        if (pt_owns(stream) && ppios::seek_stream(stream, 0, SEEK_SET) == 0) clearerr(stream);
+      },
+      [&] { rewind(stream); }, [&] { ppios_rewind(stream); });
+}
+
+FILE *__wrap_fopen64(const char *path, const char *mode) { return __wrap_fopen(path, mode); }
 
 FILE *__wrap_freopen64(const char *path, const char *mode, FILE *stream) {
   return __wrap_freopen(path, mode, stream);
 }
 
-int __wrap_fclose(FILE *stream) {
-  if (on_pt()) return ppios_pt_fclose(stream);
-  if (ppios::pass_through()) return fclose(stream);
-  RuntimeScope scope(__builtin_return_address(0));
-  return ppios_fclose(stream);
+int __wrap_fseeko64(FILE *stream, off64_t offset, int whence) {
+  return __wrap_fseeko(stream, static_cast<off_t>(offset), whence);
 }
 
-size_t __wrap_fread(void *ptr, size_t size, size_t nmemb, FILE *stream) {
-  if (on_pt()) return pt_owns(stream) ? fread(ptr, size, nmemb, stream) : 0;
-  if (ppios::pass_through()) return fread(ptr, size, nmemb, stream);
-  RuntimeScope scope(__builtin_return_address(0));
-  return ppios_fread(ptr, size, nmemb, stream);
-}
+off64_t __wrap_ftello64(FILE *stream) { return __wrap_ftello(stream); }
 
 // What glibc's __fread_chk checks before reading.
 size_t __wrap___fread_chk(void *ptr, size_t ptrlen, size_t size, size_t nmemb, FILE *stream) {
@@ -312,35 +338,6 @@ size_t __wrap___fread_chk(void *ptr, size_t ptrlen, size_t size, size_t nmemb, F
     __chk_fail();
   if (bytes > ptrlen) __chk_fail();
   return __wrap_fread(ptr, size, nmemb, stream);
-}
-
-char *__wrap_fgets(char *s, int n, FILE *stream) {
-  if (on_pt()) return pt_owns(stream) ? fgets(s, n, stream) : nullptr;
-  if (ppios::pass_through()) return fgets(s, n, stream);
-  RuntimeScope scope(__builtin_return_address(0));
-  return ppios_fgets(s, n, stream);
-}
-
-char *__wrap___fgets_chk(char *s, size_t size, int n, FILE *stream) {
-  if (on_pt()) return pt_owns(stream) ? __fgets_chk(s, size, n, stream) : nullptr;
-  if (ppios::pass_through()) return __fgets_chk(s, size, n, stream);
-  RuntimeScope scope(__builtin_return_address(0));
-  return ppios_fgets_chk(s, size, n, stream);
-}
-
-ssize_t __wrap_getdelim(char **lineptr, size_t *n, int delim, FILE *stream) {
-  if (on_pt()) return pt_owns(stream) ? getdelim(lineptr, n, delim, stream) : -1;
-  if (ppios::pass_through()) return getdelim(lineptr, n, delim, stream);
-  RuntimeScope scope(__builtin_return_address(0));
-  return ppios_getdelim(lineptr, n, delim, stream);
-}
-
-// <stdio.h>'s inline getline under _GNU_SOURCE and optimization calls this one.
-ssize_t __wrap___getdelim(char **lineptr, size_t *n, int delim, FILE *stream) {
-  if (on_pt()) return pt_owns(stream) ? __getdelim(lineptr, n, delim, stream) : -1;
-  if (ppios::pass_through()) return __getdelim(lineptr, n, delim, stream);
-  RuntimeScope scope(__builtin_return_address(0));
-  return ppios_getdelim(lineptr, n, delim, stream);
 }
 
 ssize_t __wrap_getline(char **lineptr, size_t *n, FILE *stream) {
@@ -363,165 +360,49 @@ int __wrap___isoc99_fscanf(FILE *stream, const char *format, ...) {
   return r;
 }
 
-size_t __wrap_fwrite(const void *ptr, size_t size, size_t nmemb, FILE *stream) {
-  if (on_pt()) return pt_owns(stream) ? fwrite(ptr, size, nmemb, stream) : 0;
-  if (ppios::pass_through()) return fwrite(ptr, size, nmemb, stream);
-  RuntimeScope scope(__builtin_return_address(0));
-  return ppios_fwrite(ptr, size, nmemb, stream);
-}
-
-int __wrap_fseek(FILE *stream, long offset, int whence) {
-  if (on_pt()) return pt_owns(stream) ? ppios::seek_stream(stream, offset, whence) : -1;
-  if (ppios::pass_through()) return fseek(stream, offset, whence);
-  RuntimeScope scope(__builtin_return_address(0));
-  return ppios_fseek(stream, offset, whence);
-}
-
-int __wrap_fseeko(FILE *stream, off_t offset, int whence) {
-  if (on_pt()) return pt_owns(stream) ? ppios::seek_stream(stream, offset, whence) : -1;
-  if (ppios::pass_through()) return fseeko(stream, offset, whence);
-  RuntimeScope scope(__builtin_return_address(0));
-  return ppios_fseeko(stream, offset, whence);
-}
-
-int __wrap_fseeko64(FILE *stream, off64_t offset, int whence) {
-  return __wrap_fseeko(stream, static_cast<off_t>(offset), whence);
-}
-
-long __wrap_ftell(FILE *stream) {
-  if (on_pt()) return pt_owns(stream) ? ftell(stream) : -1;
-  if (ppios::pass_through()) return ftell(stream);
-  RuntimeScope scope(__builtin_return_address(0));
-  return ppios_ftell(stream);
-}
-
-off_t __wrap_ftello(FILE *stream) {
-  if (on_pt()) return pt_owns(stream) ? ftello(stream) : -1;
-  if (ppios::pass_through()) return ftello(stream);
-  RuntimeScope scope(__builtin_return_address(0));
-  return ppios_ftello(stream);
-}
-
-off64_t __wrap_ftello64(FILE *stream) { return __wrap_ftello(stream); }
-
-void __wrap_rewind(FILE *stream) {
-  if (on_pt()) {
-    if (pt_owns(stream) && ppios::seek_stream(stream, 0, SEEK_SET) == 0) clearerr(stream);
-    return;
-  }
-  if (ppios::pass_through()) return rewind(stream);
-  RuntimeScope scope(__builtin_return_address(0));
-  ppios_rewind(stream);
-}
-
 // ------------------------------------------------------------------ MPI-IO
 // The PT may not call MPI: there these fail without reaching MPI.
+#define PPIOS_WRAP_MPI(name, params, args)                                                      \
+  int __wrap_##name params {                                                                    \
+    return ppios::dispatch(__builtin_return_address(0), [&] { return int{MPI_ERR_OTHER}; },     \
+                           [&] { return name args; }, [&] { return ppios_##name args; });       \
+  }
 
-int __wrap_MPI_File_open(MPI_Comm comm, const char *filename, int amode, MPI_Info info,
-                         MPI_File *fh) {
-  if (on_pt()) return MPI_ERR_OTHER;
-  if (ppios::pass_through()) return MPI_File_open(comm, filename, amode, info, fh);
-  RuntimeScope scope(__builtin_return_address(0));
-  return ppios_MPI_File_open(comm, filename, amode, info, fh);
-}
-
-int __wrap_MPI_File_close(MPI_File *fh) {
-  if (on_pt()) return MPI_ERR_OTHER;
-  if (ppios::pass_through()) return MPI_File_close(fh);
-  RuntimeScope scope(__builtin_return_address(0));
-  return ppios_MPI_File_close(fh);
-}
-
-int __wrap_MPI_File_read(MPI_File fh, void *buf, int count, MPI_Datatype datatype,
-                         MPI_Status *status) {
-  if (on_pt()) return MPI_ERR_OTHER;
-  if (ppios::pass_through()) return MPI_File_read(fh, buf, count, datatype, status);
-  RuntimeScope scope(__builtin_return_address(0));
-  return ppios_MPI_File_read(fh, buf, count, datatype, status);
-}
-
-int __wrap_MPI_File_read_at(MPI_File fh, MPI_Offset offset, void *buf, int count,
-                            MPI_Datatype datatype, MPI_Status *status) {
-  if (on_pt()) return MPI_ERR_OTHER;
-  if (ppios::pass_through()) return MPI_File_read_at(fh, offset, buf, count, datatype, status);
-  RuntimeScope scope(__builtin_return_address(0));
-  return ppios_MPI_File_read_at(fh, offset, buf, count, datatype, status);
-}
-
-int __wrap_MPI_File_read_all(MPI_File fh, void *buf, int count, MPI_Datatype datatype,
-                             MPI_Status *status) {
-  if (on_pt()) return MPI_ERR_OTHER;
-  if (ppios::pass_through()) return MPI_File_read_all(fh, buf, count, datatype, status);
-  RuntimeScope scope(__builtin_return_address(0));
-  return ppios_MPI_File_read_all(fh, buf, count, datatype, status);
-}
-
-int __wrap_MPI_File_read_at_all(MPI_File fh, MPI_Offset offset, void *buf, int count,
-                                MPI_Datatype datatype, MPI_Status *status) {
-  if (on_pt()) return MPI_ERR_OTHER;
-  if (ppios::pass_through()) return MPI_File_read_at_all(fh, offset, buf, count, datatype, status);
-  RuntimeScope scope(__builtin_return_address(0));
-  return ppios_MPI_File_read_at_all(fh, offset, buf, count, datatype, status);
-}
-
-int __wrap_MPI_File_write_all(MPI_File fh, const void *buf, int count, MPI_Datatype datatype,
-                              MPI_Status *status) {
-  if (on_pt()) return MPI_ERR_OTHER;
-  if (ppios::pass_through()) return MPI_File_write_all(fh, buf, count, datatype, status);
-  RuntimeScope scope(__builtin_return_address(0));
-  return ppios_MPI_File_write_all(fh, buf, count, datatype, status);
-}
-
-int __wrap_MPI_File_write_at_all(MPI_File fh, MPI_Offset offset, const void *buf, int count,
-                                 MPI_Datatype datatype, MPI_Status *status) {
-  if (on_pt()) return MPI_ERR_OTHER;
-  if (ppios::pass_through()) return MPI_File_write_at_all(fh, offset, buf, count, datatype, status);
-  RuntimeScope scope(__builtin_return_address(0));
-  return ppios_MPI_File_write_at_all(fh, offset, buf, count, datatype, status);
-}
-
-int __wrap_MPI_File_write(MPI_File fh, const void *buf, int count, MPI_Datatype datatype,
-                          MPI_Status *status) {
-  if (on_pt()) return MPI_ERR_OTHER;
-  if (ppios::pass_through()) return MPI_File_write(fh, buf, count, datatype, status);
-  RuntimeScope scope(__builtin_return_address(0));
-  return ppios_MPI_File_write(fh, buf, count, datatype, status);
-}
-
-int __wrap_MPI_File_write_at(MPI_File fh, MPI_Offset offset, const void *buf, int count,
-                             MPI_Datatype datatype, MPI_Status *status) {
-  if (on_pt()) return MPI_ERR_OTHER;
-  if (ppios::pass_through()) return MPI_File_write_at(fh, offset, buf, count, datatype, status);
-  RuntimeScope scope(__builtin_return_address(0));
-  return ppios_MPI_File_write_at(fh, offset, buf, count, datatype, status);
-}
-
-int __wrap_MPI_File_seek(MPI_File fh, MPI_Offset offset, int whence) {
-  if (on_pt()) return MPI_ERR_OTHER;
-  if (ppios::pass_through()) return MPI_File_seek(fh, offset, whence);
-  RuntimeScope scope(__builtin_return_address(0));
-  return ppios_MPI_File_seek(fh, offset, whence);
-}
-
-int __wrap_MPI_Type_commit(MPI_Datatype *datatype) {
-  if (on_pt()) return MPI_ERR_OTHER;
-  if (ppios::pass_through()) return MPI_Type_commit(datatype);
-  RuntimeScope scope(__builtin_return_address(0));
-  return ppios_MPI_Type_commit(datatype);
-}
-
-int __wrap_MPI_Type_free(MPI_Datatype *datatype) {
-  if (on_pt()) return MPI_ERR_OTHER;
-  if (ppios::pass_through()) return MPI_Type_free(datatype);
-  RuntimeScope scope(__builtin_return_address(0));
-  return ppios_MPI_Type_free(datatype);
-}
+PPIOS_WRAP_MPI(MPI_File_open, (MPI_Comm comm, const char *filename, int amode, MPI_Info info, MPI_File *fh),
+               (comm, filename, amode, info, fh))
+PPIOS_WRAP_MPI(MPI_File_close, (MPI_File * fh), (fh))
+PPIOS_WRAP_MPI(MPI_File_read, (MPI_File fh, void *buf, int count, MPI_Datatype datatype, MPI_Status *status),
+               (fh, buf, count, datatype, status))
+PPIOS_WRAP_MPI(MPI_File_read_at,
+               (MPI_File fh, MPI_Offset offset, void *buf, int count, MPI_Datatype datatype, MPI_Status *status),
+               (fh, offset, buf, count, datatype, status))
+PPIOS_WRAP_MPI(MPI_File_read_all, (MPI_File fh, void *buf, int count, MPI_Datatype datatype, MPI_Status *status),
+               (fh, buf, count, datatype, status))
+PPIOS_WRAP_MPI(MPI_File_read_at_all,
+               (MPI_File fh, MPI_Offset offset, void *buf, int count, MPI_Datatype datatype, MPI_Status *status),
+               (fh, offset, buf, count, datatype, status))
+PPIOS_WRAP_MPI(MPI_File_write,
+               (MPI_File fh, const void *buf, int count, MPI_Datatype datatype, MPI_Status *status),
+               (fh, buf, count, datatype, status))
+PPIOS_WRAP_MPI(MPI_File_write_at,
+               (MPI_File fh, MPI_Offset offset, const void *buf, int count, MPI_Datatype datatype,
+                MPI_Status *status),
+               (fh, offset, buf, count, datatype, status))
+PPIOS_WRAP_MPI(MPI_File_write_all,
+               (MPI_File fh, const void *buf, int count, MPI_Datatype datatype, MPI_Status *status),
+               (fh, buf, count, datatype, status))
+PPIOS_WRAP_MPI(MPI_File_write_at_all,
+               (MPI_File fh, MPI_Offset offset, const void *buf, int count, MPI_Datatype datatype,
+                MPI_Status *status),
+               (fh, offset, buf, count, datatype, status))
+PPIOS_WRAP_MPI(MPI_File_seek, (MPI_File fh, MPI_Offset offset, int whence), (fh, offset, whence))
+PPIOS_WRAP_MPI(MPI_Type_commit, (MPI_Datatype * datatype), (datatype))
+PPIOS_WRAP_MPI(MPI_Type_free, (MPI_Datatype * datatype), (datatype))
 
 int __wrap_MPI_Finalize(void) {
-  if (on_pt()) ppios_pt_exit();  // the PT reached the program's end: it is done
-  if (ppios::pass_through()) return MPI_Finalize();
-  RuntimeScope scope(__builtin_return_address(0));
-  return ppios_MPI_Finalize();
+  // The PT that reaches the program's end is done.
+  return ppios::dispatch(__builtin_return_address(0), [&]() -> int { ppios_pt_exit(); },
+                         [&] { return MPI_Finalize(); }, [&] { return ppios_MPI_Finalize(); });
 }
 
 // ------------------------------------------------------------------ environment

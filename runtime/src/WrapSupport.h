@@ -20,4 +20,16 @@ inline bool pts_own(int fd) {
   return true;
 }
 
+// The one shape of every wrapper (Interpose.cpp declares each call once, with its kind):
+// the PT's call does `pt` (on its own handles only); an MT call that must not enter the
+// runtime (pass_through) is the real call; any other enters the runtime's version with
+// the program's call site (the wrapper's return address).
+template <class Pt, class Real, class Mt>
+inline auto dispatch(const void *site, Pt &&pt, Real &&real, Mt &&mt) -> decltype(real()) {
+  if (on_pt()) return pt();
+  if (pass_through()) return real();
+  RuntimeScope scope(site);
+  return mt();
+}
+
 }  // namespace ppios
