@@ -136,6 +136,12 @@ off_t ppios_lseek(int fd, off_t offset, int whence) { return lseek(fd, offset, w
 
 ssize_t ppios_pread(int fd, void *buf, size_t count, off_t offset) {
   Runtime &rt = Runtime::get();
+  if (rt.plain_reads()) {
+    const ssize_t r = pread(fd, buf, count, offset);
+    ppios::ErrnoGuard errno_guard;
+    rt.count_plain_read(r);
+    return r;
+  }
   CachedFile file;
   bool cacheable = false, storage_io = true;
   {
@@ -158,6 +164,12 @@ ssize_t ppios_pread(int fd, void *buf, size_t count, off_t offset) {
 
 ssize_t ppios_read(int fd, void *buf, size_t count) {
   Runtime &rt = Runtime::get();
+  if (rt.plain_reads()) {
+    const ssize_t r = read(fd, buf, count);
+    ppios::ErrnoGuard errno_guard;
+    rt.count_plain_read(r);
+    return r;
+  }
   CachedFile file;
   off_t offset = -1;
   bool cacheable = false, storage_io = true;

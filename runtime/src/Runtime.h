@@ -119,6 +119,18 @@ class Runtime {
   Mode mode() const { return config_.mode; }
   // True when MT reads look in the cache (any mode but off).
   bool caching() const { return config_.mode != Mode::Off; }
+  // PPIOS_MODE=off without a trace: nothing is prefetched and nothing waits for the MT's
+  // progress, so an MT read is the plain call at the plain call's cost, only counted
+  // (calls and bytes; its wait is not measured). count_plain_read is the MT's alone:
+  // plain loads and stores, no locked instruction.
+  bool plain_reads() const { return config_.mode == Mode::Off && !trace_.enabled(); }
+  void count_plain_read(ssize_t bytes) {
+    auto add = [](std::atomic<uint64_t> &v, uint64_t n) {
+      v.store(v.load(std::memory_order_relaxed) + n, std::memory_order_relaxed);
+    };
+    add(stats_.mt_read_calls, 1);
+    if (bytes > 0) add(stats_.mt_read_bytes, static_cast<uint64_t>(bytes));
+  }
   // True when MT storage accesses take the process I/O token and a coordinator slot
   // (intra, ppios); elsewhere both are free, and telling storage from pipes is not needed.
   bool scheduling() const {

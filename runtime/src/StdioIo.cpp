@@ -130,6 +130,12 @@ size_t read_fully(int fd, char *to, size_t count, off_t offset) {
 void mt_line_read(FILE *stream, size_t bound, int delim, const std::function<void()> &call,
                   const std::function<bool()> &ended_with_lookahead = nullptr, bool may_fill = true) {
   Runtime &rt = Runtime::get();
+  if (rt.plain_reads()) {  // as mt_read counts a line read without a block: no bytes
+    call();
+    ppios::ErrnoGuard errno_guard;
+    rt.count_plain_read(0);
+    return;
+  }
   ppios::StreamLock lock(stream);
   ppios::StreamBlock block;
   CachedFile file;
@@ -289,6 +295,12 @@ int ppios_fclose(FILE *stream) {
 // the original's refill read it.
 size_t ppios_fread(void *ptr, size_t size, size_t nmemb, FILE *stream) {
   Runtime &rt = Runtime::get();
+  if (rt.plain_reads()) {
+    const size_t items = fread(ptr, size, nmemb, stream);
+    ppios::ErrnoGuard errno_guard;
+    rt.count_plain_read(static_cast<ssize_t>(items * size));
+    return items;
+  }
   size_t total = 0;
   bool sized = size > 0 && nmemb > 0 && nmemb <= SIZE_MAX / size;
   if (sized) total = size * nmemb;
