@@ -25,9 +25,7 @@ int main(int argc, char **argv) {
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
   const char *how = argc > 1 ? argv[1] : "fgets";
   if (rank == 0) {
-    FILE *w = fopen("data.txt", "w");
-    for (int i = 0; i < 2000; i++) fprintf(w, "record %05d\n", i);
-    fclose(w);
+    hz_numbered_lines("data.txt", "record", 2000);
     int fd = open("data.txt", O_RDONLY);
     fflush(stdout);
     pid_t pid = fork();

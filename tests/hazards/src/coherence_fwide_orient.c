@@ -11,9 +11,7 @@ int main(int argc, char **argv) {
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
   const char *how = argc > 1 ? argv[1] : "fgets";
   if (rank == 0) {
-    FILE *w = fopen("data.txt", "w");
-    for (int i = 0; i < 3000; i++) fprintf(w, "line %05d\n", i);
-    fclose(w);
+    hz_numbered_lines("data.txt", "line", 3000);
     FILE *f = fopen("data.txt", "r");
     if (!f) MPI_Abort(MPI_COMM_WORLD, 1);
     char buf[256];

@@ -12,9 +12,7 @@ int main(int argc, char **argv) {
   const char *how = argc > 1 ? argv[1] : "fgets";
   const char *buffer = argc > 2 ? argv[2] : "null";
   if (rank == 0) {
-    FILE *w = fopen("data.txt", "w");
-    for (int i = 0; i < 3000; i++) fprintf(w, "line %05d\n", i);
-    fclose(w);
+    hz_numbered_lines("data.txt", "line", 3000);
     static char own[4096];
     setvbuf(stdout, NULL, _IOLBF, 0);
     FILE *f = fopen("data.txt", "r");

@@ -10,9 +10,7 @@ int main(int argc, char **argv) {
   const char *mode = argv[1];
   if (rank == 0) {
     if (mode[0] == 'r') {
-      FILE *w = fopen("data.txt", "w");
-      for (int i = 0; i < 2000; i++) fprintf(w, "record %05d\n", i);
-      fclose(w);
+      hz_numbered_lines("data.txt", "record", 2000);
     }
     FILE *f = fopen("data.txt", mode);
     if (!f) MPI_Abort(MPI_COMM_WORLD, 1);

@@ -15,4 +15,12 @@ static inline void hz_put(const char *path, off_t at, const char *s) {
     MPI_Abort(MPI_COMM_WORLD, 1);
 }
 
+/* Writes `count` numbered lines "<word> 00000\n", "<word> 00001\n", ... to `path`. */
+static inline void hz_numbered_lines(const char *path, const char *word, int count) {
+  FILE *w = fopen(path, "w");
+  if (w == NULL) MPI_Abort(MPI_COMM_WORLD, 1);
+  for (int i = 0; i < count; i++) fprintf(w, "%s %05d\n", word, i);
+  if (fclose(w) != 0) MPI_Abort(MPI_COMM_WORLD, 1);
+}
+
 #endif
