@@ -16,6 +16,15 @@
 namespace ppios {
 namespace {
 
+// ShmSlotTable::remove, its note (a planted or malformed segment removed) added to *notes.
+bool remove_segment(const std::string &target, int64_t group, bool force, std::string *error,
+                    std::vector<std::string> *notes) {
+  std::string note;
+  const bool ok = ShmSlotTable::remove(target, group, force, error, &note);
+  if (!note.empty() && notes) notes->push_back(note);
+  return ok;
+}
+
 class ShmAdmin final : public CoordinatorAdmin {
  public:
   ShmAdmin(std::string target, int64_t group, int lease_ms) : target_(std::move(target)), group_(group), lease_ms_(lease_ms) {}
@@ -41,7 +50,9 @@ class ShmAdmin final : public CoordinatorAdmin {
     return table != nullptr;
   }
 
-  bool reset(std::string *error, bool force) override { return ShmSlotTable::remove(target_, group_, force, error); }
+  bool reset(std::string *error, bool force, std::vector<std::string> *notes) override {
+    return remove_segment(target_, group_, force, error, notes);
+  }
 
   bool set_auto(std::string *error) override {
     auto table = pinned_table(error);
@@ -78,6 +89,12 @@ class RedisAdmin final : public CoordinatorAdmin {
       : link_(std::move(link)), target_(std::move(target)), group_(group) {}
 
   bool status(CoordinatorStatus *out, std::string *error) override {
+    // What does not parse or does not add up is repaired first, and said.
+    auto fixed = link_->run(target_, {"repair"}, error);
+    if (!fixed) return false;
+    std::vector<std::string> repairs;
+    for (size_t i = 0; fixed->type == REDIS_REPLY_ARRAY && i < fixed->elements; ++i)
+      if (fixed->element[i]->type == REDIS_REPLY_STRING) repairs.emplace_back(fixed->element[i]->str, fixed->element[i]->len);
     auto r = link_->run(target_, {"status"}, error);
     if (!r) return false;
     if (r->type != REDIS_REPLY_ARRAY || r->elements < 7 || (r->elements - 7) % 3 != 0) {
@@ -87,6 +104,7 @@ class RedisAdmin final : public CoordinatorAdmin {
     *out = CoordinatorStatus{};
     out->backend = "redis";
     out->target = target_;
+    out->repairs = std::move(repairs);
     out->threshold = r->element[0]->integer;
     out->mt_inflight = static_cast<uint32_t>(r->element[1]->integer);
     out->pt_inflight = static_cast<uint32_t>(r->element[2]->integer);
@@ -166,13 +184,17 @@ class RedisAdmin final : public CoordinatorAdmin {
     return link_->run(target_, {"set-threshold", std::to_string(n < 0 ? -1 : n)}, error) != nullptr;
   }
 
-  bool reset(std::string *error, bool force) override {
+  bool reset(std::string *error, bool force, std::vector<std::string> *notes) override {
     if (!force) {
       CoordinatorStatus s;
       if (!status(&s, error)) return false;
       if (s.processes > 0) {
         *error = std::to_string(s.processes) + " process(es) are registered on target '" + target_ +
                  "'; resetting it now would free their slots under them (use --force to reset it anyway)";
+        if (!s.repairs.empty()) {
+          *error += "; repaired in place instead:";
+          for (const auto &line : s.repairs) *error += " " + line + ";";
+        }
         return false;
       }
     }
@@ -188,7 +210,7 @@ class RedisAdmin final : public CoordinatorAdmin {
         link_->command({"DEL", std::string(keys->element[i]->str, keys->element[i]->len)}, error);
     } while (cursor != "0");
     // This node's stand-in for the server (used during outages) belongs to the target too.
-    return ShmSlotTable::remove(target_, group_, force, error);
+    return remove_segment(target_, group_, force, error, notes);
   }
 
  private:
@@ -240,7 +262,7 @@ class NodeAdmin final : public CoordinatorAdmin {
     return inner_->store_curve(curve, error);
   }
 
-  bool reset(std::string *error, bool force) override {
+  bool reset(std::string *error, bool force, std::vector<std::string> *notes) override {
     CoordinatorStatus s;
     if (!status(&s, error)) return false;
     if (!force && s.processes > 0) {
@@ -248,9 +270,9 @@ class NodeAdmin final : public CoordinatorAdmin {
                "' on this machine; resetting it now would free their slots under them (use --force to reset it anyway)";
       return false;
     }
-    if (!inner_->reset(error, true)) return false;
+    if (!inner_->reset(error, true, notes)) return false;
     for (const std::string &local : local_targets(s))
-      if (!ShmSlotTable::remove(local, options_.shm_group, force, error)) return false;
+      if (!remove_segment(local, options_.shm_group, force, error, notes)) return false;
     return true;
   }
 

@@ -176,7 +176,8 @@ RedisReplyPtr RedisLink::run(const std::string &target, std::initializer_list<st
   size_t lens[kMaxArgv];
   int argc = format_call(target, args, argv, lens, error);
   if (argc == 0) return nullptr;
-  for (int attempt = 0; attempt < 2; ++attempt) {
+  bool reloaded = false, repaired = *args.begin() == std::string_view("repair");
+  for (int attempt = 0; attempt < 3; ++attempt) {
     argv[1] = sha_.data();
     lens[1] = sha_.size();
     RedisReplyPtr r = exchange(argc, argv, lens, error);
@@ -184,9 +185,21 @@ RedisReplyPtr RedisLink::run(const std::string &target, std::initializer_list<st
     if (r->type != REDIS_REPLY_ERROR) return r;
     std::string msg(r->str, r->len);
     // After a server restart the script cache is empty: load it again once.
-    if (attempt == 0 && msg.rfind("NOSCRIPT", 0) == 0) {
+    if (!reloaded && msg.rfind("NOSCRIPT", 0) == 0) {
+      reloaded = true;
       if (!load_script(error)) return nullptr;
       continue;
+    }
+    // The script failed on what it read (a key of the wrong type, an entry no ppios
+    // process wrote): the target's state is brought back to what ppios writes (the
+    // script's repair) and the call runs once more, so such an entry never makes the
+    // jobs take the server for lost.
+    if (!repaired) {
+      repaired = true;
+      const char *rargv[5] = {"EVALSHA", sha_.c_str(), "1", state_key_.c_str(), "repair"};
+      const size_t rlens[5] = {7, sha_.size(), 1, state_key_.size(), 6};
+      RedisReplyPtr fixed = exchange(5, rargv, rlens, error);
+      if (fixed && fixed->type != REDIS_REPLY_ERROR) continue;
     }
     *error = "redis: " + msg;
     return nullptr;

@@ -136,10 +136,16 @@ local function clock()
   return now
 end
 
-local function owner(id) return string.match(id, '^(.*)#') end
+-- Entries no ppios process wrote (malformed) parse to nil: the code below skips them and
+-- repair() drops them, so they never make a call fail.
+local function owner(id) return id and string.match(id, '^(.+)#%d+$') or nil end
 -- A queue entry carries what the grant needs, so no per-waiter hash is kept.
 local function entry(id, lead, throttle) return id .. '|' .. lead .. '|' .. throttle end
-local function parse_entry(e) return string.match(e, '^(.*)|(%d+)|([01L])$') end
+local function parse_entry(e)
+  local id, lead, throttle = string.match(e, '^(.*)|(%d+)|([01L])$')
+  if id and owner(id) then return id, lead, throttle end
+  return nil
+end
 
 -- After a loss of the state, nothing new is granted for one lease from the new epoch (field
 -- rend): time for every live process to find the loss and come back, while the slots they
@@ -219,8 +225,8 @@ local function request_yields()
   local hs = redis.call('HGETALL', K_HOLD)
   for i = 1, #hs, 2 do
     local h, v = hs[i], hs[i + 1]
-    if string.sub(v, 1, 1) == 'P' and not asked[h] then
-      cands[#cands + 1] = {h, tonumber(string.sub(v, 3)), owner(h)}
+    if string.sub(v, 1, 1) == 'P' and not asked[h] and owner(h) then
+      cands[#cands + 1] = {h, tonumber(string.sub(v, 3)) or 0, owner(h)}
     end
   end
   for _, e in ipairs(redis.call('LRANGE', K_QMT, y, -1)) do
@@ -248,7 +254,10 @@ local function promote()
   if qm > 0 then
     for _, e in ipairs(redis.call('LRANGE', K_QMT, 0, -1)) do
       local id, _, throttle = parse_entry(e)
-      if mt_grantable(throttle) then
+      if not id then
+        redis.call('LREM', K_QMT, 1, e)  -- malformed: dropped
+        qm = qm - 1
+      elseif mt_grantable(throttle) then
         redis.call('LREM', K_QMT, 1, e)
         qm = qm - 1
         hand_over(id, 'M', '0')
@@ -260,7 +269,7 @@ local function promote()
     if not e then qp = 0; break end
     qp = qp - 1
     local id, lead = parse_entry(e)
-    hand_over(id, 'P', lead)
+    if id then hand_over(id, 'P', lead) end  -- (a malformed entry is dropped)
   end
   request_yields()
 end
@@ -299,6 +308,70 @@ local function reap()
   return #dead > 0
 end
 
+-- Brings the target back to what ppios writes: keys of the wrong type are deleted, holders,
+-- queue entries and yield members that do not parse or whose process is not registered
+-- are dropped, and the counters are recounted from the tables. Returns what it changed,
+-- one line each ({} when nothing). O(holders + queued): run when check_counts() finds the
+-- counters off, by "repair" (ppios-coord status and reset) and after a call failed on
+-- such an entry (RedisLink).
+local function repair()
+  local fixed = {}
+  local kinds = {{K_HOLD, 'hash'}, {K_YIELD, 'set'}, {K_QMT, 'list'}, {K_QPT, 'list'}, {K_PROCS, 'zset'},
+                 {K_INFO, 'hash'}, {K_STATE, 'hash'}}
+  for _, kt in ipairs(kinds) do
+    local t = redis.call('TYPE', kt[1])['ok']
+    if t ~= 'none' and t ~= kt[2] then
+      redis.call('DEL', kt[1])
+      fixed[#fixed + 1] = kt[1] .. ' was a ' .. t .. ', not a ' .. kt[2] .. ': deleted'
+    end
+  end
+  local function registered(id)
+    return owner(id) and redis.call('ZSCORE', K_PROCS, owner(id)) ~= false
+  end
+  local mm, pp, pts, dropped = 0, 0, {}, 0
+  local hs = redis.call('HGETALL', K_HOLD)
+  for i = 1, #hs, 2 do
+    local c = string.match(hs[i + 1], '^([MP])|%d+$')
+    if not c or not registered(hs[i]) then
+      redis.call('HDEL', K_HOLD, hs[i])
+      dropped = dropped + 1
+    elseif c == 'M' then mm = mm + 1 else pp = pp + 1; pts[hs[i]] = true end
+  end
+  if dropped > 0 then fixed[#fixed + 1] = dropped .. ' holder(s) malformed or of no registered process: dropped' end
+  local counts = {}
+  for _, q in ipairs({K_QMT, K_QPT}) do
+    local n, bad = 0, 0
+    for _, e in ipairs(redis.call('LRANGE', q, 0, -1)) do
+      local id = parse_entry(e)
+      if not id or not registered(id) then
+        bad = bad + redis.call('LREM', q, 1, e)
+      else
+        n = n + 1
+      end
+    end
+    if bad > 0 then fixed[#fixed + 1] = bad .. ' queue entr(ies) in ' .. q .. ' malformed or of no registered process: dropped' end
+    counts[#counts + 1] = n
+  end
+  local yy, ybad = 0, 0
+  for _, h in ipairs(redis.call('SMEMBERS', K_YIELD)) do
+    if pts[h] then yy = yy + 1 else ybad = ybad + 1; redis.call('SREM', K_YIELD, h) end
+  end
+  if ybad > 0 then fixed[#fixed + 1] = ybad .. ' yield request(s) for no PT holder: dropped' end
+  local was = {m = m, p = p, qm = qm, qp = qp, y = y}
+  m, p, qm, qp, y = mm, pp, counts[1], counts[2], yy
+  for _, f in ipairs({{'m', m}, {'p', p}, {'qm', qm}, {'qp', qp}, {'y', y}}) do
+    if was[f[1]] ~= f[2] then fixed[#fixed + 1] = 'counter ' .. f[1] .. ' was ' .. was[f[1]] .. ', recounted ' .. f[2] end
+  end
+  return fixed  -- (save() writes the counters that now differ from what was read)
+end
+
+-- O(1): the counters against the sizes of their tables; repair() when they disagree.
+local function check_counts()
+  local ok = redis.pcall('HLEN', K_HOLD) == m + p and redis.pcall('LLEN', K_QMT) == qm and
+             redis.pcall('LLEN', K_QPT) == qp and redis.pcall('SCARD', K_YIELD) == y
+  if not ok then repair() end
+end
+
 local function register(proc, lease, hostpid)
   local added = redis.call('ZADD', K_PROCS, clock() + tonumber(lease), proc)
   redis.call('HSET', K_INFO, proc, hostpid)
@@ -309,6 +382,7 @@ if op == 'acquire' then
   local proc, id, cls, lead, throttle = ARGV[2], ARGV[5], ARGV[6], ARGV[7], ARGV[8]
   if cls == 'M' then lead = '0' end
   if not redis.call('ZSCORE', K_PROCS, proc) then register(proc, ARGV[3], ARGV[4]) end
+  check_counts()  -- phantom waiters would make every request queue
   local function grantable()
     if cls == 'M' then return mt_grantable(throttle) end
     return pt_grantable() and qm + qp == 0
@@ -354,6 +428,7 @@ elseif op == 'check' then
     return false
   end
   local function waiting() return redis.call('LPOS', q, e) ~= false end
+  check_counts()
   if granted() then return 1 end
   if not waiting() then return -1 end
   -- (The waiters of a recovery that is over are served by whichever of them checks first.)
@@ -377,6 +452,7 @@ elseif op == 'withdraw' then
 elseif op == 'renew' then
   -- ARGV: proc lease hostpid [epoch]. Returns {1 when the process had lost its lease, the
   -- cap} (the cap a client stores again should the state be lost).
+  check_counts()
   if reap() then promote() end
   local added = register(ARGV[2], ARGV[3], ARGV[4])
   save()
@@ -404,6 +480,14 @@ elseif op == 'epoch' then
     if ends > clock() and ends > (tonumber(st[9]) or 0) then redis.call('HSET', K_STATE, 'rend', ends) end
   end
   return ep
+elseif op == 'repair' then
+  -- ppios-coord status and reset, and a client whose call failed on a malformed entry:
+  -- {what was changed, ...}.
+  local fixed = repair()
+  reap()
+  promote()
+  save()
+  return fixed
 elseif op == 'unregister' then
   drop_process(ARGV[2])
   promote()
@@ -444,7 +528,7 @@ elseif op == 'status' then
   local hs = redis.call('HGETALL', K_HOLD)
   for i = 1, #hs, 2 do
     out[#out + 1] = hs[i + 1]
-    out[#out + 1] = redis.call('HGET', K_INFO, owner(hs[i])) or '?|0'
+    out[#out + 1] = (owner(hs[i]) and redis.call('HGET', K_INFO, owner(hs[i]))) or '?|0'
     out[#out + 1] = redis.call('SISMEMBER', K_YIELD, hs[i])
   end
   return out

@@ -10,8 +10,10 @@
 #include <atomic>
 #include <chrono>
 #include <future>
+#include <string>
 #include <thread>
 #include <unistd.h>
+#include <vector>
 
 namespace ppios {
 namespace {
@@ -383,6 +385,78 @@ TEST(RedisFailure, WaitsAreBoundedAndForgedCapsOrLeasesHangNobody) {
   waiter.reset();
   std::string out = testing::internal::GetCapturedStderr();
   EXPECT_EQ(count(out, "proceeds without a slot"), 1u) << out;
+  forget(o);
+}
+
+// Entries no ppios process writes (a queue entry, a holder or a yield member that does not
+// parse, a key of the wrong type) and counters that disagree with the queues (phantom
+// waiters): the target keeps working without a reset. The normal path recounts the
+// counters and drops what does not parse (before: every call that read such an entry
+// failed, so the jobs went on with node-local scheduling as if the server were gone,
+// and phantom queue counters made every PT wait for the bound); status reports what was
+// repaired, and reset refused for live processes repairs in place.
+TEST(RedisFailure, MalformedEntriesAreDroppedAndPhantomCountersRecounted) {
+  test::RedisServer server(false);
+  ASSERT_TRUE(server.start());
+  auto o = opts(server.address(), unique_target("malformed"), 2, 600);
+  std::string err;
+  std::vector<std::string> notices;
+  static std::vector<std::string> *sink_notices;
+  sink_notices = &notices;
+  set_coordinator_notice_sink([](const CoordinatorNotice &n) { sink_notices->push_back(n.text); });
+  auto c = make_coordinator(o, &err);
+  ASSERT_TRUE(c) << err;
+  RedisAddress address;
+  ASSERT_TRUE(RedisAddress::parse(server.address(), &address, &err)) << err;
+  RedisLink::Failure failure;
+  auto link = RedisLink::connect(address, 2000, &failure, &err);
+  ASSERT_TRUE(link) << err;
+  const std::string prefix = RedisLink::key_prefix(o.target);
+  auto admin = make_coordinator_admin(o, &err);
+  ASSERT_TRUE(admin) << err;
+  auto forge = [&] {
+    link->command({"RPUSH", prefix + "qmt", "garbage"}, &err);
+    link->command({"RPUSH", prefix + "qpt", "no|bars|here|at|all"}, &err);
+    link->command({"HSET", prefix + "holders", "no-hash-sign", "X|y"}, &err);
+    link->command({"SADD", prefix + "yield", "not-a-holder"}, &err);
+    link->command({"HSET", prefix + "state", "qm", "7", "qp", "5", "y", "3"}, &err);
+  };
+  forge();
+  // Each access is granted by the server at once, MT and PT alike.
+  for (IoClass cls : {IoClass::PT, IoClass::MT, IoClass::PT}) {
+    const auto start = Clock::now();
+    SlotTicket t = c->acquire(cls, 1);
+    const auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - start).count();
+    EXPECT_LT(ms, 500) << "an access waited for phantom waiters or a malformed entry";
+    CoordinatorStatus s;
+    ASSERT_TRUE(admin->status(&s, &err)) << err;
+    EXPECT_EQ(s.mt_inflight + s.pt_inflight, 1u) << "the access was not granted by the server";
+    EXPECT_EQ(s.queued_mt + s.queued_pt, 0u) << "phantom waiters were not recounted";
+    c->release(t);
+  }
+  // A key of the wrong type where the queue should be.
+  link->command({"DEL", prefix + "qpt"}, &err);
+  link->command({"SET", prefix + "qpt", "a string"}, &err);
+  link->command({"HSET", prefix + "state", "qp", "2"}, &err);
+  {
+    SlotTicket t = c->acquire(IoClass::PT, 1);
+    CoordinatorStatus s;
+    ASSERT_TRUE(admin->status(&s, &err)) << err;
+    EXPECT_EQ(s.pt_inflight, 1u) << "a queue of the wrong type broke the target";
+    c->release(t);
+  }
+  // status says what it repaired; reset refused for a live process repairs in place.
+  forge();
+  CoordinatorStatus s;
+  ASSERT_TRUE(admin->status(&s, &err)) << err;
+  EXPECT_FALSE(s.repairs.empty()) << "status did not report the repair";
+  EXPECT_EQ(s.queued_mt + s.queued_pt, 0u);
+  forge();
+  EXPECT_FALSE(admin->reset(&err));
+  EXPECT_NE(err.find("repaired"), std::string::npos) << err;
+  for (const auto &n : notices) EXPECT_EQ(n.find("unreachable"), std::string::npos) << n;
+  c.reset();
+  set_coordinator_notice_sink(nullptr);
   forget(o);
 }
 

@@ -54,6 +54,10 @@ struct CoordinatorStatus {
   std::vector<std::pair<int, double>> curve;  // (k, MiB/s), k ascending
   std::vector<NodeShareInfo> nodes;  // redis only: the nodes holding shares (node+ addresses)
   int64_t node_max_shares = 0;       // the highest sum of the nodes' shares the server recorded
+  // What this status found wrong in the stored state and repaired first (redis: keys of
+  // the wrong type, entries no ppios process wrote, counters that disagree with the
+  // tables), one line each; empty when nothing.
+  std::vector<std::string> repairs;
 };
 
 class CoordinatorAdmin {
@@ -71,8 +75,9 @@ class CoordinatorAdmin {
   virtual bool store_curve(const std::vector<std::pair<int, double>> &curve, std::string *error) = 0;
   // Forgets everything stored for the target (threshold, holders, queues, processes).
   // Refuses while processes are registered on it (they and later jobs would then enforce
-  // separate caps) unless `force`.
-  virtual bool reset(std::string *error, bool force = false) = 0;
+  // separate caps) unless `force`. *notes gets what else it found and did (a planted or
+  // malformed segment removed), one line each.
+  virtual bool reset(std::string *error, bool force = false, std::vector<std::string> *notes = nullptr) = 0;
 };
 
 // `ppios-coord gc`: removes this node's segments (any ppios version) that no process maps
