@@ -679,6 +679,20 @@ std::unique_ptr<ShmSlotTable> ShmSlotTable::open(const std::string &target, int6
     if (error) *error = "shm coordinator segment " + path + " " + what;
     return nullptr;
   };
+  // Planted under our name (the names are predictable): said with what it costs and who
+  // can end it, here and so in the job's notice, status, reset and gc.
+  auto planted = [&](const std::string &why) {
+    return fail(why + "; not used: until its owner or root removes it (as root: `ppios-coord gc`, or rm " + path +
+                ") jobs of " + (group >= 0 ? "group " + std::to_string(group) : "uid " + std::to_string(geteuid())) +
+                " on target '" + target + "' have no node-local cap");
+  };
+  // An open refused (a file of someone else's we may not write, a symlink): what is there.
+  auto refused = [&](int e, const char *doing) {
+    struct stat lst;
+    if (lstat(path.c_str(), &lst) == 0)
+      if (std::string why = untrusted_reason(lst, group); !why.empty()) return planted(why);
+    return fail(std::string(doing) + strerror(e));
+  };
   // open(2) on /dev/shm rather than shm_open(3) so O_NOFOLLOW is ours to see: a symlink
   // planted under the name is refused, not followed.
   const int flags = O_RDWR | O_NOFOLLOW | O_CLOEXEC;
@@ -688,7 +702,7 @@ std::unique_ptr<ShmSlotTable> ShmSlotTable::open(const std::string &target, int6
   if (create) {
     fd = ::open(path.c_str(), flags | O_CREAT | O_EXCL, mode);
     creator = fd >= 0;
-    if (fd < 0 && errno != EEXIST) return fail(std::string("cannot be created: ") + strerror(errno));
+    if (fd < 0 && errno != EEXIST) return refused(errno, "cannot be created: ");
   }
   if (fd < 0) {
     fd = ::open(path.c_str(), flags);
@@ -697,7 +711,7 @@ std::unique_ptr<ShmSlotTable> ShmSlotTable::open(const std::string &target, int6
         if (error) *error = "";
         return nullptr;
       }
-      return fail(std::string("cannot be opened: ") + strerror(errno));
+      return refused(errno, "cannot be opened: ");
     }
   }
   if (creator) {
@@ -724,7 +738,7 @@ std::unique_ptr<ShmSlotTable> ShmSlotTable::open(const std::string &target, int6
   }
   if (std::string why = untrusted_reason(st, group); !why.empty()) {
     close(fd);
-    return fail(why + "; not used");
+    return planted(why);
   }
   if (!creator) {
     // The creator may still be sizing the segment.
@@ -767,9 +781,17 @@ std::unique_ptr<ShmSlotTable> ShmSlotTable::open(const std::string &target, int6
   return std::unique_ptr<ShmSlotTable>(new ShmSlotTable(layout, path, std::max(1, lock_wait_ms)));
 }
 
-bool ShmSlotTable::remove(const std::string &target, int64_t group, bool force, std::string *error) {
+bool ShmSlotTable::remove(const std::string &target, int64_t group, bool force, std::string *error,
+                          std::string *note) {
   std::string problem;
   auto table = open(target, group, false, 3000, &problem);
+  const std::string path = kShmDir + segment_name(target, group);
+  struct stat st;
+  if (!table && !problem.empty() && lstat(path.c_str(), &st) == 0 && st.st_uid != geteuid() && geteuid() != 0) {
+    // Planted by another user: the sticky /dev/shm lets only its owner or root remove it.
+    if (error) *error = problem;
+    return false;
+  }
   if (table) {
     if (!table->lock()) {
       if (!force) {
@@ -791,12 +813,13 @@ bool ShmSlotTable::remove(const std::string &target, int64_t group, bool force, 
       table->unlock();
     }
   }
-  // A segment that could not be opened (corrupt, another version) is removed by name.
-  std::string path = kShmDir + segment_name(target, group);
+  // A segment that could not be opened (planted, corrupt, another version) is removed by
+  // name, and said.
   if (::unlink(path.c_str()) != 0 && errno != ENOENT) {
     if (error) *error = "cannot remove " + path + ": " + strerror(errno);
     return false;
   }
+  if (!table && !problem.empty() && note) *note = "removed a segment that could not be used: " + problem;
   return true;
 }
 
@@ -829,7 +852,29 @@ void ShmSlotTable::collect_garbage(bool include_pinned, std::vector<std::string>
     std::string path = std::string(kShmDir) + "/" + e->d_name;
     struct stat st;
     if (lstat(path.c_str(), &st) != 0) continue;
-    if (st.st_uid != geteuid() && geteuid() != 0) continue;  // not ours to remove
+    // A segment name carries the uid (or g<gid>) of the jobs that use it: a file under
+    // such a name that belongs to someone else was planted, and those jobs run without a
+    // node-local cap while it is there.
+    const std::string own_prefix = std::string(kShmDir) + kSegmentPrefix + std::to_string(geteuid()) + ".";
+    const bool planted_on_us = path.rfind(own_prefix, 0) == 0 && st.st_uid != geteuid();
+    long name_uid = -1;
+    if (path.rfind(std::string(kShmDir) + kSegmentPrefix, 0) == 0) {
+      const char *after = path.c_str() + strlen(kShmDir) + strlen(kSegmentPrefix);
+      char *end = nullptr;
+      const long v = strtol(after, &end, 10);
+      if (end != after && *end == '.') name_uid = v;
+    }
+    const std::string planted = name_uid >= 0 && static_cast<long>(st.st_uid) != name_uid
+                                    ? " (planted: it belongs to uid " + std::to_string(st.st_uid) + ", its name to uid " +
+                                          std::to_string(name_uid) + ", whose jobs on its target had no node-local cap)"
+                                    : "";
+    if (st.st_uid != geteuid() && geteuid() != 0) {  // not ours to remove
+      if (planted_on_us)
+        kept->push_back(path + " (planted: it belongs to uid " + std::to_string(st.st_uid) +
+                        ", not to you; your jobs on its target have no node-local cap until its owner or root "
+                        "removes it: as root, `ppios-coord gc`)");
+      continue;
+    }
     if (mapped.count(path)) {
       kept->push_back(path + " (in use)");
       continue;
@@ -852,7 +897,11 @@ void ShmSlotTable::collect_garbage(bool include_pinned, std::vector<std::string>
         continue;
       }
     }
-    if (::unlink(path.c_str()) == 0) removed->push_back(path);
+    std::string why = planted;
+    if (why.empty() && path.rfind(std::string(kShmDir) + kSegmentPrefix, 0) == 0 &&
+        (!S_ISREG(st.st_mode) || static_cast<size_t>(st.st_size) != sizeof(ShmLayout)))
+      why = " (malformed: not a segment of this ppios version's size)";
+    if (::unlink(path.c_str()) == 0) removed->push_back(path + why);
     else kept->push_back(path + " (" + strerror(errno) + ")");
   }
   closedir(dir);

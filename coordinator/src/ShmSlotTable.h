@@ -53,8 +53,12 @@ class ShmSlotTable {
   static std::unique_ptr<ShmSlotTable> open(const std::string &target, int64_t group, bool create,
                                             int lock_wait_ms, std::string *error);
   // Removes the segment name (marking it removed for processes that have it mapped).
-  // Refuses while processes are registered unless `force`.
-  static bool remove(const std::string &target, int64_t group, bool force, std::string *error);
+  // Refuses while processes are registered unless `force`. A file at the name that is not
+  // a usable segment (planted by another user, malformed) is removed too, and *note says
+  // what it was; one planted by another user is refused unless the caller is root (only
+  // its owner or root can remove it), with *error saying so.
+  static bool remove(const std::string &target, int64_t group, bool force, std::string *error,
+                     std::string *note = nullptr);
   static std::string segment_name(const std::string &target, int64_t group);
   // `ppios-coord gc`: removes the segments in /dev/shm named kNameStem* (any layout
   // version) that no process maps and the caller may remove; a pinned one of the current

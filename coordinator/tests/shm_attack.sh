@@ -28,6 +28,7 @@ skip() { echo "SKIP: $*"; exit 77; }
 command -v setpriv >/dev/null || skip "setpriv not found"
 # The attacker's copy of the tool, where nobody can run it.
 cp "$tool_src" "$dir/attack" && chmod 755 "$dir/attack"
+cp "$coord" "$dir/coord" && chmod 755 "$dir/coord"
 as_nobody() { setpriv --reuid=nobody --regid=nogroup --clear-groups "$@"; }
 as_nobody_in_group() { setpriv --reuid=nobody --regid=nogroup --groups=100 "$@"; }
 as_nobody "$dir/attack" x -1 fuzz 0 >/dev/null 2>&1
@@ -73,6 +74,35 @@ run_job symlink
 [ "$(cat "$dir/victim-file")" = precious ] || fail "the victim's job wrote through a planted symlink"
 rm -f "/dev/shm/ppios-coord-v6.0.$PPIOS_TARGET"
 echo "squatting: a file or a symlink under the victim's name costs the victim a warning, no exit"
+
+# 2b. The same from an unprivileged victim's side (nobody), with a file planted under its
+# name by another user (root here): what is wrong and what to do is said by the job,
+# status, reset (which cannot remove it) and gc (which keeps it, saying why); root's gc
+# removes it and says it was planted.
+export PPIOS_TARGET=$target-planted
+planted=/dev/shm/ppios-coord-v6.$(id -u nobody).$PPIOS_TARGET
+head -c 4096 /dev/zero >"$planted" && chmod 644 "$planted"
+as_nobody timeout 30 "$dir/coord" bench --clients 2 --seconds 0.3 >"$dir/pl-job.out" 2>"$dir/pl-job.err" ||
+  fail "planted: the victim's job failed: $(cat "$dir/pl-job.err")"
+grep -q "belongs to uid 0.*ppios-coord gc.*no node-local cap" "$dir/pl-job.err" ||
+  fail "planted: the job did not say what is wrong and what to do: $(cat "$dir/pl-job.err")"
+rc=0; as_nobody timeout 10 "$dir/coord" status >"$dir/pl-st.out" 2>&1 || rc=$?
+[ $rc -eq 1 ] && grep -q "belongs to uid 0.*no node-local cap" "$dir/pl-st.out" || fail "planted: status exit $rc: $(cat "$dir/pl-st.out")"
+rc=0; as_nobody timeout 10 "$dir/coord" reset >"$dir/pl-rs.out" 2>&1 || rc=$?
+[ $rc -eq 1 ] && grep -q "belongs to uid 0.*ppios-coord gc" "$dir/pl-rs.out" || fail "planted: reset exit $rc: $(cat "$dir/pl-rs.out")"
+as_nobody timeout 10 "$dir/coord" gc >"$dir/pl-gc.out" 2>&1
+grep -q "kept *$planted (planted: it belongs to uid 0" "$dir/pl-gc.out" || fail "planted: gc said nothing: $(cat "$dir/pl-gc.out")"
+[ -e "$planted" ] || fail "planted: the victim removed root's file"
+timeout 10 "$coord" gc >"$dir/pl-gc-root.out" 2>&1
+grep -q "removed $planted (planted: it belongs to uid 0, its name to uid $(id -u nobody)" "$dir/pl-gc-root.out" ||
+  fail "planted: root's gc did not remove it or did not say why: $(cat "$dir/pl-gc-root.out")"
+# A malformed segment of the victim's own: reset removes it and says what it was.
+as_nobody sh -c "head -c 100 /dev/zero >'$planted'; chmod 600 '$planted'"
+rc=0; as_nobody timeout 10 "$dir/coord" reset >"$dir/pl-rs2.out" 2>&1 || rc=$?
+[ $rc -eq 0 ] && grep -q "removed a segment that could not be used.*unexpected size" "$dir/pl-rs2.out" ||
+  fail "malformed: reset exit $rc: $(cat "$dir/pl-rs2.out")"
+[ ! -e "$planted" ] || fail "malformed: reset left it"
+echo "planted: job, status, reset and gc say what is wrong and what to do; root's gc removes it"
 
 # 3. Shared with group 100, which the attacker is given: lock held, counters forged.
 export PPIOS_TARGET=$target-group PPIOS_SHM_GROUP=100

@@ -228,12 +228,15 @@ std::string status_json(const CoordinatorStatus &s) {
     snprintf(buf, sizeof buf, "%s{\"k\":%d,\"mibps\":%.1f}", i ? "," : "", s.curve[i].first, s.curve[i].second);
     out += buf;
   }
+  out += "],\"repairs\":[";
+  for (size_t i = 0; i < s.repairs.size(); ++i) out += (i ? "," : "") + json_string(s.repairs[i]);
   return out + "],\"guarantee\":" + json_string(s.threshold < 0 ? "no cap" : kGuarantee) +
          ",\"over_cap\":" + std::to_string(over_cap(s)) + "}";
 }
 
 void print_status_text(const CoordinatorStatus &s) {
   printf("target %s (%s)\n", s.target.c_str(), s.backend.c_str());
+  for (const auto &line : s.repairs) printf("repaired   %s\n", line.c_str());
   if (s.threshold < 0) printf("threshold  none (no cap)%s\n", s.auto_threshold ? ", learned (auto)" : "");
   else printf("threshold  %lld%s\n", static_cast<long long>(s.threshold), s.auto_threshold ? ", learned (auto)" : "");
   if (s.auto_threshold)
@@ -603,6 +606,9 @@ int main(int argc, char **argv) {
       return fprintf(stderr, "ppios-coord: set-threshold: --curve: %s\n", err.c_str()), 1;
     return 0;
   }
-  if (!admin->reset(&err, force)) return fprintf(stderr, "ppios-coord: reset: %s\n", err.c_str()), 1;
+  std::vector<std::string> notes;
+  const bool reset_ok = admin->reset(&err, force, &notes);
+  for (const auto &n : notes) printf("%s\n", n.c_str());
+  if (!reset_ok) return fprintf(stderr, "ppios-coord: reset: %s\n", err.c_str()), 1;
   return 0;
 }
