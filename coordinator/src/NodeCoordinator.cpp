@@ -191,9 +191,9 @@ bool NodeCoordinator::connect_agent_link() {
   std::string err;
   link_ = RedisLink::connect(address_, kConnectTimeoutMs, &failure, &err);
   if (link_) {
-    // As at create: a server that came back empty learns the cap again.
-    auto r = link_->run(options_.target, {"adopt", std::to_string(options_.threshold), "0"}, &err);
-    if (r) {
+    // A server that came back empty learns the cap again: the one we knew (set with
+    // ppios-coord, it is not in our options), else ours.
+    if (adopt_known_cap(&err)) {
       online_ = true;
       next_renew_ms_ = 0;  // sync at once
       return true;
@@ -205,6 +205,16 @@ bool NodeCoordinator::connect_agent_link() {
     tell_notice("coordinator " + address_.describe() + " unreachable (" + err +
                 "); this node keeps its share until its lease ends, then its fair share of the cap");
   return false;
+}
+
+bool NodeCoordinator::adopt_known_cap(std::string *err) {
+  const int64_t known = cap_seen_ >= 1 ? cap_seen_ : options_.threshold;
+  if (!link_->run(options_.target, {"adopt", std::to_string(known), "0"}, err)) return false;
+  auto e = link_->run(options_.target, {"epoch", epoch_.empty() ? "0" : "1", std::to_string(options_.lease_ms), epoch_},
+                      err);
+  if (!e || e->type != REDIS_REPLY_STRING) return false;
+  epoch_.assign(e->str, e->len);
+  return true;
 }
 
 // Redis lost: the share holds until the lease would have ended, then the fair share,
@@ -266,8 +276,19 @@ bool NodeCoordinator::agent_step(bool woken) {
   if (!due) return true;
   auto r = link_->run(options_.target,
                       {"node-sync", node_, std::to_string(node_lease_ms_), std::to_string(floor), std::to_string(need),
-                       std::to_string(mtneed), std::to_string(st.pt_inflight), std::to_string(lead)},
+                       std::to_string(mtneed), std::to_string(st.pt_inflight), std::to_string(lead), epoch_},
                       &err);
+  if (r && r->type == REDIS_REPLY_INTEGER && r->integer == -2) {
+    // The state was lost under us: the cap we knew is stored again, then we sync at once.
+    if (!adopt_known_cap(&err)) return false;
+    static std::atomic<bool> warned{false};
+    if (!warned.exchange(true))
+      tell_notice("coordinator " + address_.describe() + ", target '" + options_.target +
+                  "': the server lost the target's state while this job ran (FLUSHALL, eviction or a deleted key); "
+                  "stored its cap again (" + (cap_seen_ >= 1 ? std::to_string(cap_seen_) : std::string("none")) + ")");
+    next_renew_ms_ = 0;
+    return true;
+  }
   if (!r || r->type != REDIS_REPLY_ARRAY || r->elements != 8) return false;
   auto at = [&](size_t i) { return r->element[i]->integer; };
   share_ = at(0);

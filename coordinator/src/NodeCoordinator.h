@@ -67,6 +67,13 @@
 // the node takes the controller lease within about a lease and carries on (the share and
 // local cap stay as they were; the new agent reports its floor).
 //
+// State lost (FLUSHALL, eviction, a deleted key, a restart with an empty database): every
+// node-sync carries the state's epoch the agent saw (the script's "epoch" op makes one at
+// its connection); another one or none answers -2, and the agent stores the cap it knew
+// again (the last one a sync showed it, else its PPIOS_THRESHOLD; a cap set with
+// ppios-coord is not in the jobs' options), takes the new epoch and notes it once. Its next
+// sync finds no record of its node and reports its floor: the recovery below.
+//
 // Redis lost: the node keeps its local cap until its lease would have ended (one lease
 // after an agent took over without reaching the server), then sets it to its fair share,
 // cap / nodes seen at the last sync, rounded down (0 if it never synced), so the nodes'
@@ -114,6 +121,8 @@ class NodeCoordinator final : public Coordinator {
   void release(SlotTicket &ticket) override { local_->release(ticket); }
   bool yield_requested(const SlotTicket &ticket) override { return local_->yield_requested(ticket); }
   const char *name() const override { return "node"; }
+  // Which jobs the cap covers (ppios::cap_scope): "process" without a node-local segment.
+  const char *scope() const { return table_ ? "site" : "process"; }
 
   // The node-local target of a node: its segment is "<target>@node[-<sim node>]".
   static std::string local_target(const CoordinatorOptions &options);
@@ -129,6 +138,8 @@ class NodeCoordinator final : public Coordinator {
   // One pass of the acting agent; false when the server failed us.
   bool agent_step(bool woken);
   bool connect_agent_link();
+  // Stores the cap this agent knew if the server has none, and takes the state's epoch.
+  bool adopt_known_cap(std::string *err);
   void apply_offline_rule();
   bool sleep_or_stop(int ms, bool *woken);
   // The listener's credit "<seq>:<k>"; false when it is left to the agent's next sync.
@@ -155,6 +166,7 @@ class NodeCoordinator final : public Coordinator {
   int64_t next_renew_ms_ = 0, next_connect_ms_ = 0, last_sync_ms_ = 0;
   int64_t reported_unmet_ = -1, reported_mt_unmet_ = -1;  // need (MT need) beyond the cap, as last synced
   int64_t reported_pt_ = 0, reported_lead_ = 0;            // PTs in flight and their largest lead, as last synced
+  std::string epoch_;           // the state's epoch as this agent last saw it ("" before its first connection)
   std::atomic<bool> acting_{false};
 
   std::mutex wake_mutex_;

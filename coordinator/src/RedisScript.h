@@ -68,7 +68,8 @@ local qm, qp, y, seen = count(st[4]), count(st[5]), count(st[6]), count(st[7])
 -- eviction, a deleted state key while jobs ran) or has another one answers -2 and changes
 -- nothing: the client rebuilds (RedisCoordinator: the epoch op, its cap stored again).
 -- Otherwise the lost state would be an empty one: no cap, no holders, every access granted.
-local seen_epoch = (op == 'acquire' and ARGV[9]) or (op == 'check' and ARGV[6]) or (op == 'renew' and ARGV[5]) or nil
+local seen_epoch = (op == 'acquire' and ARGV[9]) or (op == 'check' and ARGV[6]) or (op == 'renew' and ARGV[5]) or
+                   (op == 'node-sync' and ARGV[9]) or nil
 if seen_epoch and seen_epoch ~= '' and st[8] ~= seen_epoch then return -2 end
 local m0, p0, qm0, qp0, y0, seen0 = m, p, qm, qp, y, seen
 local handed = 0  -- grants of this call outside the fast paths (state field g)
@@ -612,7 +613,8 @@ elseif op == 'node-sync' then
     end
     return ent
   end
-  -- The two-level backend (NodeCoordinator.h). ARGV: node lease floor need mtneed pt lead.
+  -- The two-level backend (NodeCoordinator.h). ARGV: node lease floor need mtneed pt lead
+  -- [epoch: the state's, as the agent saw it; another one or none answers -2 above].
   -- floor: slots the node may be using now (its local cap or what is in flight, the larger):
   -- its share is never recorded below it, so the sum of the recorded shares bounds what is
   -- in use. need: in flight + queued on the node; mtneed: MTs in flight + queued; pt: PTs
