@@ -11,6 +11,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
+#include <sys/stat.h>
 #include <unistd.h>
 
 namespace ppios {
@@ -33,6 +34,7 @@ class ShmAdmin final : public CoordinatorAdmin {
     *out = CoordinatorStatus{};
     out->backend = "shm";
     out->target = target_;
+    out->scope = group_ >= 0 ? "group" : "user";
     std::string problem;
     auto table = ShmSlotTable::open(target_, group_, false, lease_ms_, &problem);
     if (!table) {
@@ -41,6 +43,7 @@ class ShmAdmin final : public CoordinatorAdmin {
     }
     if (!table->snapshot(out, error)) return false;
     out->target = target_;
+    out->scope = group_ >= 0 ? "group" : "user";
     return true;
   }
 
@@ -104,6 +107,7 @@ class RedisAdmin final : public CoordinatorAdmin {
     *out = CoordinatorStatus{};
     out->backend = "redis";
     out->target = target_;
+    out->scope = "site";
     out->repairs = std::move(repairs);
     out->threshold = r->element[0]->integer;
     out->mt_inflight = static_cast<uint32_t>(r->element[1]->integer);
@@ -300,6 +304,40 @@ class NodeAdmin final : public CoordinatorAdmin {
 };
 
 }  // namespace
+
+bool share_segment_with_group(const std::string &target, int64_t gid, int64_t threshold, int lease_ms,
+                              std::string *report, std::string *error) {
+  // The cap of every member's jobs: only an administrator sets it up (a member could make
+  // a group segment too, at its first job, but would own it).
+  if (geteuid() != 0) {
+    *error = "only root (an administrator) can share a target's segment with a group";
+    return false;
+  }
+  for (int attempt = 0; attempt < 8; ++attempt) {
+    std::string problem;
+    auto table = ShmSlotTable::open(target, gid, true, lease_ms, &problem);
+    if (!table) {
+      *error = problem;
+      return false;
+    }
+    if (!table->pin()) continue;  // removed by its last process meanwhile: again
+    if (threshold >= 1) table->set_threshold(threshold);
+    CoordinatorStatus s;
+    std::string err;
+    const int64_t cap = table->snapshot(&s, &err) ? s.threshold : -1;
+    const std::string path = "/dev/shm" + ShmSlotTable::segment_name(target, gid);
+    struct stat st;
+    const bool ours = stat(path.c_str(), &st) == 0 && st.st_uid == 0;
+    *report = "target '" + target + "': " + path + " (group " + std::to_string(gid) + ", mode 660" +
+              (ours ? "" : ", made by uid " + std::to_string(st.st_uid) + ", a member, at its first job") +
+              "), kept until `reset`; cap " + (cap >= 0 ? std::to_string(cap) : std::string("none")) +
+              " over the jobs of every member of the group on this node that sets PPIOS_SHM_GROUP=" +
+              std::to_string(gid);
+    return true;
+  }
+  *error = "the segment of target '" + target + "' was removed again and again while making it";
+  return false;
+}
 
 void collect_unused_segments(bool include_pinned, std::vector<std::string> *removed, std::vector<std::string> *kept) {
   ShmSlotTable::collect_garbage(include_pinned, removed, kept);

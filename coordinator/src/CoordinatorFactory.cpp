@@ -116,15 +116,17 @@ bool parse_whole(const char *text, int64_t min, int64_t max, int64_t *out) {
   return parse_setting_number(text, min, max, out);
 }
 
+}  // namespace
+
 // A group name or number the caller belongs to: the creator hands the segment to it.
-bool parse_group(const char *text, int64_t *gid, std::string *error) {
+bool parse_shm_group(const char *text, const char *what, int64_t *gid, std::string *error) {
   int64_t n;
   if (parse_whole(text, 0, INT32_MAX, &n)) {
     *gid = n;
   } else if (struct group *g = *text ? getgrnam(text) : nullptr) {
     *gid = g->gr_gid;
   } else {
-    *error = std::string("PPIOS_SHM_GROUP='") + text + "' is not a group name or number";
+    *error = std::string(what) + "='" + text + "' is not a group name or number";
     return false;
   }
   bool member = getegid() == static_cast<gid_t>(*gid) || geteuid() == 0;
@@ -132,13 +134,18 @@ bool parse_group(const char *text, int64_t *gid, std::string *error) {
   int count = groups.empty() ? 0 : getgroups(static_cast<int>(groups.size()), groups.data());
   for (int i = 0; i < count && !member; ++i) member = groups[static_cast<size_t>(i)] == static_cast<gid_t>(*gid);
   if (!member) {
-    *error = std::string("PPIOS_SHM_GROUP='") + text + "': you are not a member of that group";
+    *error = std::string(what) + "='" + text + "': you are not a member of that group";
     return false;
   }
   return true;
 }
 
-}  // namespace
+const char *cap_scope(const Coordinator &coordinator) {
+  if (const auto *shm = dynamic_cast<const ShmCoordinator *>(&coordinator)) return shm->scope();
+  if (const auto *node = dynamic_cast<const NodeCoordinator *>(&coordinator)) return node->scope();
+  if (dynamic_cast<const RedisCoordinator *>(&coordinator)) return "site";
+  return "none";
+}
 
 bool parse_coordinator_env(const std::function<const char *(const char *)> &getenv_fn, CoordinatorOptions *options,
                            std::string *error) {
@@ -180,7 +187,7 @@ bool parse_coordinator_env(const std::function<const char *(const char *)> &gete
     }
     o.target = t;
   }
-  if (const char *g = getenv_fn("PPIOS_SHM_GROUP"); g != nullptr && !parse_group(g, &o.shm_group, error))
+  if (const char *g = getenv_fn("PPIOS_SHM_GROUP"); g != nullptr && !parse_shm_group(g, "PPIOS_SHM_GROUP", &o.shm_group, error))
     return false;
   if (const char *t = getenv_fn("PPIOS_SIM_NODE")) {
     // Same alphabet as a target: it becomes part of a segment name and a Redis key.

@@ -44,6 +44,8 @@ class ShmCoordinator final : public Coordinator {
   void release(SlotTicket &ticket) override;
   bool yield_requested(const SlotTicket &ticket) override;
   const char *name() const override { return "shm"; }
+  // Which jobs the cap covers (ppios::cap_scope): "process" without a usable segment.
+  const char *scope() const { return !table_ ? "process" : options_.shm_group >= 0 ? "group" : "user"; }
 
   // Used by the redis backend to keep the node-local cap in line with the stored one.
   void adopt_threshold(int64_t n) {

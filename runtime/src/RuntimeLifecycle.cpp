@@ -245,6 +245,7 @@ void Runtime::write_outputs() {
     std::string json = "{\"rank\":" + std::to_string(rank_) + ",\"pid\":" + std::to_string(getpid()) +
         ",\"host\":\"" + host + "\",\"mode\":\"" + mode_name(mode()) +
         "\",\"coordinator\":\"" + coordinator_->name() +
+        "\",\"coordinator_scope\":\"" + cap_scope(*coordinator_) +
         "\",\"wall_s\":" + format_double((now_ns() - start_ns_) * s);
 #define PPIOS_STATS_COUNT(name) json += ",\"" #name "\":" + u(stats_.name);
 #define PPIOS_STATS_TIME(name) json += ",\"" #name "_s\":" + format_double(stats_.name##_ns * s);

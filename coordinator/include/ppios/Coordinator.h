@@ -75,6 +75,9 @@ bool parse_setting_number(const char *text, int64_t min, int64_t max, int64_t *o
 std::string validate_target(const std::string &target);
 // An address with its password replaced by "***", for messages.
 std::string redact_address(const std::string &address);
+// PPIOS_SHM_GROUP and `ppios-coord share-group`: a group name or number the caller belongs
+// to (root belongs to every group). `what` names the setting in the message.
+bool parse_shm_group(const char *text, const char *what, int64_t *gid, std::string *error);
 
 // The one parser of a PPIOS_THRESHOLD value, shared by the runtime's Config and ppios-coord:
 // "auto" or a whole number from 1 to kMaxThreshold. Sets options->threshold and
@@ -123,6 +126,18 @@ struct CoordinatorNotice {
 // own locks held: it must return quickly and never call the coordinator.
 using CoordinatorNoticeSink = void (*)(const CoordinatorNotice &notice);
 void set_coordinator_notice_sink(CoordinatorNoticeSink sink);
+
+// Which jobs one cap covers, for `ppios-coord status` and the statistics
+// (coordinator_scope):
+//   "user"    the user's own jobs on this node (shm, the default: the segment is private);
+//   "group"   the jobs of the members of PPIOS_SHM_GROUP on this node (a group segment,
+//             `ppios-coord share-group`);
+//   "site"    every job on the target of the server, of every user and node (redis, node+);
+//   "process" this process alone (its node-local segment could not be used; a notice says
+//             why);
+//   "none"    no scheduling across processes (PPIOS_MODE=pp, intra, off).
+// A cap across users needs the site's coordinator: a Redis server, or a group segment.
+const char *cap_scope(const Coordinator &coordinator);
 
 // Grants every request at once; used when scheduling across processes is off
 // (PPIOS_MODE=pp/intra/off).

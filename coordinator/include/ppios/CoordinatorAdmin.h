@@ -37,6 +37,7 @@ struct NodeShareInfo {
 struct CoordinatorStatus {
   std::string backend;          // "shm" or "redis"
   std::string target;
+  std::string scope;            // which jobs the cap covers: "user", "group" or "site" (ppios::cap_scope)
   int64_t threshold = -1;       // -1: no cap stored
   uint32_t mt_inflight = 0;
   uint32_t pt_inflight = 0;
@@ -79,6 +80,14 @@ class CoordinatorAdmin {
   // malformed segment removed), one line each.
   virtual bool reset(std::string *error, bool force = false, std::vector<std::string> *notes = nullptr) = 0;
 };
+
+// `ppios-coord share-group`: an administrator (root) makes the segment of `target` shared
+// with group `gid` (owner root, mode 0660) and keeps it (pinned), storing `threshold` if it
+// is >= 1, so that the cap covers the jobs of every member that sets PPIOS_SHM_GROUP. A
+// file at the name that is not such a segment (another group, access for others, not a
+// regular file, planted) is refused with why; *report says what was made or found.
+bool share_segment_with_group(const std::string &target, int64_t gid, int64_t threshold, int lease_ms,
+                              std::string *report, std::string *error);
 
 // `ppios-coord gc`: removes this node's segments (any ppios version) that no process maps
 // and the caller may remove; one holding a threshold set with ppios-coord only with

@@ -9,6 +9,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <unistd.h>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -33,6 +34,7 @@ const char *const kGlobalHelp =
     "  set-threshold   change the stored cap of the target, live\n"
     "  reset           forget everything stored for the target (refused while processes use it)\n"
     "  gc              remove the node-local segments no process uses\n"
+    "  share-group     (root) make the target's node-local cap cover every member of a group\n"
     "  bench           acquire+release latency and throughput with K concurrent clients\n"
     "  calibrate       measure B(k) of k concurrent readers on a path, find the knee, --store it\n"
     "\n"
@@ -58,9 +60,23 @@ const char *const kStatusHelp =
     "           holders [{host, pid, class, lead, yield_requested}], auto (bool), mt_hold\n"
     "           (bool: the auto controller holds MTs at the cap),\n"
     "           controller ({host, pid} or null), nodes [{node, share, need, mt_need, pt_inflight,\n"
-    "           lease_left_ms}] (two-level backend), curve [{k, mibps}], guarantee (what the cap\n"
+    "           lease_left_ms}] (two-level backend), curve [{k, mibps}], scope (which jobs the\n"
+    "           cap covers: user, group or site), repairs (what status repaired first),\n"
+    "           guarantee (what the cap\n"
     "           promises), over_cap (MT accesses in flight beyond the cap now)\n"
     "Exits 1 with a message when the backend cannot be reached.\n";
+
+const char *const kShareGroupHelp =
+    "usage: ppios-coord share-group GROUP [--threshold N]\n"
+    "\n"
+    "For an administrator (root): makes the node-local segment of the target shared with\n"
+    "GROUP (a name or gid): owner root, group GROUP, mode 0660, kept until `reset`. The jobs\n"
+    "of every member of GROUP on this node that set PPIOS_SHM_GROUP=GROUP then share one\n"
+    "cap (by default each user's jobs have a cap of their own). Run it on every node (at\n"
+    "boot); a cap across nodes too needs a Redis server (PPIOS_COORDINATOR=redis://...).\n"
+    "A file already at the name that is not such a segment (another group, access for\n"
+    "others, not a regular file) is refused with why.\n"
+    "  --threshold N  also stores N (1..1048576) as the cap\n";
 
 const char *const kWatchHelp =
     "usage: ppios-coord watch [--interval SECONDS] [--count N]\n"
@@ -190,6 +206,15 @@ const char *const kGuarantee =
     "(the default with a numeric PPIOS_THRESHOLD) or the auto controller holds MTs (the default "
     "otherwise, once it measured the cap), so MTs of other processes may exceed the cap";
 
+// Which jobs the cap covers, in words (status).
+std::string scope_text(const CoordinatorStatus &s) {
+  if (s.scope == "site") return "site: every job on this target of the server, of every user and node";
+  if (s.scope == "group") return "group: the jobs on this node of the members of PPIOS_SHM_GROUP";
+  return "user: only uid " + std::to_string(geteuid()) +
+         "'s jobs on this node; a cap across users needs the site's coordinator (PPIOS_COORDINATOR=redis://..., "
+         "or a group segment an administrator makes: ppios-coord share-group GROUP)";
+}
+
 uint64_t over_cap(const CoordinatorStatus &s) {
   uint64_t inflight = uint64_t{s.mt_inflight} + s.pt_inflight;
   return s.threshold < 0 || inflight <= static_cast<uint64_t>(s.threshold) ? 0 : inflight - s.threshold;
@@ -197,6 +222,7 @@ uint64_t over_cap(const CoordinatorStatus &s) {
 
 std::string status_json(const CoordinatorStatus &s) {
   std::string out = "{\"backend\":" + json_string(s.backend) + ",\"target\":" + json_string(s.target) +
+                    ",\"scope\":" + json_string(s.scope) +
                     ",\"threshold\":" + (s.threshold < 0 ? std::string("null") : std::to_string(s.threshold)) +
                     ",\"mt_inflight\":" + std::to_string(s.mt_inflight) +
                     ",\"pt_inflight\":" + std::to_string(s.pt_inflight) +
@@ -237,6 +263,7 @@ std::string status_json(const CoordinatorStatus &s) {
 void print_status_text(const CoordinatorStatus &s) {
   printf("target %s (%s)\n", s.target.c_str(), s.backend.c_str());
   for (const auto &line : s.repairs) printf("repaired   %s\n", line.c_str());
+  printf("scope      %s\n", scope_text(s).c_str());
   if (s.threshold < 0) printf("threshold  none (no cap)%s\n", s.auto_threshold ? ", learned (auto)" : "");
   else printf("threshold  %lld%s\n", static_cast<long long>(s.threshold), s.auto_threshold ? ", learned (auto)" : "");
   if (s.auto_threshold)
@@ -532,6 +559,7 @@ int main(int argc, char **argv) {
                      : args.command == "set-threshold"  ? kSetThresholdHelp
                      : args.command == "reset"          ? kResetHelp
                      : args.command == "gc"             ? kGcHelp
+                     : args.command == "share-group"    ? kShareGroupHelp
                      : args.command == "bench"          ? kBenchHelp
                      : args.command == "calibrate"      ? ppios::kCalibrateHelp
                                                         : nullptr;
@@ -543,6 +571,30 @@ int main(int argc, char **argv) {
 
   if (args.command == "bench") return run_bench(args.options, args.rest);
   if (args.command == "calibrate") return ppios::run_calibrate(args.options, args.rest);
+  if (args.command == "share-group") {
+    int64_t gid = -1, threshold = -1;
+    for (size_t i = 0; i < args.rest.size(); ++i) {
+      const std::string &a = args.rest[i];
+      std::string problem;
+      if (a == "--threshold") {
+        if (i + 1 >= args.rest.size() || !parse_i64(args.rest[++i], 1, ppios::kMaxThreshold, &threshold))
+          return usage_error("share-group: --threshold needs a number from 1 to " + std::to_string(ppios::kMaxThreshold));
+      } else if (gid < 0 && a[0] != '-') {
+        if (!ppios::parse_shm_group(a.c_str(), "share-group GROUP", &gid, &problem)) return usage_error(problem);
+      } else {
+        return usage_error("share-group: unexpected argument '" + a + "'");
+      }
+    }
+    if (gid < 0) return usage_error("share-group needs a GROUP (a name or gid)");
+    if (args.options.address != "shm")
+      return usage_error("share-group is for the node-local segment (shm): with " +
+                         ppios::redact_address(args.options.address) + " the cap covers every user already");
+    std::string report, err;
+    if (!ppios::share_segment_with_group(args.options.target, gid, threshold, args.options.lease_ms, &report, &err))
+      return fprintf(stderr, "ppios-coord: share-group: %s\n", err.c_str()), 1;
+    printf("%s\n", report.c_str());
+    return 0;
+  }
   if (args.command == "gc") {
     bool pinned = false;
     for (const auto &a : args.rest) {
