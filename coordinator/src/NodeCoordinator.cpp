@@ -65,11 +65,16 @@ std::unique_ptr<Coordinator> NodeCoordinator::create(const CoordinatorOptions &o
     if (error) *error = "coordinator " + address.describe() + ": " + problem;
     return nullptr;
   }
+  int64_t stored = -1;
+  std::string epoch;
   if (probe) {
     // The first process of the target stores its PPIOS_THRESHOLD; the stored one wins.
     auto r = probe->run(options.target, {"adopt", std::to_string(options.threshold), "0"}, &problem);
     if (r && options.threshold >= 0 && r->integer != options.threshold)
       tell_threshold_conflict(options.threshold, r->integer, options.target);
+    if (r) stored = r->integer;
+    auto e = probe->run(options.target, {"epoch", "0", std::to_string(options.lease_ms), ""}, &problem);
+    if (e && e->type == REDIS_REPLY_STRING) epoch.assign(e->str, e->len);
   }
   if (probe) probe->run(options.target, {"node-hello", node_name(options), std::to_string(2 * options.lease_ms)}, &problem);
   probe.reset();
@@ -81,6 +86,8 @@ std::unique_ptr<Coordinator> NodeCoordinator::create(const CoordinatorOptions &o
   auto shm = ShmCoordinator::create(local, error, /*quiet_threshold_conflict=*/true);
   if (!shm) return nullptr;
   std::unique_ptr<NodeCoordinator> c(new NodeCoordinator(options, address, std::move(shm)));
+  c->known_cap_ = stored;  // (the agent's state: set before its thread starts)
+  c->epoch_ = epoch;
   if (c->table_) {  // without a segment the process schedules only within itself (warned)
     c->agent_ = std::thread([raw = c.get()] { raw->agent_loop(); });
     c->listener_ = std::thread([raw = c.get()] { raw->listener_loop(); });
@@ -119,6 +126,9 @@ void NodeCoordinator::stop() {
     // The last process of the node gives the share back now rather than after the lease.
     CoordinatorStatus st;
     std::string err;
+    // A state lost since our last sync gets the cap we knew back before we go: the
+    // process that takes our part over may have started after the loss, knowing none.
+    if (online_ && link_ && known_cap_ >= 1) link_->run(options_.target, {"adopt", std::to_string(known_cap_), "0"}, &err);
     if (online_ && link_ && table_->snapshot(&st, &err) && st.processes <= 1)
       link_->run(options_.target, {"node-leave", node_}, &err);
     table_->resign_controller(local_->process_handle());
@@ -208,7 +218,10 @@ bool NodeCoordinator::connect_agent_link() {
 }
 
 bool NodeCoordinator::adopt_known_cap(std::string *err) {
-  const int64_t known = cap_seen_ >= 1 ? cap_seen_ : options_.threshold;
+  // Ours, else the node's memory (a process that started while the state was gone knew
+  // none), else our PPIOS_THRESHOLD.
+  int64_t known = known_cap_ >= 1 ? known_cap_ : table_->site_cap();
+  if (known < 1) known = options_.threshold;
   if (!link_->run(options_.target, {"adopt", std::to_string(known), "0"}, err)) return false;
   auto e = link_->run(options_.target, {"epoch", epoch_.empty() ? "0" : "1", std::to_string(options_.lease_ms), epoch_},
                       err);
@@ -285,7 +298,7 @@ bool NodeCoordinator::agent_step(bool woken) {
     if (!warned.exchange(true))
       tell_notice("coordinator " + address_.describe() + ", target '" + options_.target +
                   "': the server lost the target's state while this job ran (FLUSHALL, eviction or a deleted key); "
-                  "stored its cap again (" + (cap_seen_ >= 1 ? std::to_string(cap_seen_) : std::string("none")) + ")");
+                  "stored its cap again (" + (known_cap_ >= 1 ? std::to_string(known_cap_) : std::string("none")) + ")");
     next_renew_ms_ = 0;
     return true;
   }
@@ -293,7 +306,11 @@ bool NodeCoordinator::agent_step(bool woken) {
   auto at = [&](size_t i) { return r->element[i]->integer; };
   share_ = at(0);
   const int64_t target = at(1);
-  cap_seen_ = at(2);
+  if (at(2) != last_remembered_) {
+    table_->remember_site_cap(at(2));
+    last_remembered_ = at(2);
+  }
+  cap_seen_ = known_cap_ = at(2);
   live_seen_ = at(3);
   free_seen_ = at(4);
   others_need_ = at(5);

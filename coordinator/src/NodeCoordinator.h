@@ -70,8 +70,8 @@
 // State lost (FLUSHALL, eviction, a deleted key, a restart with an empty database): every
 // node-sync carries the state's epoch the agent saw (the script's "epoch" op makes one at
 // its connection); another one or none answers -2, and the agent stores the cap it knew
-// again (the last one a sync showed it, else its PPIOS_THRESHOLD; a cap set with
-// ppios-coord is not in the jobs' options), takes the new epoch and notes it once. Its next
+// again (the last one it saw, at its start or a sync, else its PPIOS_THRESHOLD; a cap set
+// with ppios-coord is not in the jobs' options), takes the new epoch and notes it once. Its next
 // sync finds no record of its node and reports its floor: the recovery below.
 //
 // Redis lost: the node keeps its local cap until its lease would have ended (one lease
@@ -166,7 +166,12 @@ class NodeCoordinator final : public Coordinator {
   int64_t next_renew_ms_ = 0, next_connect_ms_ = 0, last_sync_ms_ = 0;
   int64_t reported_unmet_ = -1, reported_mt_unmet_ = -1;  // need (MT need) beyond the cap, as last synced
   int64_t reported_pt_ = 0, reported_lead_ = 0;            // PTs in flight and their largest lead, as last synced
-  std::string epoch_;           // the state's epoch as this agent last saw it ("" before its first connection)
+  // The state's epoch and the target's cap as this process last saw them (at its start,
+  // then at each sync of its agent): what it stores again after a loss, also when it
+  // takes the agent's part over from a process that ended.
+  std::string epoch_;
+  int64_t known_cap_ = -1;
+  int64_t last_remembered_ = -2;  // what this agent last wrote to the segment's site_cap
   std::atomic<bool> acting_{false};
 
   std::mutex wake_mutex_;

@@ -201,15 +201,19 @@ bool RedisCoordinator::go_online(RedisLink &link, std::string *error, const std:
   }
   auto r = link.run(options_.target, {"renew", proc, lease_arg_, host_pid_}, error);
   if (!r) return false;
-  // The cap in force before (a server that lost it, or restarted empty, gets it back),
-  // else ours.
-  const int64_t known = known_cap_.load();
+  // The cap in force before (a server that lost it, or restarted empty, gets it back):
+  // ours, else the one the node's stand-in segment remembers (a process that started
+  // while the server was gone saw none), else our PPIOS_THRESHOLD.
+  ShmSlotTable *stand_in = fallback_->table();
+  const int64_t remembered = stand_in ? stand_in->site_cap() : -1;
+  int64_t known = known_cap_.load();
+  if (known < 1) known = remembered;
   r = link.run(options_.target,
                {"adopt", std::to_string(known >= 1 ? known : options_.threshold), options_.auto_threshold ? "1" : "0"},
                error);
   if (!r) return false;
   int64_t stored = r->integer;
-  known_cap_.store(stored);
+  remember_cap(stored);
   // The epoch of the state joined. "1" and the epoch this process saw before: if the state
   // has another one, it was lost under us: no new grant for a lease from the new epoch
   // (RedisScript.h). The same one (back from an outage of our own) is no loss.
@@ -229,6 +233,11 @@ bool RedisCoordinator::go_online(RedisLink &link, std::string *error, const std:
   fallback_->adopt_threshold(stored);
   online_.store(true);
   return true;
+}
+
+void RedisCoordinator::remember_cap(int64_t cap) {
+  if (known_cap_.exchange(cap) == cap) return;
+  if (ShmSlotTable *stand_in = fallback_->table()) stand_in->remember_site_cap(cap);
 }
 
 void RedisCoordinator::rebuild_after_loss(RedisLink &link, const std::string &seen_epoch) {
@@ -543,7 +552,7 @@ void RedisCoordinator::helper_loop() {
         continue;
       }
       if (r->type == REDIS_REPLY_ARRAY && r->elements == 2 && r->element[1]->type == REDIS_REPLY_INTEGER)
-        known_cap_.store(r->element[1]->integer);
+        remember_cap(r->element[1]->integer);
       next_renew = steady_ms() + renew_ms;
       settle_idle_links();
     }

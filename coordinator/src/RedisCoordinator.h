@@ -53,6 +53,9 @@ class RedisCoordinator final : public Coordinator {
   bool go_online(RedisLink &link, std::string *error, const std::string *if_epoch = nullptr);
   // The server answered -2: the state it held for the target is not the one this process
   // joined (FLUSHALL, eviction, a deleted key). Rebuilds it (go_online) once per loss.
+  // The cap the server holds, as this process saw it, also kept in the node's stand-in
+  // segment (ShmSlotTable::site_cap) for processes that start while the server is gone.
+  void remember_cap(int64_t cap);
   void rebuild_after_loss(RedisLink &link, const std::string &seen_epoch);
   std::string state_epoch() const;
   void go_offline(const std::string &reason);
@@ -96,7 +99,7 @@ class RedisCoordinator final : public Coordinator {
   // go_online runs one at a time: the helper after an outage, a thread that found a loss.
   std::mutex online_mutex_;
   // The cap in force when last seen (-1: none), stored again should the server lose it.
-  std::atomic<int64_t> known_cap_{-1};
+  std::atomic<int64_t> known_cap_{-2};  // -2: none seen yet (remember_cap writes the first one through)
   std::atomic<bool> warned_lost_{false};
 
   std::mutex pool_mutex_;

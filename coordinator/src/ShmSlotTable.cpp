@@ -59,8 +59,8 @@ namespace {
 // The layout version is in the segment's name as well as in its magic: builds with
 // different layouts (an upgrade, or several checkouts on one machine) then use different
 // segments instead of refusing each other's. Bump both whenever ShmLayout changes.
-constexpr uint64_t kMagic = 0x3630434f53505050ULL;  // "PPPSOC06"
-constexpr const char *kSegmentPrefix = "/ppios-coord-v6.";
+constexpr uint64_t kMagic = 0x3730434f53505050ULL;  // "PPPSOC07"
+constexpr const char *kSegmentPrefix = "/ppios-coord-v7.";
 constexpr const char *kShmDir = "/dev/shm";
 constexpr uint32_t kMaxProcs = 1024;
 constexpr uint32_t kMaxHolders = 4096;
@@ -243,6 +243,10 @@ struct ShmLayout {
                               // (0 whenever auto_mode is: set_threshold clears it)
   uint64_t ctl_owner;         // process handle of the controller, 0: none
   int64_t ctl_deadline_ms;
+  // The two-level backend: the target's cap on the server as this node's agent last saw it
+  // (< 1: none or unknown), so the node stores it again after the server lost it, also
+  // when no process that saw it is left.
+  int64_t site_cap;
   double curve_mibps[kCurveMax + 1];  // index k; 0: not measured
   ProcEntry procs[kMaxProcs];
   HolderEntry holders[kMaxHolders];
@@ -767,6 +771,7 @@ std::unique_ptr<ShmSlotTable> ShmSlotTable::open(const std::string &target, int6
     layout->magic = kMagic;
     layout->layout_size = sizeof(ShmLayout);
     layout->threshold = -1;
+    layout->site_cap = -1;
     layout->ready.store(1, std::memory_order_release);
   } else {
     int64_t deadline = now_ms() + 2000;
@@ -1233,6 +1238,19 @@ int64_t ShmSlotTable::enable_auto() {
   int64_t cap = layout_->threshold;
   unlock();
   return cap;
+}
+
+void ShmSlotTable::remember_site_cap(int64_t cap) {
+  if (!lock()) return;
+  layout_->site_cap = cap >= 1 && cap <= kMaxThreshold ? cap : -1;
+  unlock();
+}
+
+int64_t ShmSlotTable::site_cap() const {
+  if (!lock()) return -1;
+  const int64_t cap = layout_->site_cap;
+  unlock();
+  return cap >= 1 && cap <= kMaxThreshold ? cap : -1;
 }
 
 uint32_t ShmSlotTable::agent_bell() const { return layout_->agent_bell.load(std::memory_order_seq_cst); }

@@ -122,6 +122,10 @@ class ShmSlotTable {
   // The two-level backend's credit: raises a cap by `by` slots (the server grew the node's
   // share by as much) and grants waiters, MTs first. No cap: nothing to raise.
   void raise_threshold(int64_t by);
+  // The two-level backend's memory of the target's cap on the server (-1: none or
+  // unknown), kept in the segment so it outlives the processes that saw it.
+  void remember_site_cap(int64_t cap);
+  int64_t site_cap() const;
   // Turns learning on; with no cap stored, starts from 1. Returns the cap.
   int64_t enable_auto();
   // False when the lock could not be taken (message in *error).

@@ -327,7 +327,8 @@ TEST(NodeShares, CapBelowTheNodesGoesRoundInTurns) { run_saturated_mt_nodes(3, 2
 // The server loses the target's state while the nodes run (FLUSHALL): the cap was set with
 // ppios-coord, not given to the jobs (PPIOS_THRESHOLD unset, as a site sets it). The
 // agents find the loss (the state's epoch) and store the cap they knew again; the cap
-// holds (before: the flushed state had no cap, and the nodes none either).
+// holds (before: the flushed state had no cap, and the nodes none either). Then with no
+// process left that saw it: the node's segment remembers it for the next job.
 TEST(NodeShares, LostStateKeepsTheCapSetByHand) {
   test::RedisServer server(false);
   ASSERT_TRUE(server.start());
@@ -378,6 +379,32 @@ TEST(NodeShares, LostStateKeepsTheCapSetByHand) {
   EXPECT_GT(sh->grants.load(), grants_before + 100) << "no progress after the loss";
   a.reset();
   b.reset();
+  // Every process that saw the cap is gone when the state is lost (a rank that saw it
+  // exits, keeping its node's segment as ranks do); the next job's agent, which never saw
+  // it, stores it again from its node's segment.
+  pid_t rank = fork();
+  if (rank == 0) {
+    std::string e;
+    auto r = make_coordinator(node_options(server, target, "fc", -1, lease_ms, true), &e);
+    if (!r) _exit(3);
+    SlotTicket held = r->acquire(IoClass::PT, 1);
+    std::this_thread::sleep_for(std::chrono::milliseconds(lease_ms));  // its agent syncs meanwhile
+    r->release(held);
+    r.release();  // not destroyed: it leaves at exit, as a rank does
+    exit(0);
+  }
+  int st = 0;
+  waitpid(rank, &st, 0);
+  ASSERT_TRUE(WIFEXITED(st) && WEXITSTATUS(st) == 0) << st;
+  ASSERT_EQ(system(cmd.c_str()), 0);
+  auto c = make_coordinator(node_options(server, target, "fc", -1, lease_ms, true), &err);
+  ASSERT_TRUE(c) << err;
+  SlotTicket t = c->acquire(IoClass::PT, 1);
+  const auto until = Clock::now() + 3s;
+  while (Clock::now() < until && !(admin->status(&s, &err) && s.threshold == cap)) std::this_thread::sleep_for(20ms);
+  EXPECT_EQ(s.threshold, cap) << "a new job's agent did not store the node's cap again";
+  c->release(t);
+  c.reset();
   munmap(sh, sizeof(Shared));
 }
 

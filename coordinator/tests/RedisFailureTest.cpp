@@ -12,6 +12,7 @@
 #include <future>
 #include <string>
 #include <thread>
+#include <sys/wait.h>
 #include <unistd.h>
 #include <vector>
 
@@ -457,6 +458,44 @@ TEST(RedisFailure, MalformedEntriesAreDroppedAndPhantomCountersRecounted) {
   for (const auto &n : notices) EXPECT_EQ(n.find("unreachable"), std::string::npos) << n;
   c.reset();
   set_coordinator_notice_sink(nullptr);
+  forget(o);
+}
+
+// The server restarts empty while no process that saw the cap is left (a rank saw it and
+// exited, keeping its node's stand-in segment as ranks do), and the cap was set with
+// ppios-coord (in no job's options): the next job stores it again from the node's memory
+// (before: the restarted server had no cap at all).
+TEST(RedisFailure, ACapNoLiveProcessSawComesBackFromTheNode) {
+  test::RedisServer server(false);
+  ASSERT_TRUE(server.start());
+  auto o = opts(server.address(), unique_target("memory"), -1, 500);
+  std::string err;
+  auto admin = make_coordinator_admin(o, &err);
+  ASSERT_TRUE(admin && admin->set_threshold(2, &err)) << err;
+  pid_t rank = fork();
+  if (rank == 0) {
+    std::string e;
+    auto c = make_coordinator(o, &e);
+    if (!c) _exit(3);
+    SlotTicket t = c->acquire(IoClass::PT, 1);
+    c->release(t);
+    c.release();  // not destroyed: it leaves at exit, as a rank does
+    exit(0);
+  }
+  int st = 0;
+  waitpid(rank, &st, 0);
+  ASSERT_TRUE(WIFEXITED(st) && WEXITSTATUS(st) == 0) << st;
+  server.kill_hard();
+  ASSERT_TRUE(server.start());
+  auto c = make_coordinator(o, &err);
+  ASSERT_TRUE(c) << err;
+  SlotTicket t = c->acquire(IoClass::PT, 1);
+  auto again = make_coordinator_admin(o, &err);
+  CoordinatorStatus s;
+  ASSERT_TRUE(again && again->status(&s, &err)) << err;
+  EXPECT_EQ(s.threshold, 2) << "the restarted server got no cap back";
+  c->release(t);
+  c.reset();
   forget(o);
 }
 

@@ -8,7 +8,7 @@ target="cli-$$"
 redis_pid=
 cleanup() {
   if [ -n "$redis_pid" ]; then kill -9 "$redis_pid" 2>/dev/null || true; wait "$redis_pid" 2>/dev/null || true; fi
-  rm -f "/dev/shm/ppios-coord-v6.$(id -u).$target"
+  rm -f "/dev/shm/ppios-coord-v7.$(id -u).$target"
   rm -rf "$dir"
 }
 trap cleanup EXIT
@@ -92,10 +92,10 @@ for _ in $(seq 100); do
   [ "$(PPIOS_TARGET=$target timeout 10 "$coord" status --json | json_get "['processes']")" = 1 ] && break; sleep 0.05
 done
 PPIOS_TARGET=$target expect_error "registered on target" reset
-"$coord" gc | grep -q "kept.*ppios-coord-v6.$(id -u).$target (in use)" || fail "gc did not keep a segment in use"
+"$coord" gc | grep -q "kept.*ppios-coord-v7.$(id -u).$target (in use)" || fail "gc did not keep a segment in use"
 PPIOS_TARGET=$target timeout 10 "$coord" reset --force || fail "reset --force"
 wait $bench_pid || fail "the bench whose segment was reset --force failed"
-[ ! -e "/dev/shm/ppios-coord-v6.$(id -u).$target" ] || fail "the last process left its (unpinned) segment behind"
+[ ! -e "/dev/shm/ppios-coord-v7.$(id -u).$target" ] || fail "the last process left its (unpinned) segment behind"
 
 for addr in shm "unix://$dir/r.sock"; do
   export PPIOS_COORDINATOR=$addr PPIOS_TARGET=$target

@@ -16,7 +16,7 @@ redis_pid=
 target=scope-$$
 cleanup() {
   [ -n "$redis_pid" ] && kill "$redis_pid" 2>/dev/null && wait "$redis_pid" 2>/dev/null
-  rm -f /dev/shm/ppios-coord-v6.*"$target"*
+  rm -f /dev/shm/ppios-coord-v7.*"$target"*
   rm -rf "$dir"
 }
 trap cleanup EXIT
@@ -42,10 +42,10 @@ echo "default: scope user in status and statistics"
 
 # 2. A segment that cannot be used: the process schedules within itself and says so.
 timeout 10 "$coord" reset --force >/dev/null
-ln -s /nonexistent "/dev/shm/ppios-coord-v6.$(id -u).$target-bad"
+ln -s /nonexistent "/dev/shm/ppios-coord-v7.$(id -u).$target-bad"
 [ "$(stats_scope bad PPIOS_TARGET="$target-bad")" = process ] || fail "statistics of an unusable segment: $(cat "$dir/bad.json")"
 grep -q "not a regular file" "$dir/bad.json" || fail "no notice of the unusable segment: $(cat "$dir/bad.json")"
-rm -f "/dev/shm/ppios-coord-v6.$(id -u).$target-bad"
+rm -f "/dev/shm/ppios-coord-v7.$(id -u).$target-bad"
 echo "unusable segment: scope process, with the notice"
 
 # 3. Redis: one cap for the site.
@@ -82,7 +82,7 @@ rc=0; as_nobody_in_group "$dir/coord" share-group 100 >"$dir/sg-nobody.out" 2>&1
 [ $rc -eq 1 ] && grep -q "only root" "$dir/sg-nobody.out" || fail "share-group as a member (exit $rc): $(cat "$dir/sg-nobody.out")"
 rc=0; as_nobody "$dir/coord" share-group 100 >"$dir/sg-out.out" 2>&1 || rc=$?
 [ $rc -eq 2 ] && grep -q "not a member" "$dir/sg-out.out" || fail "share-group by a non-member (exit $rc): $(cat "$dir/sg-out.out")"
-seg=/dev/shm/ppios-coord-v6.g100.$target
+seg=/dev/shm/ppios-coord-v7.g100.$target
 # A file already at the name that is not a group segment: refused, and left alone.
 head -c 100 /dev/zero >"$seg" && chgrp 100 "$seg" && chmod 666 "$seg"
 rc=0; timeout 10 "$coord" share-group 100 >"$dir/sg-bad.out" 2>&1 || rc=$?

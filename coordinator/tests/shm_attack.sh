@@ -17,7 +17,7 @@ pids=()
 cleanup() {
   for p in "${pids[@]}"; do kill -9 "$p" 2>/dev/null; done
   wait 2>/dev/null
-  rm -f /dev/shm/ppios-coord-v6.*"$target"*
+  rm -f /dev/shm/ppios-coord-v7.*"$target"*
   rm -rf "$dir"
 }
 trap cleanup EXIT
@@ -48,7 +48,7 @@ run_job() {  # run_job NAME: a 1 s job of the victim; must end by itself with 0 
 # 1. Private by default: owned by the victim, mode 0600, and the attacker cannot open it.
 export PPIOS_TARGET=$target-private
 timeout 10 "$coord" set-threshold 2 || fail "set-threshold"
-seg=/dev/shm/ppios-coord-v6.0.$PPIOS_TARGET
+seg=/dev/shm/ppios-coord-v7.0.$PPIOS_TARGET
 [ "$(stat -c %a:%u "$seg")" = 600:0 ] || fail "segment $seg is $(stat -c %a:%u "$seg"), not 600 owned by root"
 as_nobody "$dir/attack" "$PPIOS_TARGET" -1 hold 10000 2>"$dir/open.err"
 rc=$?
@@ -69,10 +69,10 @@ rc=0; timeout 10 "$coord" status >"$dir/st.out" 2>&1 || rc=$?
 rm -f "$squatted"
 export PPIOS_TARGET=$target-link
 echo precious >"$dir/victim-file"
-ln -s "$dir/victim-file" "/dev/shm/ppios-coord-v6.0.$PPIOS_TARGET"
+ln -s "$dir/victim-file" "/dev/shm/ppios-coord-v7.0.$PPIOS_TARGET"
 run_job symlink
 [ "$(cat "$dir/victim-file")" = precious ] || fail "the victim's job wrote through a planted symlink"
-rm -f "/dev/shm/ppios-coord-v6.0.$PPIOS_TARGET"
+rm -f "/dev/shm/ppios-coord-v7.0.$PPIOS_TARGET"
 echo "squatting: a file or a symlink under the victim's name costs the victim a warning, no exit"
 
 # 2b. The same from an unprivileged victim's side (nobody), with a file planted under its
@@ -80,7 +80,7 @@ echo "squatting: a file or a symlink under the victim's name costs the victim a 
 # status, reset (which cannot remove it) and gc (which keeps it, saying why); root's gc
 # removes it and says it was planted.
 export PPIOS_TARGET=$target-planted
-planted=/dev/shm/ppios-coord-v6.$(id -u nobody).$PPIOS_TARGET
+planted=/dev/shm/ppios-coord-v7.$(id -u nobody).$PPIOS_TARGET
 head -c 4096 /dev/zero >"$planted" && chmod 644 "$planted"
 as_nobody timeout 30 "$dir/coord" bench --clients 2 --seconds 0.3 >"$dir/pl-job.out" 2>"$dir/pl-job.err" ||
   fail "planted: the victim's job failed: $(cat "$dir/pl-job.err")"
@@ -107,7 +107,7 @@ echo "planted: job, status, reset and gc say what is wrong and what to do; root'
 # 3. Shared with group 100, which the attacker is given: lock held, counters forged.
 export PPIOS_TARGET=$target-group PPIOS_SHM_GROUP=100
 timeout 10 "$coord" set-threshold 2 || fail "set-threshold (group)"
-seg=/dev/shm/ppios-coord-v6.g100.$PPIOS_TARGET
+seg=/dev/shm/ppios-coord-v7.g100.$PPIOS_TARGET
 [ "$(stat -c %a:%g "$seg")" = 660:100 ] || fail "group segment is $(stat -c %a:%g "$seg")"
 as_nobody_in_group "$dir/attack" "$PPIOS_TARGET" 100 hold 60000 >"$dir/hold.out" 2>&1 &
 pids+=($!)
