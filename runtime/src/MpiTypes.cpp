@@ -42,6 +42,28 @@ TypeFacts known(MPI_Datatype datatype) {
 
 }  // namespace
 
+namespace {
+// The largest type whose byte order is checked (two buffers of it at each commit); a
+// larger one is taken as not contiguous: its reads go to storage as written.
+constexpr int kMaxCheckedType = 64 << 20;
+
+// Whether one item of `t` (size bytes, no holes, from 0) holds its bytes in memory order:
+// packing it must give its memory back unchanged. Extent and size alone do not tell (an
+// indexed type may list its elements in any order); four packs whose bytes number each
+// byte of the item (by its 8-bit digits) do.
+bool packs_in_order(MPI_Datatype t, int size) {
+  std::vector<unsigned char> item(static_cast<size_t>(size)), packed(static_cast<size_t>(size));
+  for (int digit = 0; digit < 4 && (digit == 0 || (size - 1) >> (8 * digit) != 0); ++digit) {
+    for (int i = 0; i < size; ++i) item[static_cast<size_t>(i)] = static_cast<unsigned char>(i >> (8 * digit));
+    int position = 0;
+    if (MPI_Pack(item.data(), 1, t, packed.data(), size, &position, MPI_COMM_SELF) != MPI_SUCCESS ||
+        position != size || packed != item)
+      return false;
+  }
+  return true;
+}
+}  // namespace
+
 int64_t mpi_contiguous_size(MPI_Datatype t) {
   int size = 0;
   MPI_Aint lb = 0, extent = 0, true_lb = 0, true_extent = 0;
@@ -49,7 +71,8 @@ int64_t mpi_contiguous_size(MPI_Datatype t) {
       MPI_Type_get_true_extent(t, &true_lb, &true_extent) != MPI_SUCCESS)
     return -1;
   bool plain = size > 0 && lb == 0 && true_lb == 0 && extent == size && true_extent == size;
-  return plain ? size : -1;
+  if (!plain || size > kMaxCheckedType || !packs_in_order(t, size)) return -1;
+  return size;
 }
 
 void mpi_type_sizes_init() {

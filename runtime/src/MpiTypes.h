@@ -47,8 +47,8 @@ void mpi_type_freed(MPI_Datatype datatype);
 // False for any other (or before the measure).
 bool mpi_comm_known(MPI_Comm comm, int *rank, int *size);
 
-// Size in bytes of `t` if it is contiguous (bytes one after another from 0, no holes),
-// else -1. Calls MPI: the MT only.
+// Size in bytes of `t` if it is contiguous (bytes one after another from 0, no holes, in
+// memory order: packing an item gives it back unchanged), else -1. Calls MPI: the MT only.
 int64_t mpi_contiguous_size(MPI_Datatype t);
 
 }  // namespace ppios
