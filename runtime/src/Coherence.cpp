@@ -67,4 +67,8 @@ void Coherence::acquire_point() {
   if (exact_) seen_total_.store(total, std::memory_order_release);
 }
 
+void Coherence::acquire_from_unknown_writer() {
+  cache_.drop_changed([](const FileKey &) { return UINT64_MAX; });
+}
+
 }  // namespace ppios

@@ -50,6 +50,10 @@ class Coherence {
   void release_point();
   // An acquire point of the MT.
   void acquire_point();
+  // An acquire point after a writer that does not tell the table what it changed: a
+  // child process the MT waited for (its stores through a shared mapping leave no
+  // trace; an exec'd program does not run the runtime at all). Drops every entry.
+  void acquire_from_unknown_writer();
 
   // For the statistics: "exact", or why every acquire point drops everything.
   std::string mode() const;

@@ -25,6 +25,8 @@
 
 #include <cerrno>
 #include <cstdarg>
+#include <cstdio>
+#include <cstdlib>
 
 #include "ErrnoGuard.h"
 #include "FileKey.h"
@@ -52,11 +54,20 @@ void acquire_point(const void *site) {
   ppios::Runtime::get().coherence().acquire_point();
 }
 
+void acquire_from_unknown_writer(const void *site) {
+  if (ppios::pass_through()) return;
+  RuntimeScope scope(site);
+  ppios::ErrnoGuard errno_guard;
+  ppios::Runtime::get().coherence().acquire_from_unknown_writer();
+}
+
 }  // namespace ppios
 
 namespace {
 // A wait for a child that returns the child's pid (> 0) once one was reaped: an acquire
-// point then. The PT never waits for a child.
+// point then, after a writer the table does not see (a forked child's stores through a
+// shared mapping, a program it exec'd): everything cached is dropped. The PT never waits
+// for a child.
 template <class Wait>
 auto reaped_child(const void *site, Wait wait_call) -> decltype(wait_call()) {
   if (ppios::on_pt()) {
@@ -64,7 +75,7 @@ auto reaped_child(const void *site, Wait wait_call) -> decltype(wait_call()) {
     return -1;
   }
   const auto pid = wait_call();
-  if (pid > 0) ppios::acquire_point(site);
+  if (pid > 0) ppios::acquire_from_unknown_writer(site);
   return pid;
 }
 }  // namespace
@@ -226,6 +237,29 @@ pid_t __wrap_waitpid(pid_t which, int *status, int options) {
 
 pid_t __wrap_wait4(pid_t which, int *status, int options, struct rusage *usage) {
   return reaped_child(__builtin_return_address(0), [&] { return wait4(which, status, options, usage); });
+}
+
+// pclose and system wait for their child themselves (glibc's own waitpid, which no
+// wrapper sees): each is a reaped child when it returns one's status.
+// They return the child's status (0 included), or -1 when no child was reaped.
+int __wrap_pclose(FILE *stream) {
+  if (ppios::on_pt()) {
+    errno = ECHILD;
+    return -1;
+  }
+  const int status = pclose(stream);
+  if (status != -1) ppios::acquire_from_unknown_writer(__builtin_return_address(0));
+  return status;
+}
+
+int __wrap_system(const char *command) {
+  if (ppios::on_pt()) {
+    errno = ECHILD;
+    return -1;
+  }
+  const int status = system(command);
+  if (command != nullptr && status != -1) ppios::acquire_from_unknown_writer(__builtin_return_address(0));
+  return status;
 }
 
 // waitid returns 0, and a zero si_pid when WNOHANG found no child to reap.
