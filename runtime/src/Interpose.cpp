@@ -370,7 +370,7 @@ int __wrap___isoc99_fscanf(FILE *stream, const char *format, ...) {
 
 PPIOS_WRAP_MPI(MPI_File_open, (MPI_Comm comm, const char *filename, int amode, MPI_Info info, MPI_File *fh),
                (comm, filename, amode, info, fh))
-PPIOS_WRAP_MPI(MPI_File_close, (MPI_File * fh), (fh))
+PPIOS_WRAP_MPI(MPI_File_close, (MPI_File *fh), (fh))
 PPIOS_WRAP_MPI(MPI_File_read, (MPI_File fh, void *buf, int count, MPI_Datatype datatype, MPI_Status *status),
                (fh, buf, count, datatype, status))
 PPIOS_WRAP_MPI(MPI_File_read_at,
@@ -396,8 +396,8 @@ PPIOS_WRAP_MPI(MPI_File_write_at_all,
                 MPI_Status *status),
                (fh, offset, buf, count, datatype, status))
 PPIOS_WRAP_MPI(MPI_File_seek, (MPI_File fh, MPI_Offset offset, int whence), (fh, offset, whence))
-PPIOS_WRAP_MPI(MPI_Type_commit, (MPI_Datatype * datatype), (datatype))
-PPIOS_WRAP_MPI(MPI_Type_free, (MPI_Datatype * datatype), (datatype))
+PPIOS_WRAP_MPI(MPI_Type_commit, (MPI_Datatype *datatype), (datatype))
+PPIOS_WRAP_MPI(MPI_Type_free, (MPI_Datatype *datatype), (datatype))
 
 int __wrap_MPI_Finalize(void) {
   // The PT that reaches the program's end is done.
