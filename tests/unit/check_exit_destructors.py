@@ -14,22 +14,24 @@ def main():
     lib = sys.argv[1]
     out = subprocess.run(["objdump", "-d", "--no-show-raw-insn", "-C", lib], check=True,
                          stdout=subprocess.PIPE, text=True).stdout
-    function, registering = None, set()
+    function, registering, functions = None, set(), 0
     for line in out.splitlines():
         m = re.match(r"^[0-9a-f]+ <(.*)>:$", line)
         if m:
             function = m.group(1)
+            functions += 1
         elif re.search(r"\b(call|jmp)\s+[0-9a-f]+ <__cxa_atexit@plt>", line):
             registering.add(function)
-    allowed = {"atexit"}  # the program's and the runtime's own atexit() handlers
+    # atexit() itself (linked into the library from libc_nonshared) registers the
+    # program's and the runtime's own handlers; a sanitizer build may intercept it instead.
+    allowed = {"atexit"}
     bad = sorted(registering - allowed)
-    print(f"functions registering an exit-time destructor: {len(bad)}")
+    print(f"{functions} functions read, {len(bad)} registering an exit-time destructor")
+    if functions < 100:  # the pattern must match objdump's output, or it checks nothing
+        print("FAIL: too few functions read: the check no longer reads objdump's output")
+        return 1
     for f in bad:
         print(f"FAIL: {f} registers an exit-time destructor (make the object an Immortal<T>)")
-    if not any(f in allowed for f in registering) and not bad:
-        # The pattern must see at least atexit()'s own call, or it matches nothing at all.
-        print("FAIL: no call of __cxa_atexit found at all: the check no longer reads objdump's output")
-        return 1
     return 1 if bad else 0
 
 
