@@ -40,43 +40,43 @@ using ppios::RuntimeScope;
 
 namespace ppios {
 
-void release_point(const void *site) {
+namespace {
+// The MT's synchronization step `step` of the coherence rule, where the runtime may be
+// entered, with the call's site and errno kept.
+void coherence_step(const void *site, void (Coherence::*step)()) {
   if (ppios::pass_through()) return;
   RuntimeScope scope(site);
   ppios::ErrnoGuard errno_guard;
-  ppios::Runtime::get().coherence().release_point();
+  (ppios::Runtime::get().coherence().*step)();
 }
+}  // namespace
 
-void acquire_point(const void *site) {
-  if (ppios::pass_through()) return;
-  RuntimeScope scope(site);
-  ppios::ErrnoGuard errno_guard;
-  ppios::Runtime::get().coherence().acquire_point();
-}
-
+void release_point(const void *site) { coherence_step(site, &Coherence::release_point); }
+void acquire_point(const void *site) { coherence_step(site, &Coherence::acquire_point); }
 void acquire_from_unknown_writer(const void *site) {
-  if (ppios::pass_through()) return;
-  RuntimeScope scope(site);
-  ppios::ErrnoGuard errno_guard;
-  ppios::Runtime::get().coherence().acquire_from_unknown_writer();
+  coherence_step(site, &Coherence::acquire_from_unknown_writer);
 }
 
 }  // namespace ppios
 
 namespace {
-// A wait for a child that returns the child's pid (> 0) once one was reaped: an acquire
-// point then, after a writer the table does not see (a forked child's stores through a
-// shared mapping, a program it exec'd): everything cached is dropped. The PT never waits
-// for a child.
-template <class Wait>
-auto reaped_child(const void *site, Wait wait_call) -> decltype(wait_call()) {
+// A wait for a child: once `reaped(result)` says one was reaped, an acquire point after
+// a writer the table does not see (a forked child's stores through a shared mapping, a
+// program it exec'd): everything cached is dropped. The PT never waits for a child.
+template <class Wait, class Reaped>
+auto reaped_child(const void *site, Wait wait_call, Reaped reaped) -> decltype(wait_call()) {
   if (ppios::on_pt()) {
     errno = ECHILD;
     return -1;
   }
-  const auto pid = wait_call();
-  if (pid > 0) ppios::acquire_from_unknown_writer(site);
-  return pid;
+  const auto result = wait_call();
+  if (reaped(result)) ppios::acquire_from_unknown_writer(site);
+  return result;
+}
+// The wait calls return the child's pid (> 0) when they reaped one.
+template <class Wait>
+auto reaped_child(const void *site, Wait wait_call) -> decltype(wait_call()) {
+  return reaped_child(site, wait_call, [](auto pid) { return pid > 0; });
 }
 }  // namespace
 
@@ -243,23 +243,13 @@ pid_t __wrap_wait4(pid_t which, int *status, int options, struct rusage *usage) 
 // wrapper sees): each is a reaped child when it returns one's status.
 // They return the child's status (0 included), or -1 when no child was reaped.
 int __wrap_pclose(FILE *stream) {
-  if (ppios::on_pt()) {
-    errno = ECHILD;
-    return -1;
-  }
-  const int status = pclose(stream);
-  if (status != -1) ppios::acquire_from_unknown_writer(__builtin_return_address(0));
-  return status;
+  return reaped_child(__builtin_return_address(0), [&] { return pclose(stream); },
+                      [](int status) { return status != -1; });
 }
 
 int __wrap_system(const char *command) {
-  if (ppios::on_pt()) {
-    errno = ECHILD;
-    return -1;
-  }
-  const int status = system(command);
-  if (command != nullptr && status != -1) ppios::acquire_from_unknown_writer(__builtin_return_address(0));
-  return status;
+  return reaped_child(__builtin_return_address(0), [&] { return system(command); },
+                      [&](int status) { return command != nullptr && status != -1; });
 }
 
 // waitid returns 0, and a zero si_pid when WNOHANG found no child to reap.
