@@ -13,12 +13,13 @@ namespace ppios {
 namespace {
 
 constexpr uint64_t kMagic = 0x7070696f7367656eULL;  // "ppiosgen"
-constexpr uint64_t kVersion = 2;
+constexpr uint64_t kVersion = 3;
 
 struct Layout {
   std::atomic<uint64_t> magic;
   std::atomic<uint64_t> version;
   alignas(64) std::atomic<uint64_t> total;  // every bump, of any file
+  std::atomic<uint64_t> everything;         // bump_everything()s
   alignas(64) std::atomic<uint64_t> counters[ChangeGenerations::kCounters];
 };
 static_assert(std::atomic<uint64_t>::is_always_lock_free, "counters are shared between processes");
@@ -95,6 +96,7 @@ ChangeGenerations *ChangeGenerations::open_segment(const std::string &path, std:
   }
   table->counters_ = layout->counters;
   table->total_ = &layout->total;
+  table->everything_ = &layout->everything;
   return table;
 }
 
@@ -107,6 +109,7 @@ ChangeGenerations *ChangeGenerations::make_private() {
   auto *table = new ChangeGenerations;
   table->counters_ = new std::atomic<uint64_t>[kCounters]();
   table->total_ = new std::atomic<uint64_t>(0);
+  table->everything_ = new std::atomic<uint64_t>(0);
   return table;
 }
 
@@ -132,6 +135,16 @@ void ChangeGenerations::bump(const FileKey &key) {
   if (!counters_) return;
   counters_[index_of(key)].fetch_add(1, std::memory_order_seq_cst);
   total_->fetch_add(1, std::memory_order_seq_cst);  // after the file's: see total()
+}
+
+void ChangeGenerations::bump_everything() {
+  if (!counters_) return;
+  everything_->fetch_add(1, std::memory_order_seq_cst);
+  total_->fetch_add(1, std::memory_order_seq_cst);  // after: see total()
+}
+
+uint64_t ChangeGenerations::everything() const {
+  return everything_ ? everything_->load(std::memory_order_seq_cst) : 0;
 }
 
 uint64_t ChangeGenerations::total() const {

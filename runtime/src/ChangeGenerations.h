@@ -42,6 +42,11 @@ class ChangeGenerations {
   // moved since the last has nothing to drop (a program polling MPI_Test with a full
   // cache pays one load, not a look-up per cached file).
   uint64_t total() const;
+  // A change of files nobody can name (a writer the table does not see, a child process,
+  // told its news to this process): every entry of every process on the node is as good
+  // as changed. everything() is the count of such changes; total() moves with it.
+  void bump_everything();
+  uint64_t everything() const;
   // After a change through `fd`, where the runtime may not be entered (a signal handler,
   // a forked child): async-signal-safe (fstat and an atomic increment); errno is kept.
   void bump_file_of(int fd);
@@ -56,6 +61,7 @@ class ChangeGenerations {
   size_t index_of(const FileKey &key) const;
   std::atomic<uint64_t> *counters_ = nullptr;
   std::atomic<uint64_t> *total_ = nullptr;
+  std::atomic<uint64_t> *everything_ = nullptr;
   std::string why_;
 };
 

@@ -1,8 +1,14 @@
 #include "Coherence.h"
 
+#include <sys/wait.h>
+
+#include <cerrno>
 #include <cstdint>
 
 namespace ppios {
+
+std::atomic<uint64_t> Coherence::children_noted_{0};
+std::atomic<uint64_t> Coherence::children_settled_{0};
 
 Coherence::Coherence(PrefetchCache &cache, ChangeGenerations &generations, bool generations_cover_job)
     : cache_(cache),
@@ -10,6 +16,31 @@ Coherence::Coherence(PrefetchCache &cache, ChangeGenerations &generations, bool 
       exact_(generations.available() && generations_cover_job),
       one_node_(generations_cover_job) {
   cache_.set_generation_source([this](const FileKey &key) { return generations_.current(key); });
+  // Whatever was dropped for everyone before this process cached anything is no news.
+  seen_everything_.store(generations_.everything(), std::memory_order_relaxed);
+  // Children made before the runtime started (a launcher's exec keeps none, but a program
+  // may fork before MPI_Init) are writers the table does not see too.
+  siginfo_t info{};
+  if (waitid(P_ALL, 0, &info, WEXITED | WNOHANG | WNOWAIT) == 0) note_child();
+}
+
+void Coherence::note_child() { children_noted_.fetch_add(1, std::memory_order_seq_cst); }
+
+bool Coherence::children_may_write() {
+  return children_noted_.load(std::memory_order_seq_cst) != children_settled_.load(std::memory_order_seq_cst);
+}
+
+void Coherence::settle_children() {
+  // Read before the look: a child noted after it (a fork in another thread) keeps the
+  // mark. WNOWAIT: the look reaps nothing; the program's own wait still finds its child.
+  const uint64_t noted = children_noted_.load(std::memory_order_seq_cst);
+  siginfo_t info{};
+  if (waitid(P_ALL, 0, &info, WEXITED | WNOHANG | WNOWAIT) == -1 && errno == ECHILD)
+    children_settled_.store(noted, std::memory_order_seq_cst);
+}
+
+void Coherence::drop_everything() {
+  cache_.drop_changed([](const FileKey &) { return UINT64_MAX; });
 }
 
 void Coherence::begin_change(const FileKey &key) { cache_.begin_change(key); }
@@ -44,6 +75,10 @@ void Coherence::unhold(const FileKey &key) {
 }
 
 void Coherence::release_point() {
+  if (children_may_write()) {
+    generations_.bump_everything();  // after whatever the children did that this one knows of
+    settle_children();
+  }
   if (holds_.load(std::memory_order_relaxed) == 0) return;  // the MT's own hold()s only
   std::lock_guard<std::mutex> lock(held_mu_);
   for (const auto &[key, holds] : held_) generations_.bump(key);
@@ -56,19 +91,24 @@ std::string Coherence::mode() const {
 }
 
 void Coherence::acquire_point() {
+  const bool children = children_may_write();
   // Nothing bumped anywhere since the last look that completed: nothing moved. The total
-  // is read before the files' counters, and bump() raises it after the file's, so a bump
-  // this look misses leaves the total it stores behind the table's. It is stored once
-  // the look is over: another thread's acquire point meanwhile looks for itself.
+  // is read before the files' counters and everything(), and each bump raises it after
+  // them, so a bump this look misses leaves the total it stores behind the table's. It
+  // is stored once the look is over: another thread's acquire point meanwhile looks for
+  // itself.
   const uint64_t total = generations_.total();
-  if (exact_ && seen_total_.load(std::memory_order_acquire) == total) return;
-  // Without an exact table every generation counts as moved: UINT64_MAX is none's.
-  cache_.drop_changed([this](const FileKey &key) { return exact_ ? generations_.current(key) : UINT64_MAX; });
-  if (exact_) seen_total_.store(total, std::memory_order_release);
-}
-
-void Coherence::acquire_from_unknown_writer() {
-  cache_.drop_changed([](const FileKey &) { return UINT64_MAX; });
+  if (!children && exact_ && seen_total_.load(std::memory_order_acquire) == total) return;
+  const uint64_t everything = generations_.everything();
+  if (children || !exact_ || everything != seen_everything_.load(std::memory_order_acquire)) {
+    drop_everything();  // without an exact table every file counts as changed
+  } else {
+    cache_.drop_changed([this](const FileKey &key) { return generations_.current(key); });
+  }
+  if (exact_) {
+    seen_everything_.store(everything, std::memory_order_release);
+    seen_total_.store(total, std::memory_order_release);
+  }
 }
 
 }  // namespace ppios

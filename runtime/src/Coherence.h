@@ -50,21 +50,36 @@ class Coherence {
   void release_point();
   // An acquire point of the MT.
   void acquire_point();
-  // An acquire point after a writer that does not tell the table what it changed: a
-  // child process the MT waited for (its stores through a shared mapping leave no
-  // trace; an exec'd program does not run the runtime at all). Drops every entry.
-  void acquire_from_unknown_writer();
+  // A child process of this one is a writer the table does not see: its stores through a
+  // shared mapping leave no trace, and a program it exec'd does not run the runtime. From
+  // its creation (note_child: a fork, a spawn, or a child found reaped) until no child is
+  // left, every acquire point drops every entry, and every release point tells the other
+  // processes of the node to do the same (ChangeGenerations::bump_everything).
+  // Async-signal-safe (an atomic increment): it runs in pthread_atfork's parent handler.
+  static void note_child();
 
   // For the statistics: "exact", or why every acquire point drops everything.
   std::string mode() const;
 
  private:
+  // Whether a child noted so far may still be there (not reaped); clears the mark when
+  // none is left. The mark is cleared only after a release point told the other
+  // processes, so that they too drop what the children may have changed.
+  bool children_may_write();
+  void settle_children();
+  void drop_everything();
+
   PrefetchCache &cache_;
   ChangeGenerations &generations_;
   const bool exact_;  // the table is there and sees every process of the job
   const bool one_node_;
   // The table's total() at the last acquire point that looked (UINT64_MAX: none yet).
   std::atomic<uint64_t> seen_total_{UINT64_MAX};
+  // The table's everything() at the last acquire point that looked.
+  std::atomic<uint64_t> seen_everything_{0};
+  // note_child()s so far, and how many of them a look found gone (no child left).
+  static std::atomic<uint64_t> children_noted_;
+  static std::atomic<uint64_t> children_settled_;
   std::atomic<int> holds_{0};  // how many files are held: release points skip the lock when 0
   std::mutex held_mu_;  // a leaf
   std::map<FileKey, int> held_;  // guarded by held_mu_: how many holds each file has

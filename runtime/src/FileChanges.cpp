@@ -104,12 +104,12 @@ ssize_t write_fd(int fd, const void *site, const std::function<ssize_t()> &call)
   if (ppios::pass_through()) return change_file(known, key, site, call);
   RuntimeScope scope(site);
   Runtime &rt = Runtime::get();
-  bool storage = true;
-  if (!known && rt.scheduling()) {
+  ppios::Reaches reaches = ppios::Reaches::Storage;
+  if (!known) {
     ppios::ErrnoGuard errno_guard;
-    storage = ppios::storage_backed(fd);
+    reaches = ppios::what_reaches(fd);
   }
-  return rt.mt_write(known ? &key : nullptr, -1, call, storage);
+  return rt.mt_write(known ? &key : nullptr, -1, call, reaches);
 }
 
 }  // namespace

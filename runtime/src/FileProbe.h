@@ -39,13 +39,14 @@ inline mode_t open_mode(int flags, va_list args) {
   return 0;
 }
 
-// Whether I/O on the descriptor goes to storage and so takes the process I/O token and
-// a coordinator slot: not for pipes, FIFOs, sockets, ttys and character devices (an
-// unknown descriptor counts as storage; its call fails at once anyway).
-inline bool storage_backed(int fd) {
+// What I/O on a descriptor reaches (Runtime.h: Reaches). An unknown descriptor counts as
+// storage: its call fails at once anyway.
+inline Reaches what_reaches(int fd) {
   struct stat st;
-  if (fstat(fd, &st) != 0) return true;
-  return S_ISREG(st.st_mode) || S_ISBLK(st.st_mode) || S_ISDIR(st.st_mode);
+  if (fstat(fd, &st) != 0) return Reaches::Storage;
+  if (S_ISREG(st.st_mode) || S_ISBLK(st.st_mode) || S_ISDIR(st.st_mode)) return Reaches::Storage;
+  if (S_ISFIFO(st.st_mode) || S_ISSOCK(st.st_mode)) return Reaches::Messages;
+  return Reaches::Other;
 }
 
 }  // namespace ppios

@@ -189,7 +189,7 @@ int mpi_read_transfer(Transfer how, MPI_File fh, MPI_Offset at, void *buf, int c
   int rc = MPI_SUCCESS;
   if (!cacheable) {
     rt.mt_read(nullptr, at, 0, nullptr, [&](size_t, MtStorageAccess &storage) -> ssize_t {
-      if (collective) storage.exempt();
+      if (collective) storage.reaches(ppios::Reaches::Other);
       storage.acquire();
       rc = original();
       return transferred_bytes(rc, st);
@@ -203,7 +203,7 @@ int mpi_read_transfer(Transfer how, MPI_File fh, MPI_Offset at, void *buf, int c
   rt.mt_read(&file, offset, total, out, [&](size_t h, MtStorageAccess &storage) -> ssize_t {
     // Whole items only, so the rest is again `datatype` items.
     size_t whole = h - h % static_cast<size_t>(type_size);
-    if (collective) storage.exempt();
+    if (collective) storage.reaches(ppios::Reaches::Other);
     if (whole > 0 && whole == total && !collective) {
       if (!explicit_offset) MPI_File_seek(fh, position + etypes(total), MPI_SEEK_SET);
       set_status_bytes(status, static_cast<MPI_Count>(total));
@@ -280,7 +280,7 @@ int mpi_write(Transfer how, MPI_File fh, MPI_Offset at, const void *buf, int cou
                                        : MPI_File_write(fh, buf, count, datatype, st);
                 return transferred_bytes(rc, st);
               },
-              /*storage_io=*/how == Transfer::Independent);
+              how == Transfer::Independent ? ppios::Reaches::Storage : ppios::Reaches::Other);
   if (how == Transfer::Collective) ppios::acquire_point(nullptr);
   return rc;
 }

@@ -33,6 +33,23 @@ void MtStorageAccess::take_token(const uint64_t *claim_seq) {
   }
 }
 
+MtStorageAccess::~MtStorageAccess() {
+  release();
+  if (message_) {
+    ErrnoGuard errno_guard;
+    rt_.coherence_.acquire_point();
+  }
+}
+
+void MtStorageAccess::reaches(Reaches what) {
+  exempt_ = what != Reaches::Storage;
+  if (what == Reaches::Messages && !message_) {
+    message_ = true;
+    ErrnoGuard errno_guard;
+    rt_.coherence_.release_point();
+  }
+}
+
 void MtStorageAccess::acquire() {
   if (slot_held_ || exempt_) return;
   ErrnoGuard errno_guard;
@@ -126,7 +143,7 @@ ssize_t Runtime::mt_read(const CachedFile *file, off_t offset, size_t length, ch
 }
 
 ssize_t Runtime::mt_write(const FileKey *file, off_t offset, const std::function<ssize_t()> &do_write,
-                          bool storage_io) {
+                          Reaches reaches) {
   const int saved_errno = errno;
   const uint64_t seq = mt_started_.fetch_add(1, std::memory_order_acq_rel) + 1;
   notify_progress();
@@ -134,7 +151,7 @@ ssize_t Runtime::mt_write(const FileKey *file, off_t offset, const std::function
   ssize_t result;
   {
     MtStorageAccess storage(*this);
-    if (!storage_io) storage.exempt();
+    storage.reaches(reaches);
     storage.acquire();
     if (file != nullptr) coherence_.begin_change(*file);
     errno = saved_errno;

@@ -59,13 +59,14 @@ bool shares_description(int fd) {
 
 ssize_t write_at(Runtime &rt, int fd, off_t offset, const std::function<ssize_t()> &do_write) {
   FileKey key;
-  bool regular, storage;
+  bool regular;
+  ppios::Reaches reaches = ppios::Reaches::Storage;
   {
     ppios::ErrnoGuard errno_guard;
     regular = ppios::probe_regular_file(fd, &key);
-    storage = regular || !rt.scheduling() || ppios::storage_backed(fd);
+    if (!regular) reaches = ppios::what_reaches(fd);
   }
-  return rt.mt_write(regular ? &key : nullptr, offset, do_write, storage);
+  return rt.mt_write(regular ? &key : nullptr, offset, do_write, reaches);
 }
 
 
@@ -143,17 +144,18 @@ ssize_t ppios_pread(int fd, void *buf, size_t count, off_t offset) {
     return r;
   }
   CachedFile file;
-  bool cacheable = false, storage_io = true;
+  bool cacheable = false;
+  ppios::Reaches reaches = ppios::Reaches::Storage;
   {
     ppios::ErrnoGuard errno_guard;
     cacheable = rt.caching() && offset >= 0 && ppios::probe_readable_file(fd, &file);
-    if (!cacheable && rt.scheduling()) storage_io = ppios::storage_backed(fd);
+    if (!cacheable) reaches = ppios::what_reaches(fd);
   }
   char *out = static_cast<char *>(buf);
   return rt.mt_read(cacheable ? &file : nullptr, offset, count, out,
                     [&](size_t h, MtStorageAccess &storage) -> ssize_t {
                       if (h > 0 && h == count) return static_cast<ssize_t>(count);
-                      if (!storage_io) storage.exempt();
+                      storage.reaches(reaches);
                       storage.acquire();
                       ssize_t r = pread(fd, out + h, count - h, offset + static_cast<off_t>(h));
                       if (r >= 0) return r + static_cast<ssize_t>(h);
@@ -172,14 +174,15 @@ ssize_t ppios_read(int fd, void *buf, size_t count) {
   }
   CachedFile file;
   off_t offset = -1;
-  bool cacheable = false, storage_io = true;
+  bool cacheable = false;
+  ppios::Reaches reaches = ppios::Reaches::Storage;
   {
     ppios::ErrnoGuard errno_guard;
     if (rt.caching() && ppios::probe_readable_file(fd, &file)) {
       offset = lseek(fd, 0, SEEK_CUR);
       cacheable = offset >= 0;
-    } else if (rt.scheduling()) {
-      storage_io = ppios::storage_backed(fd);  // a pipe or tty may block for a long time
+    } else {
+      reaches = ppios::what_reaches(fd);  // a pipe or tty may block for a long time
     }
   }
   char *out = static_cast<char *>(buf);
@@ -189,7 +192,7 @@ ssize_t ppios_read(int fd, void *buf, size_t count) {
                         lseek(fd, offset + static_cast<off_t>(count), SEEK_SET);
                         return static_cast<ssize_t>(count);
                       }
-                      if (!storage_io) storage.exempt();
+                      storage.reaches(reaches);
                       storage.acquire();
                       if (h > 0) lseek(fd, offset + static_cast<off_t>(h), SEEK_SET);
                       ssize_t r = read(fd, out + h, count - h);

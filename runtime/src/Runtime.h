@@ -71,6 +71,16 @@ struct Stats {
 #undef PPIOS_STATS_TIME
 };
 
+// What an MT transfer reaches (FileProbe.h: what_reaches):
+// - Storage: it takes the process I/O token and a system slot;
+// - Messages: a pipe, FIFO or socket, through which another process can order its changes
+//   of a file before this process's reads: the transfer is a synchronization of the
+//   coherence rule (docs/design/coherence.md), a release point before it and an acquire
+//   point after it, as an MPI message is;
+// - Other: neither (a tty, a character device, a collective MPI-IO transfer, whose
+//   storage access MPI's aggregators make and which brackets its own synchronization).
+enum class Reaches { Storage, Messages, Other };
+
 // The MT's hold on the process I/O token and a system slot, taken only when it really
 // goes to storage and given back when its access is done. In the work-conserving mode
 // (PPIOS_MODE=ppios) a storage access takes only the slot: the process's prefetches may
@@ -80,8 +90,9 @@ struct Stats {
 class MtStorageAccess {
  public:
   explicit MtStorageAccess(class Runtime &rt) : rt_(rt) {}
-  ~MtStorageAccess() { release(); }
-  // Takes the slot (and, unless work-conserving, the token), unless exempt().
+  ~MtStorageAccess();
+  // Takes the slot (and, unless work-conserving, the token), unless the transfer does
+  // not reach storage.
   void acquire();
   // Pauses the prefetch for transfer `seq` in flight between sub-reads while the MT
   // takes what it fetched so far: work-conserving, a claim of that prefetch only (the
@@ -89,9 +100,10 @@ class MtStorageAccess {
   // end_claim() gives the claim back.
   void claim_in_flight(uint64_t seq);
   void end_claim();
-  // The access is to a pipe, FIFO, tty or device: no storage behind it, and a blocking
-  // read on an idle pipe must not hold a system-wide storage slot.
-  void exempt() { exempt_ = true; }
+  // Before the transfer: what it reaches. Only storage takes a slot (a blocking read on
+  // an idle pipe must not hold a system-wide storage slot); a message channel is a
+  // release point now and an acquire point when the access is over.
+  void reaches(Reaches what);
   // Bytes moved from or to storage under the slot, reported at release (PPIOS_THRESHOLD=auto).
   void add_bytes(uint64_t n) { slot_.bytes += n; }
   void release();
@@ -103,6 +115,7 @@ class MtStorageAccess {
   bool token_held_ = false;
   bool slot_held_ = false;
   bool exempt_ = false;
+  bool message_ = false;
   SlotTicket slot_;
   uint64_t slot_asked_ns_ = 0, slot_granted_ns_ = 0;  // for the trace's `slot` event
   uint64_t storage_begin_ns_ = 0;  // the trace's `storage` event: from here to release()
@@ -153,10 +166,10 @@ class Runtime {
                   const std::function<ssize_t(size_t, MtStorageAccess &)> &complete);
   // One MT write of `file` (null: not a regular file), an own change of it
   // (Coherence::begin_change/end_change), at `offset` (-1: unknown; for the trace).
-  // do_write performs it and returns the bytes written or -1. `storage` false: no storage
-  // behind it (see MtStorageAccess::exempt).
+  // do_write performs it and returns the bytes written or -1; `reaches` as in
+  // MtStorageAccess::reaches.
   ssize_t mt_write(const FileKey *file, off_t offset, const std::function<ssize_t()> &do_write,
-                   bool storage = true);
+                   Reaches reaches = Reaches::Storage);
   PrefetchCache &cache() { return cache_; }
   // The coherence rule's events (docs/design/coherence.md): own changes, holds, release
   // and acquire points.

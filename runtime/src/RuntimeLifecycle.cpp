@@ -124,7 +124,8 @@ void Runtime::load() {
   // thread had begun at the fork would make the child wait for it forever.
   PtResources::get();
   ChangeGenerations::node();
-  pthread_atfork(nullptr, nullptr, [] { g_forked_child.store(true, std::memory_order_relaxed); });
+  pthread_atfork(nullptr, [] { Coherence::note_child(); },
+                 [] { g_forked_child.store(true, std::memory_order_relaxed); });
   std::atexit([] {
     if (!g_forked_child.load(std::memory_order_relaxed)) g_runtime->shutdown();
   });

@@ -139,7 +139,8 @@ void mt_line_read(FILE *stream, size_t bound, int delim, const std::function<voi
   ppios::StreamLock lock(stream);
   ppios::StreamBlock block;
   CachedFile file;
-  bool cacheable = false, storage_io = true, refill_due = false;
+  bool cacheable = false, refill_due = false;
+  ppios::Reaches reaches = ppios::Reaches::Storage;
   size_t unread = 0;
   {
     ppios::ErrnoGuard errno_guard;
@@ -153,12 +154,12 @@ void mt_line_read(FILE *stream, size_t bound, int delim, const std::function<voi
     if (rt.caching() && refill_due && may_fill) block = ppios::next_block(stream);
     if (block.size == 0) cacheable = false;
     else if (!cacheable) cacheable = ppios::probe_readable_file(fd, &file);
-    // Whether storage is behind the stream matters only if the call may read the file.
-    if (!cacheable && refill_due && fd >= 0 && rt.scheduling()) storage_io = ppios::storage_backed(fd);
+    // What is behind the stream matters only if the call may read from it.
+    if (!cacheable && refill_due && fd >= 0) reaches = ppios::what_reaches(fd);
   }
   rt.mt_read(cacheable ? &file : nullptr, block.at, cacheable ? block.size : 0, block.to,
              [&](size_t h, MtStorageAccess &storage) -> ssize_t {
-               if (!storage_io) storage.exempt();
+               storage.reaches(reaches);
                size_t got = h;
                if (cacheable && h < block.size) {
                  storage.acquire();  // the rest of the block, as the original's refill
@@ -309,7 +310,8 @@ size_t ppios_fread(void *ptr, size_t size, size_t nmemb, FILE *stream) {
   off_t offset = -1;     // where the original's buffer ends: its next read from the file
   size_t buffered = 0;   // taken from the stream's buffer first
   size_t block = 0;      // the stream's buffer size
-  bool cacheable = false, storage_io = true;
+  bool cacheable = false;
+  ppios::Reaches reaches = ppios::Reaches::Storage;
   {
     ppios::ErrnoGuard errno_guard;
     int fd = fileno(stream);
@@ -323,16 +325,15 @@ size_t ppios_fread(void *ptr, size_t size, size_t nmemb, FILE *stream) {
       if (block == 0) block = static_cast<size_t>(ppios::stream_buffer_bytes(blksize));
       if (!cacheable) offset = -1;
     }
-    if (!cacheable && fd >= 0 && rt.scheduling() && buffered < total) {
-      storage_io = ppios::storage_backed(fd);  // stdin from a pipe may block for a long time
-    }
+    if (!cacheable && fd >= 0 && buffered < total)
+      reaches = ppios::what_reaches(fd);  // stdin from a pipe may block for a long time
   }
   char *out = static_cast<char *>(ptr);
   const size_t asked = total - buffered;
   ssize_t bytes = rt.mt_read(
       cacheable ? &file : nullptr, offset, cacheable ? asked : total, cacheable ? out + buffered : out,
       [&](size_t h, MtStorageAccess &storage) -> ssize_t {
-        if (!storage_io) storage.exempt();
+        storage.reaches(reaches);
         if (!cacheable) {  // whatever fread itself does
           if (!sized || buffered < total) storage.acquire();  // else its buffer holds it all
           return static_cast<ssize_t>(fread(ptr, size, nmemb, stream) * size);
@@ -404,14 +405,14 @@ ssize_t ppios_getline(char **lineptr, size_t *n, FILE *stream) {
 size_t ppios_fwrite(const void *ptr, size_t size, size_t nmemb, FILE *stream) {
   Runtime &rt = Runtime::get();
   FileKey key;
-  bool regular = false, storage_io = true;
+  bool regular = false;
+  ppios::Reaches reaches = ppios::Reaches::Storage;
   {
     ppios::ErrnoGuard errno_guard;
     int fd = fileno(stream);
     regular = fd >= 0 && ppios::probe_regular_file(fd, &key);
     if (regular) hold_for_writer(stream, key);  // a stream opened before main (stdout)
-    if (!regular && fd >= 0 && rt.scheduling())
-      storage_io = ppios::storage_backed(fd);  // stdout to a pipe or tty
+    if (!regular && fd >= 0) reaches = ppios::what_reaches(fd);  // stdout to a pipe or tty
   }
   size_t items = 0;
   rt.mt_write(regular ? &key : nullptr, -1,
@@ -419,7 +420,7 @@ size_t ppios_fwrite(const void *ptr, size_t size, size_t nmemb, FILE *stream) {
                 items = fwrite(ptr, size, nmemb, stream);
                 return static_cast<ssize_t>(items * size);
               },
-              storage_io);
+              reaches);
   return items;
 }
 

@@ -17,6 +17,7 @@
 // The PT never calls MPI: there each fails with MPI_ERR_OTHER without reaching MPI.
 #include <fcntl.h>
 #include <mpi.h>
+#include <spawn.h>
 #include <sys/file.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
@@ -53,8 +54,9 @@ void coherence_step(const void *site, void (Coherence::*step)()) {
 
 void release_point(const void *site) { coherence_step(site, &Coherence::release_point); }
 void acquire_point(const void *site) { coherence_step(site, &Coherence::acquire_point); }
-void acquire_from_unknown_writer(const void *site) {
-  coherence_step(site, &Coherence::acquire_from_unknown_writer);
+void acquire_after_child(const void *site) {
+  Coherence::note_child();  // one made where no wrapper saw it (clone, a library's spawn)
+  acquire_point(site);
 }
 
 }  // namespace ppios
@@ -62,7 +64,8 @@ void acquire_from_unknown_writer(const void *site) {
 namespace {
 // A wait for a child: once `reaped(result)` says one was reaped, an acquire point after
 // a writer the table does not see (a forked child's stores through a shared mapping, a
-// program it exec'd): everything cached is dropped. The PT never waits for a child.
+// program it exec'd): everything cached is dropped (Coherence::note_child). The PT never
+// waits for a child.
 template <class Wait, class Reaped>
 auto reaped_child(const void *site, Wait wait_call, Reaped reaped) -> decltype(wait_call()) {
   if (ppios::on_pt()) {
@@ -70,7 +73,7 @@ auto reaped_child(const void *site, Wait wait_call, Reaped reaped) -> decltype(w
     return -1;
   }
   const auto result = wait_call();
-  if (reaped(result)) ppios::acquire_from_unknown_writer(site);
+  if (reaped(result)) ppios::acquire_after_child(site);
   return result;
 }
 // The wait calls return the child's pid (> 0) when they reaped one.
@@ -224,8 +227,43 @@ PPIOS_ACQUIRE_CALLS(PPIOS_DEFINE_ACQUIRE)
 #undef PPIOS_DEFINE_ACQUIRE
 
 // ------------------------------------------------------------------ child processes
-// A forked child's changes bump the table too (FileChanges.cpp, pass-through); the parent
-// that waited for it may read them next.
+// A child process changes files where the table does not see it (Coherence::note_child).
+// fork() notes it in pthread_atfork's parent handler (RuntimeLifecycle.cpp); the calls
+// that make a child without running that handler note it here, before the child exists.
+// The PT never makes a child.
+
+pid_t __wrap_vfork(void) {
+  if (ppios::on_pt()) {
+    errno = EAGAIN;
+    return -1;
+  }
+  // fork, which POSIX allows vfork to be: a wrapper's frame cannot be shared with a child
+  // that returns from it while the parent waits, as vfork's must.
+  return fork();
+}
+
+int __wrap_posix_spawn(pid_t *pid, const char *path, const posix_spawn_file_actions_t *actions,
+                       const posix_spawnattr_t *attr, char *const argv[], char *const envp[]) {
+  if (ppios::on_pt()) return EAGAIN;
+  ppios::Coherence::note_child();
+  return posix_spawn(pid, path, actions, attr, argv, envp);
+}
+
+int __wrap_posix_spawnp(pid_t *pid, const char *file, const posix_spawn_file_actions_t *actions,
+                        const posix_spawnattr_t *attr, char *const argv[], char *const envp[]) {
+  if (ppios::on_pt()) return EAGAIN;
+  ppios::Coherence::note_child();
+  return posix_spawnp(pid, file, actions, attr, argv, envp);
+}
+
+FILE *__wrap_popen(const char *command, const char *type) {
+  if (ppios::on_pt()) {
+    errno = EAGAIN;
+    return nullptr;
+  }
+  ppios::Coherence::note_child();
+  return popen(command, type);
+}
 
 pid_t __wrap_wait(int *status) {
   return reaped_child(__builtin_return_address(0), [&] { return wait(status); });
@@ -248,6 +286,7 @@ int __wrap_pclose(FILE *stream) {
 }
 
 int __wrap_system(const char *command) {
+  if (command != nullptr && !ppios::on_pt()) ppios::Coherence::note_child();
   return reaped_child(__builtin_return_address(0), [&] { return system(command); },
                       [&](int status) { return command != nullptr && status != -1; });
 }

@@ -9,8 +9,8 @@ namespace ppios {
 void release_point(const void *site);
 // After a call that may order another process's changes before this process's reads.
 void acquire_point(const void *site);
-// After a call that orders changes of a writer the node's table does not see (a child
-// process reaped): drops everything cached.
-void acquire_from_unknown_writer(const void *site);
+// After a call that reaped a child process, a writer the node's table does not see
+// (Coherence::note_child).
+void acquire_after_child(const void *site);
 
 }  // namespace ppios

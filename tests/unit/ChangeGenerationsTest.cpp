@@ -186,3 +186,56 @@ TEST(Coherence, WithoutAnExactTableEveryAcquirePointDropsEverything) {
   several_nodes.acquire_point();
   EXPECT_EQ(served(cache, file, 0, 512), 0u);
 }
+
+TEST(Coherence, EverythingBumpedElsewhereIsDroppedAtTheNextAcquirePoint) {
+  PrefetchCache cache(1 << 20);
+  std::unique_ptr<ChangeGenerations> table(ChangeGenerations::make_private());
+  Coherence coherence(cache, *table, true);
+  const FileKey file{8, 600};
+  ASSERT_TRUE(fetch(cache, file, 0, 512, 1));
+  table->bump_everything();  // another process's child changed files nobody can name
+  EXPECT_EQ(served(cache, file, 0, 256), 256u) << "no acquire point yet";
+  coherence.acquire_point();
+  EXPECT_EQ(served(cache, file, 256, 256), 0u);
+  ASSERT_TRUE(fetch(cache, file, 0, 512, 2));
+  coherence.acquire_point();
+  EXPECT_EQ(served(cache, file, 0, 512), 512u) << "fetched after the news: kept";
+}
+
+TEST(Coherence, WhileAChildMayRunEverySynchronizationDropsEverything) {
+  PrefetchCache cache(1 << 20);
+  std::unique_ptr<ChangeGenerations> table(ChangeGenerations::make_private());
+  Coherence coherence(cache, *table, true);
+  const FileKey file{8, 700};
+  int go[2];
+  ASSERT_EQ(pipe(go), 0);
+  pid_t child = fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    char c;
+    _exit(read(go[0], &c, 1) == 1 ? 0 : 1);
+  }
+  Coherence::note_child();  // pthread_atfork's parent handler, in the runtime
+  ASSERT_TRUE(fetch(cache, file, 0, 512, 1));
+  coherence.acquire_point();
+  EXPECT_EQ(served(cache, file, 0, 512), 0u);
+  const uint64_t everything = table->everything();
+  coherence.release_point();
+  EXPECT_EQ(table->everything(), everything + 1) << "the other processes are told";
+  ASSERT_TRUE(fetch(cache, file, 0, 512, 2));
+  coherence.acquire_point();
+  EXPECT_EQ(served(cache, file, 0, 512), 0u) << "the child still runs";
+  ASSERT_EQ(write(go[1], "x", 1), 1);
+  int status = 0;
+  ASSERT_EQ(waitpid(child, &status, 0), child);
+  close(go[0]);
+  close(go[1]);
+  coherence.release_point();  // no child left: told once more, then settled
+  EXPECT_EQ(table->everything(), everything + 2);
+  coherence.acquire_point();  // its own news, as any process's
+  ASSERT_TRUE(fetch(cache, file, 0, 512, 3));
+  coherence.acquire_point();
+  EXPECT_EQ(served(cache, file, 0, 512), 512u) << "no child left";
+  coherence.release_point();
+  EXPECT_EQ(table->everything(), everything + 2) << "settled: no more news";
+}

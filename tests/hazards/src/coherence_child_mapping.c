@@ -1,5 +1,5 @@
-/* A reaped child is a writer the runtime does not see: everything cached is dropped. A
- * forked child changes a file through a MAP_SHARED mapping; the parent reads the file
+/* A child process is a writer the runtime does not see: while one may run, and when it
+ * is reaped, everything cached is dropped at each synchronization. A forked child changes a file through a MAP_SHARED mapping; the parent reads the file
  * after the child told it so (a pipe) or after it reaped the child (waitpid).
  * The child's first stores fault (the file's mtime/ctime move); its second stores hit
  * pages already dirty and writable: no fault, no timestamp change.
