@@ -154,8 +154,10 @@ void mt_line_read(FILE *stream, size_t bound, int delim, const std::function<voi
     if (rt.caching() && refill_due && may_fill) block = ppios::next_block(stream);
     if (block.size == 0) cacheable = false;
     else if (!cacheable) cacheable = ppios::probe_readable_file(fd, &file);
-    // What is behind the stream matters only if the call may read from it.
-    if (!cacheable && refill_due && fd >= 0) reaches = ppios::what_reaches(fd);
+    // What is behind the stream matters only if the call may read from it: a line read
+    // only when its line is not in the buffer; a formatted read may read on further than
+    // refill_due guesses (a message then arrives unseen).
+    if (!cacheable && (refill_due || delim < 0) && fd >= 0) reaches = ppios::what_reaches(fd);
   }
   rt.mt_read(cacheable ? &file : nullptr, block.at, cacheable ? block.size : 0, block.to,
              [&](size_t h, MtStorageAccess &storage) -> ssize_t {
