@@ -136,8 +136,8 @@ class Harness:
         self.redis = None
         self.target_seq = 0
         # experiment -> (the cap, the curve) the last `auto` run of it learned: the next
-        # one starts there, as a real target keeps what it learned between jobs (README,
-        # "Learning the cap"); `auto-cold` runs start from 1 every time
+        # one starts there, as a real target keeps what it learned between jobs
+        # (docs/design/auto-threshold.md); `auto-cold` runs start from 1 every time
         self.learned_caps = {}
         self.calibration = None     # (exit code, text)
         # Set by mount_devices; None until then and when no optimal mount is needed
@@ -329,7 +329,7 @@ class Harness:
                 env["PPIOS_THRESHOLD"] = threshold
                 if threshold == "auto-throttled":
                     # auto as it had to run before the controller learned from MTs
-                    # past the cap: MTs wait at the cap too (README, "Learning the cap")
+                    # past the cap: MTs wait at the cap too (docs/design/auto-threshold.md)
                     env.update(PPIOS_THRESHOLD="auto", PPIOS_MT_THROTTLE="1")
                 elif threshold == "auto-cold":
                     env["PPIOS_THRESHOLD"] = "auto"  # a fresh target: from cap 1

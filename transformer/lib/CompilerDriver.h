@@ -2,7 +2,7 @@
 // the Transformer into a temporary file, and runs the real mpicc (PPIOS_CC) on the result,
 // adding the runtime's include path and, when linking, libppios with an rpath. Objects it
 // compiles (-c) carry a .ppios.unit record of their C file and flags, so that its link step
-// can transform the program's units together, like LTO (see README.md, "ppios-cc").
+// can transform the program's units together, like LTO (see docs/ppios-cc.md).
 #ifndef PPIOS_TRANSFORMER_COMPILERDRIVER_H
 #define PPIOS_TRANSFORMER_COMPILERDRIVER_H
 

@@ -198,7 +198,7 @@ std::string json_string(const std::string &s) {
   return out + "\"";
 }
 
-// What the cap promises, as README.md states it: MT accesses are only held at the cap by
+// What the cap promises, as docs/coordinator.md states it: MT accesses are only held at the cap by
 // processes with PPIOS_MT_THROTTLE=1 (the default of a numeric PPIOS_THRESHOLD).
 const char *const kGuarantee =
     "a PT access starts only while fewer than threshold accesses are in flight; an MT access "
