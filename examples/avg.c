@@ -1,4 +1,4 @@
-/* AVG: the average of all integers of a text file (seed 003, Table 2).
+/* AVG: the average of all integers of a text file (the PPIOS paper, Zhao et al. 2013, Table 2).
  *
  * Each rank reads its share chunk by chunk with independent MPI-IO
  * (MPI_File_read_at, default file view). The average is printed with six

@@ -1,6 +1,6 @@
 /* DSCAL: multiply every integer of a text file by a scalar and write the
- * results as a text file (seed 003, Table 2; the read, compute, write
- * sequence of Fig. 4).
+ * results as a text file (the PPIOS paper, Zhao, Yoshigoe and Xie, 2013,
+ * Table 2; the read, compute, write sequence of Fig. 4).
  *
  * Input is read with open + lseek + read, output written with pwrite. The
  * result of the input line at bytes [o, o+L) goes to the output bytes

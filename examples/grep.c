@@ -1,5 +1,5 @@
-/* GREP: count the occurrences of a 30-byte pattern in a text file (seed
- * 003, Table 2 and Experiment #1).
+/* GREP: count the occurrences of a 30-byte pattern in a text file (the
+ * PPIOS paper, Zhao, Yoshigoe and Xie, 2013, Table 2 and Experiment #1).
  *
  * Each rank reads its share chunk by chunk with stdio (fopen, fseek, fread)
  * and counts the matches that start in each chunk; it reads pattern-1

@@ -1,4 +1,4 @@
-/* SUM: the sum of all integers of a text file (seed 003, Table 2).
+/* SUM: the sum of all integers of a text file (the PPIOS paper, Zhao et al. 2013, Table 2).
  *
  * Each rank reads its share of the file chunk by chunk with POSIX pread and
  * parses the lines that start in each chunk. The sum is exact in 64 bits;

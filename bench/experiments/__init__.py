@@ -1,5 +1,6 @@
-"""The experiment harness behind bench/run: seed 003's section 5 (E1, E2) on the
-ppios-simfs contended-storage emulator. One module per concept:
+"""The experiment harness behind bench/run: section 5 (E1, E2) of the PPIOS paper
+(Zhao, Yoshigoe and Xie, 2013) on the ppios-simfs contended-storage emulator. One
+module per concept:
 
   resources  what must not outlive the harness (children, mounts, redis) + signals
   profiles   the run sizes (full, quick, smoke, demo) and the device model chosen

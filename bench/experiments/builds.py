@@ -1,8 +1,9 @@
 """The binaries of each mode. normal and optimal run the mpicc builds of
 examples/ (build/examples/<kernel>); pp, intra and ppios run the same sources
-compiled by ppios-cc. ppios-cc is issue #4's work: when it is missing, or fails
-on a kernel, those modes are reported as unavailable for that kernel and the
-rest still runs. No hand-transformed kernel is ever used."""
+compiled by ppios-cc. ppios-cc needs Clang 16 and can be left out of a build
+(-DPPIOS_WITH_TRANSFORMER=OFF): when it is missing, or fails on a kernel, those
+modes are reported as unavailable for that kernel and the rest still runs. No
+hand-transformed kernel is ever used."""
 import os
 import subprocess
 from dataclasses import dataclass
@@ -44,7 +45,7 @@ class Binaries:
     def build_prefetching(self, ppios_cc, kernels, outdir, log):
         """Compiles each kernel with ppios-cc into outdir; records failures."""
         if ppios_cc is None or not os.access(ppios_cc, os.X_OK):
-            why = (f"ppios-cc is not built ({self.default_ppios_cc} missing; issue #4, "
+            why = (f"ppios-cc is not built ({self.default_ppios_cc} missing; "
                    f"configure with -DPPIOS_WITH_TRANSFORMER=ON)")
             for k in kernels:
                 self.unavailable[k] = why

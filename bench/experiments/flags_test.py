@@ -37,7 +37,7 @@ def rows(exp, kernels, modes, nprocs):
 # (flags, expected rows {(exp, kernel, mode or ppios@T, P)}, checks)
 # The smoke profile: E1 = SUM at P 1,2; E2 P = 4 (one rank per job); E3 P = 2.
 COMBOS = [
-    # the crash of issue 10: no optimal mode, so no optimal mount
+    # E2 without the optimal mode: no optimal mount, and the run must not need one
     (["--experiments", "e2", "--modes", "normal,ppios"],
      rows("E2", E2, ["normal", "ppios"], [4]), {}),
     # modes given out of order still run normal first; --kernels picks E1's kernels
@@ -174,7 +174,7 @@ def check(out, expected, options, prefetch_built):
             raise Failure(f"a {row['mode']} row with a threshold: {line}")
     with open(os.path.join(out, "summary.md")) as f:
         summary = f.read()
-    for text in (["## Targets (issue #10)", "## Targets (issue #5)", "## Efficiency"]
+    for text in (["## Targets: physical bounds", "## Targets: the paper's claims", "## Efficiency"]
                  + options.get("sections", []) + options.get("summary_has", [])):
         if text not in summary:
             raise Failure(f"summary.md has no {text!r}")

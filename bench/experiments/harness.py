@@ -1,22 +1,24 @@
-"""E1 and E2 of seed 003 section 5, and E3, run on the emulator.
+"""E1 and E2 of section 5 of the PPIOS paper (Zhao, Yoshigoe and Xie, 2013), and
+E3, run on the emulator.
 
 E1 (Figs. 10-11): one kernel at a time, P ranks, every mode in turn.
 E2 (Figs. 13-14): SUM, AVG, DSCAL and GREP as four concurrent mpirun jobs on
 separate inputs, total P ranks (P/4 each), one emulated device, one Redis
 coordinator, one PPIOS cap.
-E3 (interference, seeds 000 and 004): a prefetching job (SUM, P ranks, in each
-mode) beside an I/O-heavy neighbour that never prefetches (the mpicc build of
-AVG at compute factor 1, one rank, an input of its own) on one emulated
-device. The neighbour goes through no ppios runtime, so no coordinator sees
-its reads: what E3 measures is what the prefetching job's extra streams cost
-a job that is not part of the scheme.
+E3 (interference, as in the I/O stream throttling study (Seelam, Kerstens and
+Teller) and the InterferenceRemoval paper (Zhang and Jiang)): a prefetching job
+(SUM, P ranks, in each mode) beside an I/O-heavy neighbour that never
+prefetches (the mpicc build of AVG at compute factor 1, one rank, an input of
+its own) on one emulated device. The neighbour goes through no ppios runtime,
+so no coordinator sees its reads: what E3 measures is what the prefetching
+job's extra streams cost a job that is not part of the scheme.
 
 Modes: normal = the mpicc build on the modeled device; pp / intra / ppios =
 the ppios-cc build with PPIOS_MODE set; optimal = the mpicc build on a
---no-model mount of the same files (seed 003's "theoretically optimal": the
-same work with free I/O; in E3 both jobs run there). ppios runs once per
-threshold of --thresholds: the first is the mode "ppios", the others are the
-variants "ppios@T" (the CSV keeps mode=ppios and the threshold column).
+--no-model mount of the same files (the PPIOS paper's "theoretically
+optimal": the same work with free I/O; in E3 both jobs run there). ppios runs
+once per threshold of --thresholds: the first is the mode "ppios", the others
+are the variants "ppios@T" (the CSV keeps mode=ppios and the threshold column).
 Within a repetition the modes take turns, normal first, so slow phases of a
 shared machine hit every mode alike.
 
@@ -164,8 +166,8 @@ class Harness:
         """The modeled device and the no-model reference, both mirroring the
         input cache. One model instance serves every job of the experiment."""
         os.makedirs(self.cache, exist_ok=True)
-        # DSCAL's outputs go to the device too (seed 003 writes them to Lustre), in a
-        # scratch folder of the backing directory that is removed at the end.
+        # DSCAL's outputs go to the device too (the PPIOS paper writes them to Lustre),
+        # in a scratch folder of the backing directory that is removed at the end.
         self.scratch = f"scratch-{os.getpid()}"
         os.makedirs(os.path.join(self.cache, self.scratch), exist_ok=True)
         self.resources.add("scratch outputs", lambda: shutil.rmtree(
@@ -334,8 +336,8 @@ class Harness:
                 elif threshold == "auto-cold":
                     env["PPIOS_THRESHOLD"] = "auto"  # a fresh target: from cap 1
                 elif threshold.endswith("-passing"):
-                    # a fixed cap that MTs pass when they alone fill it (the runtime's
-                    # default before session 10; auto's before session 11)
+                    # a fixed cap that MTs pass when they alone fill it, to compare with
+                    # the default that holds them at a fixed cap (docs/benchmarks.md)
                     env.update(PPIOS_THRESHOLD=self.threshold_for(
                         threshold.removesuffix("-passing"), experiment), PPIOS_MT_THROTTLE="0")
         name = kernel if row_kernel == k.label else f"{kernel}-{row_kernel.lower()}"

@@ -1,17 +1,19 @@
 """Run sizes and the device model.
 
 The model is chosen for this machine's scale (2 cores, a few GB of RAM), not
-for seed 003's cluster: what matters is the *ratio* of compute to I/O and that
-PP's extra streams push the device past its optimal concurrency.
+for the cluster of the PPIOS paper (Zhao, Yoshigoe and Xie, 2013): what matters
+is the *ratio* of compute to I/O and that PP's extra streams push the device
+past its optimal concurrency.
 
 - peak 80 MiB/s at 2 streams: one stream gets B(1) = 40 MiB/s, so a rank
   reading its share alone is I/O bound at about the speed SUM parses with
   --compute-factor 8 (about 0.19 s per 64 MiB per factor on one core here,
   i.e. ~40 MiB/s at factor 8): compute and I/O are comparable at P = 1-2, the
   regime where pre-execution prefetching can hide up to half the run
-  (seed 003, eq. 9). SUM runs at --compute-factor 10, a little above its read
-  time (compute/I-O about 1.15 at P = 1), GREP a little below (about 0.8): the
-  targets that only judge rows where compute >= I/O (R3, T5) have rows to judge.
+  (the PPIOS paper, eq. 9). SUM runs at --compute-factor 10, a little above its
+  read time (compute/I-O about 1.15 at P = 1), GREP a little below (about 0.8):
+  the targets that only judge rows where compute >= I/O (R3, T5) have rows to
+  judge.
 - optimal streams 2, 15% lost per extra stream (floor 25%): PP runs an MT and
   a PT per rank, so from P = 2 on it keeps 4 or more requests in flight and
   the device delivers B(4) = 58 MiB/s, B(8) = 30 MiB/s instead of 80. A cap of
@@ -20,8 +22,8 @@ PP's extra streams push the device past its optimal concurrency.
   1 MiB request costs 12.5-50 ms in the model, far above it, so the
   calibration matches the configured curve within a few percent.
 - GREP's memmem is ~19x cheaper per byte than SUM's parser, so it gets
-  --compute-factor 150 to land at the same compute/I-O ratio (seed 003 GREP
-  also searched integers as text)."""
+  --compute-factor 150 to land at the same compute/I-O ratio (the PPIOS
+  paper's GREP also searched integers as text)."""
 from dataclasses import dataclass, field, replace
 
 MODEL = {"peak_mibps": 80.0, "optimal_streams": 2, "loss_per_stream": 0.15,
@@ -59,9 +61,11 @@ class Profile:
     factors: dict = field(default_factory=lambda: dict(FACTORS))
     modes: list = field(default_factory=lambda: list(DEFAULT_MODES))
     calibrate: bool = True
-    # E3 (interference, seeds 000 and 004): the prefetching job's kernel and its P
-    # values, beside one I/O-heavy neighbour that never prefetches (the mpicc build of
-    # E3_NEIGHBOUR with compute factor 1 on an input of its own, E3_NEIGHBOUR_NPROCS ranks).
+    # E3 (interference, as in the I/O stream throttling study (Seelam, Kerstens and
+    # Teller) and the InterferenceRemoval paper (Zhang and Jiang)): the prefetching job's
+    # kernel and its P values, beside one I/O-heavy neighbour that never prefetches (the
+    # mpicc build of E3_NEIGHBOUR with compute factor 1 on an input of its own,
+    # E3_NEIGHBOUR_NPROCS ranks).
     e3_kernel: str = "sum"
     e3_nprocs: list = field(default_factory=lambda: [2])
     e3_input_mib: int = 0
@@ -81,7 +85,7 @@ PROFILES = {
         e1_kernels=["sum", "grep"], e1_nprocs=[1, 2, 4, 8], e1_input_mib=128,
         e2_kernels=["sum", "avg", "dscal", "grep"], e2_nprocs=[4, 8, 16], e2_input_mib=64,
         reps=3, chunk="4M", e3_nprocs=[1, 2, 4], e3_input_mib=64, e2_optimal_streams=8,
-        description="seed 003 section 5 at this machine's scale"),
+        description="the PPIOS paper's section 5 at this machine's scale"),
     "quick": Profile(
         name="quick", experiments=["e1", "e2", "e3"],
         e1_kernels=["sum", "grep"], e1_nprocs=[1, 2, 4], e1_input_mib=48,

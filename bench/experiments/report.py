@@ -1,7 +1,8 @@
-"""Medians, ratios and the issue's targets, from runs.jsonl.
+"""Medians, ratios and the performance targets, from runs.jsonl.
 
 A row is one (experiment, kernel, P); each mode's value is the median over the
-repetitions. The targets (issue #5) are judged on those medians:
+repetitions. T1-T5, the targets drawn from the claims of the PPIOS paper (Zhao,
+Yoshigoe and Xie, 2013), are judged on those medians:
 
 T1 PPIOS never slower than normal or PP at any P, beyond noise. Noise band of
    a row = max(5%, the largest relative spread (max-min)/median of any mode's
@@ -13,13 +14,13 @@ T2 at least 40% less time than normal where compute and I/O are comparable:
 T3 at least 20% less time than PP once PP's prefetching exceeds the device's
    optimal concurrency: rows where the device spent >= 25% of its busy time in
    PP runs with more requests in flight than the optimum (ppios-simfs stats).
-T4 at least 85% less I/O latency than normal: seed 003 quotes its 83.3% as an
-   "up to" number, so the best row decides; every row is listed.
+T4 at least 85% less I/O latency than normal: the PPIOS paper quotes its 83.3%
+   as an "up to" number, so the best row decides; every row is listed.
 T5 within 10% of the optimal reference where computation exceeds I/O
    (compute/I-O > 1).
 T1-T5 are judged on E1 and E2 rows.
 
-Every row is also judged against its physical bound (issue #10):
+Every row is also judged against its physical bound (targets R1-R5):
    bound = max(compute, bytes / peak), compute = the optimal run's wall time
    (when optimal did not run: the normal run's time minus its time in reads and
    writes, marked "est."), bytes = what any correct run must move (the input,
@@ -585,7 +586,8 @@ def text_table(table):
 def write_summary(path, meta, table, targets, calibration, plots, targets10, row_bounds,
                   points):
     m = meta
-    parts = [f"# ppios benchmark: seed 003 section 5 on the emulator ({m['profile']})", ""]
+    parts = [f"# ppios benchmark: section 5 of the PPIOS paper (Zhao, Yoshigoe and Xie, 2013) "
+             f"on the emulator ({m['profile']})", ""]
     parts += ["## Machine and command", "",
               f"- date: {m['date']}", f"- machine: `nproc` = {m['nproc']}, kernel "
               f"{m['kernel']}, {m['cpu']}", f"- command: `{m['command']}`",
@@ -618,14 +620,14 @@ def write_summary(path, meta, table, targets, calibration, plots, targets10, row
         parts += ["## Modes that could not run", ""]
         parts += [f"- {e} {k.upper()} {mode}: {why}" for e, k, mode, why in m["skipped"]]
         parts.append("")
-    parts += ["## Targets (issue #10)", ""]
+    parts += ["## Targets: physical bounds", ""]
     for name, statement, verdict, details in targets10:
         parts.append(f"- **{name} {verdict.upper()}**: {statement}. {details}.")
     parts += ["", "Efficiency = bound / wall, bound = max(compute, MiB moved / device peak, a job's writes to one file at one stream), "
               "compute = the optimal run's wall time (est. = normal minus its time in reads "
               "and writes, when optimal did not run). A miss lists what the run's "
               "statistics say (PPIOS_STATS, ppios-simfs).", ""]
-    parts += ["## Targets (issue #5)", ""]
+    parts += ["## Targets: the paper's claims", ""]
     for name, statement, verdict, details in targets:
         parts.append(f"- **{name} {verdict.upper()}**: {statement}. {details}.")
     parts += ["", "How each target is judged: see `bench/experiments/report.py` (noise band "

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """ctest bench.smoke: runs `bench/run --smoke` (SUM, P=1,2, 4 MiB, one repetition)
-and checks its output, not its numbers: results.csv has exactly the issue's
+and checks its output, not its numbers: results.csv has exactly the documented
 columns and one row per (mode, P) that could run, every run printed the normal
 build's result line, and summary.md was written. Exit 77 (SKIP) when FUSE is
 unavailable, as bench/run reports it.

@@ -1,5 +1,6 @@
 // ppios-simfs-calibrate: checks that a mounted ppios-simfs delivers the bandwidth curve
-// it was configured with, the way seed 003 measured its Lustre system (Figs. 2-3):
+// it was configured with, the way the PPIOS paper (Zhao, Yoshigoe and Xie, 2013)
+// measured its Lustre system (Figs. 2-3):
 // k = 1..K concurrent readers, one request at a time each, first on distinct regions of
 // a file, then all on the same region. Prints CSV lines and a human table, and exits
 // non-zero if any point is off by more than the tolerance.
@@ -64,8 +65,9 @@ void printUsage(FILE* out, const char* argv0) {
         "\n"
         "Runs k = 1..K concurrent reader threads (one outstanding request each) on a\n"
         "ppios-simfs mount, first on distinct regions of one file, then all on the same\n"
-        "region (seed 003 Figs. 2-3), and compares the aggregate bandwidth with the B(k)\n"
-        "the mount reports in .simfs-model.json. Output: 'calib,...' CSV lines and a table.\n"
+        "region, as the PPIOS paper (Zhao, Yoshigoe and Xie, 2013) measured its storage\n"
+        "(Figs. 2-3), and compares the aggregate bandwidth with the B(k) the mount reports\n"
+        "in .simfs-model.json. Output: 'calib,...' CSV lines and a table.\n"
         "Exit: 0 all points within tolerance, 1 some point outside, 2 error,\n"
         "3 FUSE unavailable (only with --backing).\n"
         "\n"

@@ -1,8 +1,10 @@
 // DeviceModel: the emulated shared storage device behind ppios-simfs.
 //
 // Why it exists: this machine's SSD and page cache show no loss of aggregate bandwidth
-// when many streams compete, which is the effect PPIOS schedules around (seed 003,
-// section 3.2, Figs. 2-3; seed 000). The model reintroduces it deterministically:
+// when many streams compete, which is the effect PPIOS schedules around (the PPIOS
+// paper (Zhao, Yoshigoe and Xie, 2013), section 3.2, Figs. 2-3; the I/O stream
+// throttling study (Seelam, Kerstens and Teller)). The model reintroduces it
+// deterministically:
 //
 //   B(k) = peak * k / opt                                  for k <= opt
 //   B(k) = peak * max(floor, (1 - loss)^(k - opt))         for k >  opt

@@ -712,9 +712,10 @@ elseif op == 'node-sync' then
     if not redis.call('LPOS', k, '1') then redis.call('RPUSH', k, 1); redis.call('PEXPIRE', k, lease) end
   end
   -- Our MTs wait beyond what is owed to us already: the nodes whose PTs lead furthest owe
-  -- the rest (seed 003's victim rule across nodes) and are woken to lower their caps, which
-  -- asks those PTs to yield at their next sub-read boundary. Records may be a sync old: the
-  -- agent of a node whose MTs wait syncs again every few ms, with the others' fresher ones.
+  -- the rest (the victim rule of the PPIOS paper (Zhao, Yoshigoe and Xie, 2013), across
+  -- nodes) and are woken to lower their caps, which asks those PTs to yield at their next
+  -- sub-read boundary. Records may be a sync old: the agent of a node whose MTs wait syncs
+  -- again every few ms, with the others' fresher ones.
   if n >= 0 and mtneed > target then
     local short = mtneed - target
     local owed = 0

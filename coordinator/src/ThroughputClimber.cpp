@@ -147,10 +147,10 @@ int ThroughputClimber::overrun(int k, int level, double mibps, double now_s) {
     // Cold start, a cap set under us, or the MTs' concurrency beat base: the cap goes
     // there and probes up: in slow start by doubling (each MT has a PT: the demand is up
     // to twice the MTs' level), and when that fails by one step each way (probe_up_failed).
-    // Tried in session 11: one step at a time from the MTs' level (a targeted E2 P = 8
-    // run had doubled 6 -> 12). Not kept: the full runs' cold starts were no better with
-    // it (E2 P = 4: 11.9-12.1 s with one step, 12.1 s with doubling; docs/results,
-    // session 11), and doubling reaches a far knee in fewer windows.
+    // One step at a time from the MTs' level was tried instead (a targeted E2 P = 8 run
+    // had doubled 6 -> 12) and not kept: the full runs' cold starts were no better with
+    // it (E2 P = 4: 11.9-12.1 s with one step, 12.1 s with doubling), and doubling
+    // reaches a far knee in fewer windows.
     if (!expected(k)) slow_start_ = false;
     base_ = level;
     base_mibps_ = mibps;

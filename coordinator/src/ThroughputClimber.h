@@ -1,10 +1,11 @@
 // ThroughputClimber: the decision rule behind PPIOS_THRESHOLD=auto.
 //
 // Why a hill-climb on throughput and not a latency limiter: past the knee the aggregate
-// bandwidth of a storage target FALLS as streams are added (seed 000, Figs. 2-3; the
-// emulator's B(k)). Limiters that assume throughput plateaus and only watch latency
-// (Gradient2, Vegas, brpc's auto limiter) keep adding streams while latency looks fine
-// and never see that they lost bandwidth. This climbs the measured curve B(k) itself.
+// bandwidth of a storage target FALLS as streams are added (the I/O stream throttling
+// study (Seelam, Kerstens and Teller), Figs. 2-3; the emulator's B(k)). Limiters that
+// assume throughput plateaus and only watch latency (Gradient2, Vegas, brpc's auto
+// limiter) keep adding streams while latency looks fine and never see that they lost
+// bandwidth. This climbs the measured curve B(k) itself.
 //
 // Lifecycle: the controller calls next() once per measured window with the cap that was
 // in force, the MiB/s completed in the window and whether the cap bound (requests were
@@ -136,16 +137,16 @@ class ThroughputClimber {
   //   each other down as much as PTs would (bench/run: a fixed cap that MTs obey was
   //   1.5-1.8x faster than one they pass at E1 P=8 and E2 P=16). Counted in slots, E2's
   //   points at 6-8 (device: 60, 70, 80 MiB/s) measured 46-68, 52-61 and 54-71 MiB/s over
-  //   two sessions' runs; held by a 7 that measured 8-14% below 6, eight MTs took x1.16-1.30 of
-  //   the fixed cap of 8.
+  //   two separate sets of bench/run runs; held by a 7 that measured 8-14% below 6, eight
+  //   MTs took x1.16-1.30 of the fixed cap of 8.
   // - Wait where their demand is more than one step past the last point the curve knows
   //   up to it, or one step past a cap the curve does not rise into (rising_top): sixteen
   //   E2 MTs passing an unmeasured 8 above a curve rising to 8 ran the device at 16 for a
   //   2 s window, x1.28-1.48 of the fixed cap.
   // - Otherwise pass (a plateau cap below them, one step past a rising curve): holding
-  //   them saves no bandwidth there and makes them wait. Session 11 held them at every cap
-  //   after slow start: four E2 MTs waited 3.7-4.2 s each at caps of 2-3 (12 s against
-  //   5.7 s), eight held at a plateau cap of 6 took 4.8 s against 3.9 s at 8.
+  //   them saves no bandwidth there and makes them wait. Holding them at every cap after
+  //   slow start was tried and was slower: four E2 MTs waited 3.7-4.2 s each at caps of 2-3
+  //   (12 s against 5.7 s), eight held at a plateau cap of 6 took 4.8 s against 3.9 s at 8.
   bool holds_mts() const;
   bool slow_start() const { return slow_start_; }
   State state() const { return state_; }

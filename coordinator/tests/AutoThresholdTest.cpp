@@ -330,10 +330,10 @@ TEST(ThroughputClimber, MtsWaitAtTheCapOnlyWhereTheCurveShowsALoss) {
 }
 
 // A point above the cap that loses less than a window's noise does not hold the MTs: E2's
-// slot curve measured 46-68 MiB/s at 6 and 52-61 at 7 over two sessions (the device does
-// 60 and 70), and eight MTs held at 6 by a 7 that measured 8% below it took x1.16-1.30 of
-// a fixed cap of 8. Such a start lets them pass even before it measured its cap: the
-// stored point at it is what base did.
+// slot curve measured 46-68 MiB/s at 6 and 52-61 at 7 over two separate sets of runs (the
+// device does 60 and 70), and eight MTs held at 6 by a 7 that measured 8% below it took
+// x1.16-1.30 of a fixed cap of 8. Such a start lets them pass even before it measured its
+// cap: the stored point at it is what base did.
 TEST(ThroughputClimber, ALossWithinAWindowsNoiseDoesNotHoldMts) {
   const std::map<int, double> stored = {{1, 6.0}, {3, 36.8}, {6, 62.3}, {7, 57.6}};
   ThroughputClimber warm(1, ClimberParams{}, stored);

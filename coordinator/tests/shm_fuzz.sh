@@ -2,9 +2,9 @@
 # A corrupt node-local segment costs at most a wrong cap: never a crash, a hang or an exit.
 #   1. random bytes written into a live segment while jobs (ppios-coord bench processes,
 #      real clients of the library) and `ppios-coord status` run against it;
-#   2. each forgery of issue 14 (scan bounds 0xFFFFFFFF, 1000 phantom PT slots at
-#      threshold 1, a bad holder index, wrapped counters, a zeroed magic, cap 0) under a
-#      running job;
+#   2. each of these forged segment states (scan bounds 0xFFFFFFFF, 1000 phantom PT
+#      slots at threshold 1, a bad holder index, wrapped counters, a zeroed magic, cap 0)
+#      under a running job;
 #   3. a lock holder that never lets go (and one stopped with SIGSTOP).
 # After each, the target must work normally again once reset.
 # usage: shm_fuzz.sh PPIOS_COORD ATTACK_TOOL

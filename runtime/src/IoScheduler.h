@@ -1,5 +1,5 @@
-// Intra-process I/O scheduling (seed 003, sec. 4.3): one storage access at a time per
-// process, and the main thread always wins.
+// Intra-process I/O scheduling (the PPIOS paper, Zhao, Yoshigoe and Xie, 2013, sec. 4.3):
+// one storage access at a time per process, and the main thread always wins.
 //
 // The process I/O token is held for the length of one MT access or one PT/WT sub-read.
 // Once an MT asks for the token, no new prefetch sub-read starts: the MT waits for at

@@ -1,10 +1,10 @@
-// PPIOS_TRACE: one Chrome/Perfetto trace-event JSON per rank (`<prefix>.<rank>.json`),
-// with the MT, the PT and each waiting thread as threads of their own and an `X` event
-// for every read, write, sub-read and wait. The layers of one request (seed 001's ADMIT,
-// ISSUE, COMPLT) are: the app call (`read*`, `write`), the process token
-// (`mt_token_wait`), the coordinator (`slot`: asked at ts = ADMIT, granted at ts +
-// slot_wait_ns = ISSUE, released at ts + dur = COMPLT) and storage (`storage` for the MT,
-// `subread` for the PT and WTs). `ppios-report` reads these files.
+// PPIOS_TRACE: one Chrome/Perfetto trace-event JSON per rank (`<prefix>.<rank>.json`), with
+// the MT, the PT and each waiting thread as threads of their own and an `X` event for every
+// read, write, sub-read and wait. The layers of one request (ADMIT, ISSUE, COMPLT, as in
+// the multi-layer trace analysis of Lu and Shen, ICPP 2007) are: the app call (`read*`,
+// `write`), the process token (`mt_token_wait`), the coordinator (`slot`: asked at ts =
+// ADMIT, granted at ts + slot_wait_ns = ISSUE, released at ts + dur = COMPLT) and storage
+// (`storage` for the MT, `subread` for the PT and WTs). `ppios-report` reads these files.
 //
 // Memory is bounded: events are kept in memory in chunks of kChunkEvents (about 5.5 MB);
 // a full chunk is spilled to a file of the process's own in the trace's directory (one

@@ -1,4 +1,5 @@
-// System-wide I/O slot arbitration (PPIOS inter-process scheduling, seed 003 sec. 4.1).
+// System-wide I/O slot arbitration (the inter-process scheduling of the PPIOS paper,
+// Zhao, Yoshigoe and Xie, 2013, sec. 4.1).
 //
 // The runtime asks a Coordinator for a slot before every storage access and gives it
 // back afterwards. At most `threshold` accesses hold a slot system-wide; with m MT

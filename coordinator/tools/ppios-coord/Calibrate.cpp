@@ -1,6 +1,7 @@
 // The offline sweep behind `ppios-coord calibrate`: k = 1..K reader threads, one request
 // outstanding each, on distinct regions of a file and then all on the same region, the
-// way seed 000 (Figs. 2-3) and seed 003 measured their storage. It is the mechanism of
+// way the I/O stream throttling study (Seelam, Kerstens and Teller; Figs. 2-3) and the
+// PPIOS paper (Zhao, Yoshigoe and Xie, 2013) measured their storage. It is the mechanism of
 // bench/simfs's ppios-simfs-calibrate (start gate, page-aligned buffers, fixed time per
 // point) aimed at any path: it compares with nothing, it finds the knee.
 //
@@ -37,9 +38,10 @@ const char *const kCalibrateHelp =
     "\n"
     "Measures the aggregate read bandwidth B(k) of k = 1..K concurrent readers (one request\n"
     "outstanding each) on PATH, first on distinct regions, then all on the same region\n"
-    "(seed 000 Figs. 2-3), prints the table and the knee: the smallest k whose distinct-region\n"
-    "bandwidth is within 5% of the best. Reads use O_DIRECT where the file system allows it\n"
-    "(else a warning: the page cache may serve them).\n"
+    "(as in Figs. 2-3 of the I/O stream throttling study of Seelam, Kerstens and Teller),\n"
+    "prints the table and the knee: the smallest k whose distinct-region bandwidth is within\n"
+    "5% of the best. Reads use O_DIRECT where the file system allows it (else a warning: the\n"
+    "page cache may serve them).\n"
     "PATH is a regular file (read only; each reader gets 1/K of it) or a directory (a file of\n"
     "K x M MiB is written there, read, and removed).\n"
     "  --max-streams K   largest k (default 16, at most 256)\n"

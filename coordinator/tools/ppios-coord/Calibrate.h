@@ -1,4 +1,5 @@
-// `ppios-coord calibrate PATH`: the offline B(k) sweep of seed 000 Figs. 2-3.
+// `ppios-coord calibrate PATH`: the offline B(k) sweep of Figs. 2-3 of the I/O stream
+// throttling study (Seelam, Kerstens and Teller).
 #pragma once
 
 #include "ppios/Coordinator.h"
