@@ -30,6 +30,7 @@
 #include "ShmSlotTable.h"
 
 #include "CoordinatorNotices.h"
+#include "ppios/NodeSecret.h"
 
 #include <algorithm>
 #include <cerrno>
@@ -619,6 +620,15 @@ struct Policy {
 }  // namespace
 
 std::string ShmSlotTable::segment_name(const std::string &target, int64_t group) {
+  // A group's segment keeps the name every member computes (its owner and mode checks
+  // protect it); a private one is keyed with the user's node secret, so that nobody else
+  // can take its name first (ppios/NodeSecret.h).
+  const std::string fixed = predictable_name(target, group);
+  if (group >= 0) return fixed;
+  return "/" + keyed_segment_name(fixed.substr(1), node_secret());
+}
+
+std::string ShmSlotTable::predictable_name(const std::string &target, int64_t group) {
   // Keep the name readable; add a hash when characters had to be replaced so that two
   // targets never share a segment. The owner (uid, or g<gid> when shared with a group) is
   // part of the name: users never share a segment unless an admin chose a group.
@@ -686,9 +696,10 @@ std::unique_ptr<ShmSlotTable> ShmSlotTable::open(const std::string &target, int6
   // Planted under our name (the names are predictable): said with what it costs and who
   // can end it, here and so in the job's notice, status, reset and gc.
   auto planted = [&](const std::string &why) {
+    const std::string note = group >= 0 ? "" : predictable_name_note(node_secret());
     return fail(why + "; not used: until its owner or root removes it (as root: `ppios-coord gc`, or rm " + path +
                 ") jobs of " + (group >= 0 ? "group " + std::to_string(group) : "uid " + std::to_string(geteuid())) +
-                " on target '" + target + "' have no node-local cap");
+                " on target '" + target + "' have no node-local cap" + (note.empty() ? "" : "; " + note));
   };
   // An open refused (a file of someone else's we may not write, a symlink): what is there.
   auto refused = [&](int e, const char *doing) {
@@ -786,8 +797,28 @@ std::unique_ptr<ShmSlotTable> ShmSlotTable::open(const std::string &target, int6
   return std::unique_ptr<ShmSlotTable>(new ShmSlotTable(layout, path, std::max(1, lock_wait_ms)));
 }
 
+namespace {
+
+// A file another user planted under the predictable name of the caller's private segment
+// of `target` while the caller's segments have keyed names: costs the caller's jobs
+// nothing, but is said (one line) so that who looks at the target learns of it. "" when
+// there is none.
+std::string planted_at_predictable_name(const std::string &target, int64_t group) {
+  if (group >= 0 || !node_secret().usable) return "";
+  const std::string path = kShmDir + ShmSlotTable::predictable_name(target, group);
+  struct stat st;
+  if (lstat(path.c_str(), &st) != 0 || untrusted_reason(st, group).empty()) return "";
+  return "kept " + path + " (the predictable name of this target's segment) " + untrusted_reason(st, group) +
+         "; your jobs use a name keyed with " + node_secret().path + " instead, so it costs them nothing" +
+         (st.st_uid == geteuid() ? "" : "; only its owner or root can remove it (as root: `ppios-coord gc`)");
+}
+
+}  // namespace
+
 bool ShmSlotTable::remove(const std::string &target, int64_t group, bool force, std::string *error,
                           std::string *note) {
+  // Said whatever becomes of the segment itself; never removed here (another user's).
+  if (std::string old = planted_at_predictable_name(target, group); !old.empty() && note) *note = old;
   std::string problem;
   auto table = open(target, group, false, 3000, &problem);
   const std::string path = kShmDir + segment_name(target, group);
@@ -824,9 +855,55 @@ bool ShmSlotTable::remove(const std::string &target, int64_t group, bool force, 
     if (error) *error = "cannot remove " + path + ": " + strerror(errno);
     return false;
   }
-  if (!table && !problem.empty() && note) *note = "removed a segment that could not be used: " + problem;
+  if (!table && !problem.empty() && note)
+    *note = "removed a segment that could not be used: " + problem + (note->empty() ? "" : "\n" + *note);
   return true;
 }
+
+namespace {
+
+// The runtime's change table (runtime/src/ChangeGenerations.cpp):
+// "ppios-generations-v<layout>.<uid>", with ".<keyed hash>" when its user has a secret.
+constexpr const char *kGenerationsStem = "ppios-generations-v";
+
+// What a file planted under one of the caller's names costs the caller's jobs, given
+// whether they still use that name: a keyed name, or any name when there is no secret
+// (then also why). `cost` is what they lose while it is there.
+std::string planted_cost(const std::string &name, const NodeSecret &secret, const char *cost) {
+  if (!secret.usable) return std::string("your jobs ") + cost + " while it is there (" + predictable_name_note(secret) + ")";
+  if (is_keyed_segment_name(name, secret))
+    return std::string("your jobs ") + cost + " while it is there (its keyed name was seen in /dev/shm; between jobs, " +
+           "removing " + secret.path + " moves your segments to new names)";
+  return "a predictable name your jobs no longer use (their names are keyed with " + secret.path +
+         "), so it costs them nothing";
+}
+
+// gc's look at one change table: one planted under the caller's uid is said (and kept:
+// not the caller's to remove), one planted under another uid's name is removed by root.
+void planted_change_table(const char *name, const NodeSecret &secret, std::vector<std::string> *removed,
+                          std::vector<std::string> *kept) {
+  const char *p = name + strlen(kGenerationsStem);
+  while (*p >= '0' && *p <= '9') ++p;
+  if (*p != '.') return;
+  char *end = nullptr;
+  const long name_uid = strtol(p + 1, &end, 10);
+  if (end == p + 1 || (*end != '\0' && *end != '.')) return;
+  const std::string path = std::string(kShmDir) + "/" + name;
+  struct stat st;
+  if (lstat(path.c_str(), &st) != 0 || static_cast<long>(st.st_uid) == name_uid) return;
+  if (geteuid() == 0) {
+    const std::string why = " (planted: it belongs to uid " + std::to_string(st.st_uid) + ", its name to uid " +
+                            std::to_string(name_uid) + ", whose jobs may have had no change table)";
+    if (::unlink(path.c_str()) == 0) removed->push_back(path + why);
+    else kept->push_back(path + " (" + strerror(errno) + ")");
+  } else if (name_uid == static_cast<long>(geteuid())) {
+    kept->push_back(path + " (planted: it belongs to uid " + std::to_string(st.st_uid) + ", not to you; " +
+                    planted_cost(name, secret, "drop their prefetched bytes at every synchronization") +
+                    "; only its owner or root can remove it: as root, `ppios-coord gc`)");
+  }
+}
+
+}  // namespace
 
 void ShmSlotTable::collect_garbage(bool include_pinned, std::vector<std::string> *removed,
                                    std::vector<std::string> *kept) {
@@ -852,7 +929,12 @@ void ShmSlotTable::collect_garbage(bool include_pinned, std::vector<std::string>
   }
   DIR *dir = opendir(kShmDir);
   if (!dir) return;
+  const NodeSecret &secret = node_secret();
   while (dirent *e = readdir(dir)) {
+    if (strncmp(e->d_name, kGenerationsStem, strlen(kGenerationsStem)) == 0) {
+      planted_change_table(e->d_name, secret, removed, kept);
+      continue;
+    }
     if (strncmp(e->d_name, kNameStem, strlen(kNameStem)) != 0) continue;
     std::string path = std::string(kShmDir) + "/" + e->d_name;
     struct stat st;
@@ -875,9 +957,9 @@ void ShmSlotTable::collect_garbage(bool include_pinned, std::vector<std::string>
                                     : "";
     if (st.st_uid != geteuid() && geteuid() != 0) {  // not ours to remove
       if (planted_on_us)
-        kept->push_back(path + " (planted: it belongs to uid " + std::to_string(st.st_uid) +
-                        ", not to you; your jobs on its target have no node-local cap until its owner or root "
-                        "removes it: as root, `ppios-coord gc`)");
+        kept->push_back(path + " (planted: it belongs to uid " + std::to_string(st.st_uid) + ", not to you; " +
+                        planted_cost(e->d_name, secret, "have no node-local cap on its target") +
+                        "; only its owner or root can remove it: as root, `ppios-coord gc`)");
       continue;
     }
     if (mapped.count(path)) {

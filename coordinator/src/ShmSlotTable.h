@@ -56,13 +56,25 @@ class ShmSlotTable {
   // Refuses while processes are registered unless `force`. A file at the name that is not
   // a usable segment (planted by another user, malformed) is removed too, and *note says
   // what it was; one planted by another user is refused unless the caller is root (only
-  // its owner or root can remove it), with *error saying so.
+  // its owner or root can remove it), with *error saying so. A file another user planted
+  // under the predictable name of a private segment with a keyed name is left alone
+  // (not ours to remove) and said in *note.
   static bool remove(const std::string &target, int64_t group, bool force, std::string *error,
                      std::string *note = nullptr);
+  // "/ppios-coord-v7.<uid>.<target>.<keyed hash>" for a private segment (the hash keyed
+  // with the user's node secret, so other users cannot take the name first; without a
+  // usable secret the predictable name), "/ppios-coord-v7.g<gid>.<target>" for a group's
+  // (every member computes it; its owner and mode checks protect it).
   static std::string segment_name(const std::string &target, int64_t group);
+  // The name without the keyed hash: what private segments were called before, and are
+  // called without a node secret. A file planted there no longer matters to jobs that
+  // have a secret; remove() and collect_garbage() still report one.
+  static std::string predictable_name(const std::string &target, int64_t group);
   // `ppios-coord gc`: removes the segments in /dev/shm named kNameStem* (any layout
   // version) that no process maps and the caller may remove; a pinned one of the current
-  // layout only with `include_pinned`. Fills the paths removed and kept (with why).
+  // layout only with `include_pinned`. Fills the paths removed and kept (with why). Files
+  // planted under this user's names (of the coordinator or of the runtime's change table,
+  // ppios-generations-v*) are kept and said, with whether this user's jobs still use them.
   static void collect_garbage(bool include_pinned, std::vector<std::string> *removed,
                               std::vector<std::string> *kept);
   // Every segment name ppios-coord may find in /dev/shm starts with this (old layouts too).

@@ -6,6 +6,7 @@
 #include "Calibrate.h"
 #include "ppios/Coordinator.h"
 #include "ppios/CoordinatorAdmin.h"
+#include "ppios/NodeSecret.h"
 
 #include <algorithm>
 #include <atomic>
@@ -61,7 +62,9 @@ const char *const kStatusHelp =
     "           (bool: the auto controller holds MTs at the cap),\n"
     "           controller ({host, pid} or null), nodes [{node, share, need, mt_need, pt_inflight,\n"
     "           lease_left_ms}] (two-level backend), curve [{k, mibps}], scope (which jobs the\n"
-    "           cap covers: user, group or site), repairs (what status repaired first),\n"
+    "           cap covers: user, group or site), segment_names and segment_names_why (scope\n"
+    "           user: \"keyed\" with ~/.ppios/node-secret, or \"predictable\" and why),\n"
+    "           repairs (what status repaired first),\n"
     "           guarantee (what the cap\n"
     "           promises), over_cap (MT accesses in flight beyond the cap now)\n"
     "Exits 1 with a message when the backend cannot be reached.\n";
@@ -102,6 +105,8 @@ const char *const kResetHelp =
     "Forgets everything stored for the target: threshold, holders, queues, processes\n"
     "(shm: removes the shared-memory segment). Refused while processes are registered on the\n"
     "target: they would go on with the old state and later jobs with a new one, two caps.\n"
+    "A file another user planted under the target's predictable name (its name without the\n"
+    "hash keyed with ~/.ppios/node-secret) is said in one line and left alone.\n"
     "  --force  reset anyway\n";
 
 const char *const kGcHelp =
@@ -109,7 +114,10 @@ const char *const kGcHelp =
     "\n"
     "Removes the node-local segments (/dev/shm/ppios-coord*, of every ppios version) that no\n"
     "process maps and that you may remove (yours; every one as root), and lists them. A\n"
-    "segment holding a threshold set with ppios-coord is kept unless --pinned.\n";
+    "segment holding a threshold set with ppios-coord is kept unless --pinned. A file another\n"
+    "user planted under one of your names (/dev/shm/ppios-coord-v*.<uid>.*, or the change\n"
+    "table's ppios-generations-v*.<uid>) is listed as kept, with what it costs your jobs;\n"
+    "root's gc removes such files.\n";
 
 const char *const kBenchHelp =
     "usage: ppios-coord bench [--clients K | --nodes N --clients-per-node K] [--seconds S]\n"
@@ -215,6 +223,14 @@ std::string scope_text(const CoordinatorStatus &s) {
          "or a group segment an administrator makes: ppios-coord share-group GROUP)";
 }
 
+// How the user's private segments are named (status of a "user" scope): keyed with the
+// node secret, or predictable (any local user can take the name first), and why.
+std::string names_text() {
+  const ppios::NodeSecret &secret = ppios::node_secret();
+  if (secret.usable) return "keyed with " + secret.path + " (other users cannot take the name first)";
+  return "predictable: " + ppios::predictable_name_note(secret);
+}
+
 uint64_t over_cap(const CoordinatorStatus &s) {
   uint64_t inflight = uint64_t{s.mt_inflight} + s.pt_inflight;
   return s.threshold < 0 || inflight <= static_cast<uint64_t>(s.threshold) ? 0 : inflight - s.threshold;
@@ -223,6 +239,9 @@ uint64_t over_cap(const CoordinatorStatus &s) {
 std::string status_json(const CoordinatorStatus &s) {
   std::string out = "{\"backend\":" + json_string(s.backend) + ",\"target\":" + json_string(s.target) +
                     ",\"scope\":" + json_string(s.scope) +
+                    (s.scope != "user" ? std::string()
+                                       : ",\"segment_names\":" + json_string(ppios::node_secret().usable ? "keyed" : "predictable") +
+                                             ",\"segment_names_why\":" + json_string(ppios::node_secret().why)) +
                     ",\"threshold\":" + (s.threshold < 0 ? std::string("null") : std::to_string(s.threshold)) +
                     ",\"mt_inflight\":" + std::to_string(s.mt_inflight) +
                     ",\"pt_inflight\":" + std::to_string(s.pt_inflight) +
@@ -264,6 +283,7 @@ void print_status_text(const CoordinatorStatus &s) {
   printf("target %s (%s)\n", s.target.c_str(), s.backend.c_str());
   for (const auto &line : s.repairs) printf("repaired   %s\n", line.c_str());
   printf("scope      %s\n", scope_text(s).c_str());
+  if (s.scope == "user") printf("names      %s\n", names_text().c_str());
   if (s.threshold < 0) printf("threshold  none (no cap)%s\n", s.auto_threshold ? ", learned (auto)" : "");
   else printf("threshold  %lld%s\n", static_cast<long long>(s.threshold), s.auto_threshold ? ", learned (auto)" : "");
   if (s.auto_threshold)
