@@ -29,8 +29,9 @@ int main(int argc, char **argv) {
   const std::string target = argv[1], action = argv[3], arg = argv[4];
   const int64_t group = std::atoll(argv[2]);
   // The name a victim uses is owned by the victim's uid: the squatter takes it from VICTIM_UID.
+  // Only the predictable name can be computed without the victim's node secret.
   if (action == "squat") {
-    std::string name = ppios::ShmSlotTable::segment_name(target, group);
+    std::string name = ppios::ShmSlotTable::predictable_name(target, group);
     if (const char *uid = getenv("VICTIM_UID")) {
       size_t dot = name.find('.');
       size_t next = name.find('.', dot + 1);

@@ -8,11 +8,14 @@ target="cli-$$"
 redis_pid=
 cleanup() {
   if [ -n "$redis_pid" ]; then kill -9 "$redis_pid" 2>/dev/null || true; wait "$redis_pid" 2>/dev/null || true; fi
-  rm -f "/dev/shm/ppios-coord-v7.$(id -u).$target"
+  rm -f "/dev/shm/ppios-coord-v7.$(id -u).$target" "/dev/shm/ppios-coord-v7.$(id -u).$target".*
   rm -rf "$dir"
 }
 trap cleanup EXIT
 fail() { echo "FAIL: $*"; exit 1; }
+# The node secret that keys segment names lives under a throwaway home, not the real one.
+export HOME=$dir/home
+mkdir "$HOME"
 json_get() { python3 -c "import json,sys; d=json.load(sys.stdin); print(d$1)"; }
 
 redis-server --port 0 --unixsocket "$dir/r.sock" --save "" --appendonly no --dir "$dir" --daemonize no \
@@ -92,10 +95,10 @@ for _ in $(seq 100); do
   [ "$(PPIOS_TARGET=$target timeout 10 "$coord" status --json | json_get "['processes']")" = 1 ] && break; sleep 0.05
 done
 PPIOS_TARGET=$target expect_error "registered on target" reset
-"$coord" gc | grep -q "kept.*ppios-coord-v7.$(id -u).$target (in use)" || fail "gc did not keep a segment in use"
+"$coord" gc | grep -q "kept.*ppios-coord-v7.$(id -u).$target\.[0-9a-f]\{16\} (in use)" || fail "gc did not keep a segment in use"
 PPIOS_TARGET=$target timeout 10 "$coord" reset --force || fail "reset --force"
 wait $bench_pid || fail "the bench whose segment was reset --force failed"
-[ ! -e "/dev/shm/ppios-coord-v7.$(id -u).$target" ] || fail "the last process left its (unpinned) segment behind"
+! ls "/dev/shm/ppios-coord-v7.$(id -u).$target".* >/dev/null 2>&1 || fail "the last process left its (unpinned) segment behind"
 
 for addr in shm "unix://$dir/r.sock"; do
   export PPIOS_COORDINATOR=$addr PPIOS_TARGET=$target

@@ -20,6 +20,9 @@ cleanup() {
   rm -rf "$dir"
 }
 trap cleanup EXIT
+# The node secret that keys segment names lives under a throwaway home, not the real one.
+export HOME=$dir/home
+mkdir "$HOME"
 unset PPIOS_VERBOSE PPIOS_STATS PPIOS_TRACE PPIOS_SHM_GROUP PPIOS_THRESHOLD PPIOS_MODE
 export PPIOS_COORDINATOR=shm PPIOS_TARGET=$target OMPI_MCA_plm=isolated
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
@@ -40,13 +43,17 @@ timeout 10 "$coord" status | grep -q "^scope      user: only uid $(id -u)'s jobs
 [ "$(stats_scope user)" = user ] || fail "statistics: not user: $(cat "$dir/user.json")"
 echo "default: scope user in status and statistics"
 
-# 2. A segment that cannot be used: the process schedules within itself and says so.
+# 2. A file planted under the predictable name: with a node secret the job uses its keyed
+# name (scope user); without one ($HOME unset) the segment cannot be used, the process
+# schedules within itself, and the notice says why the name was predictable.
 timeout 10 "$coord" reset --force >/dev/null
 ln -s /nonexistent "/dev/shm/ppios-coord-v7.$(id -u).$target-bad"
-[ "$(stats_scope bad PPIOS_TARGET="$target-bad")" = process ] || fail "statistics of an unusable segment: $(cat "$dir/bad.json")"
-grep -q "not a regular file" "$dir/bad.json" || fail "no notice of the unusable segment: $(cat "$dir/bad.json")"
+[ "$(stats_scope keyed PPIOS_TARGET="$target-bad")" = user ] || fail "statistics with a node secret: $(cat "$dir/keyed.json")"
+[ "$(stats_scope bad -u HOME PPIOS_TARGET="$target-bad")" = process ] || fail "statistics of an unusable segment: $(cat "$dir/bad.json")"
+grep -q "not a regular file.*its name is predictable.*HOME is unset" "$dir/bad.json" ||
+  fail "no notice of the unusable segment and its predictable name: $(cat "$dir/bad.json")"
 rm -f "/dev/shm/ppios-coord-v7.$(id -u).$target-bad"
-echo "unusable segment: scope process, with the notice"
+echo "planted predictable name: no cost with a node secret; without one scope process, with the notice"
 
 # 3. Redis: one cap for the site.
 if command -v redis-server >/dev/null; then

@@ -89,6 +89,91 @@ TEST(ChangeGenerations, ASymlinkPlantedUnderTheNameIsNotFollowed) {
   EXPECT_EQ(st.st_size, 0) << "the symlink's target was written";
 }
 
+// ---- Keyed names: a file another user planted under the predictable name (here one
+// others may read, which the table refuses as it would another user's) no longer leaves
+// the table unavailable. The fixed part is the test's own, never the real table's name;
+// the secret is made under a throwaway $HOME.
+
+namespace {
+
+struct TempHome {
+  std::string path;
+  TempHome() {
+    char tmpl[] = "/tmp/ppios-gen-home.XXXXXX";
+    path = mkdtemp(tmpl);
+  }
+  ~TempHome() { (void)!system(("rm -rf '" + path + "'").c_str()); }
+};
+
+// Plants a 4 KiB file others may read at /dev/shm/<fixed>.
+void plant(const std::string &fixed) {
+  int fd = open(("/dev/shm/" + fixed).c_str(), O_CREAT | O_EXCL | O_WRONLY, 0644);
+  ASSERT_GE(fd, 0);
+  ASSERT_EQ(ftruncate(fd, 4096), 0);
+  ASSERT_EQ(fchmod(fd, 0644), 0);
+  close(fd);
+}
+
+}  // namespace
+
+TEST(ChangeGenerations, AFilePlantedUnderThePredictableNameDoesNotDisableTheTable) {
+  TempHome home;
+  const ppios::NodeSecret secret = ppios::load_node_secret(home.path.c_str());
+  ASSERT_TRUE(secret.usable) << secret.why;
+  const std::string fixed = "ppios-test-" + std::to_string(getpid()) + "-generations";
+  Unlink planted{"/dev/shm/" + fixed};
+  plant(fixed);
+  const std::string keyed = ppios::keyed_segment_name(fixed, secret);
+  Unlink ours{"/dev/shm/" + keyed};
+  std::unique_ptr<ChangeGenerations> table(ChangeGenerations::open_named(fixed, secret));
+  EXPECT_TRUE(table->available()) << table->unavailable_reason();
+  EXPECT_NE(keyed, fixed);
+  struct stat st;
+  ASSERT_EQ(stat(planted.path.c_str(), &st), 0);
+  EXPECT_EQ(st.st_size, 4096) << "the planted file was touched";
+  // Another process of the user (the same secret) maps the same table.
+  const FileKey file{8, 4242};
+  pid_t child = fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    std::unique_ptr<ChangeGenerations> other(
+        ChangeGenerations::open_named(fixed, ppios::load_node_secret(home.path.c_str())));
+    if (!other->available()) _exit(1);
+    other->bump(file);
+    _exit(0);
+  }
+  int status = 0;
+  ASSERT_EQ(waitpid(child, &status, 0), child);
+  ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+  EXPECT_EQ(table->current(file), 1u);
+}
+
+TEST(ChangeGenerations, WithoutASecretTheReasonSaysTheNameWasPredictable) {
+  const ppios::NodeSecret none = ppios::load_node_secret(nullptr);
+  ASSERT_FALSE(none.usable);
+  const std::string fixed = "ppios-test-" + std::to_string(getpid()) + "-generations-predictable";
+  Unlink planted{"/dev/shm/" + fixed};
+  plant(fixed);
+  std::unique_ptr<ChangeGenerations> table(ChangeGenerations::open_named(fixed, none));
+  EXPECT_FALSE(table->available());
+  const std::string &why = table->unavailable_reason();
+  EXPECT_NE(why.find("accessible to other users"), std::string::npos) << why;
+  EXPECT_NE(why.find("its name is predictable"), std::string::npos) << why;
+  EXPECT_NE(why.find("$HOME is unset"), std::string::npos) << why;
+}
+
+TEST(ChangeGenerations, TheNodeTableNameIsKeyedWithASecret) {
+  TempHome home;
+  const ppios::NodeSecret secret = ppios::load_node_secret(home.path.c_str());
+  ASSERT_TRUE(secret.usable) << secret.why;
+  const std::string predictable = ChangeGenerations::predictable_segment_name();
+  EXPECT_EQ(predictable, "ppios-generations-v3." + std::to_string(geteuid()));
+  const std::string keyed = ChangeGenerations::segment_name(secret);
+  EXPECT_EQ(keyed.rfind(predictable + ".", 0), 0u) << keyed;
+  EXPECT_EQ(keyed.size(), predictable.size() + 17) << keyed;
+  EXPECT_EQ(ChangeGenerations::segment_name(ppios::load_node_secret(nullptr)), predictable);
+}
+
 TEST(ChangeGenerations, WithoutATableNothingIsAvailable) {
   std::unique_ptr<ChangeGenerations> table(ChangeGenerations::make_unavailable());
   EXPECT_FALSE(table->available());
