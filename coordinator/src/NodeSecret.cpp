@@ -205,8 +205,9 @@ NodeSecret load_node_secret(const char *home) {
 }
 
 const NodeSecret &node_secret() {
-  static const NodeSecret secret = load_node_secret(getenv("HOME"));
-  return secret;
+  // Never destroyed: the runtime's threads may still name segments while exit runs.
+  static const NodeSecret *secret = new NodeSecret(load_node_secret(getenv("HOME")));
+  return *secret;
 }
 
 std::string keyed_segment_name(const std::string &fixed, const NodeSecret &secret) {
