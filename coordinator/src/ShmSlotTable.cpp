@@ -863,7 +863,7 @@ bool ShmSlotTable::remove(const std::string &target, int64_t group, bool force, 
 namespace {
 
 // The runtime's change table (runtime/src/ChangeGenerations.cpp):
-// "ppios-generations-v<layout>.<uid>", with ".<keyed hash>" when its user has a secret.
+// "ppios-generations-v<layout>.<uid>", never keyed (docs/design/hardening.md says why).
 constexpr const char *kGenerationsStem = "ppios-generations-v";
 
 // What a file planted under one of the caller's names costs the caller's jobs, given
@@ -880,8 +880,7 @@ std::string planted_cost(const std::string &name, const NodeSecret &secret, cons
 
 // gc's look at one change table: one planted under the caller's uid is said (and kept:
 // not the caller's to remove), one planted under another uid's name is removed by root.
-void planted_change_table(const char *name, const NodeSecret &secret, std::vector<std::string> *removed,
-                          std::vector<std::string> *kept) {
+void planted_change_table(const char *name, std::vector<std::string> *removed, std::vector<std::string> *kept) {
   const char *p = name + strlen(kGenerationsStem);
   while (*p >= '0' && *p <= '9') ++p;
   if (*p != '.') return;
@@ -898,7 +897,7 @@ void planted_change_table(const char *name, const NodeSecret &secret, std::vecto
     else kept->push_back(path + " (" + strerror(errno) + ")");
   } else if (name_uid == static_cast<long>(geteuid())) {
     kept->push_back(path + " (planted: it belongs to uid " + std::to_string(st.st_uid) + ", not to you; " +
-                    planted_cost(name, secret, "drop their prefetched bytes at every synchronization") +
+                    "your jobs drop their prefetched bytes at every synchronization while it is there" +
                     "; only its owner or root can remove it: as root, `ppios-coord gc`)");
   }
 }
@@ -932,7 +931,7 @@ void ShmSlotTable::collect_garbage(bool include_pinned, std::vector<std::string>
   const NodeSecret &secret = node_secret();
   while (dirent *e = readdir(dir)) {
     if (strncmp(e->d_name, kGenerationsStem, strlen(kGenerationsStem)) == 0) {
-      planted_change_table(e->d_name, secret, removed, kept);
+      planted_change_table(e->d_name, removed, kept);
       continue;
     }
     if (strncmp(e->d_name, kNameStem, strlen(kNameStem)) != 0) continue;

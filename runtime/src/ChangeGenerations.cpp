@@ -39,20 +39,8 @@ std::string untrusted_reason(const struct stat &st) {
 // The layout's version is part of the name: processes of another ppios version on the
 // node keep a segment of their own (a segment of another size would be refused, and
 // every acquire point would then drop everything).
-std::string ChangeGenerations::predictable_segment_name() {
+std::string ChangeGenerations::segment_name() {
   return "ppios-generations-v" + std::to_string(kVersion) + "." + std::to_string(geteuid());
-}
-
-// Keyed, so that no other user can take the name first: a file of theirs there would
-// leave every process of ours without the table.
-std::string ChangeGenerations::segment_name(const NodeSecret &secret) {
-  return keyed_segment_name(predictable_segment_name(), secret);
-}
-
-ChangeGenerations *ChangeGenerations::open_named(const std::string &fixed, const NodeSecret &secret) {
-  ChangeGenerations *table = open_segment("/dev/shm/" + keyed_segment_name(fixed, secret), nullptr);
-  if (!table->available() && !secret.usable) table->why_ += "; " + predictable_name_note(secret);
-  return table;
 }
 
 ChangeGenerations *ChangeGenerations::open_segment(const std::string &path, std::string *why) {
@@ -113,7 +101,7 @@ ChangeGenerations *ChangeGenerations::open_segment(const std::string &path, std:
 }
 
 ChangeGenerations &ChangeGenerations::node() {
-  static ChangeGenerations *table = open_named(predictable_segment_name(), node_secret());
+  static ChangeGenerations *table = open_segment("/dev/shm/" + segment_name(), nullptr);
   return *table;
 }
 

@@ -9,9 +9,7 @@
 //
 // Without the segment (no /dev/shm, a segment of the name planted by someone else) the
 // table is unavailable, and callers must treat every file as changed at every acquire
-// point: available() says which. The name is keyed with the user's node secret
-// (ppios/NodeSecret.h), so other users cannot take it first; without a usable secret it
-// is the predictable one, and unavailable_reason() says so too.
+// point: available() says which.
 #pragma once
 
 #include <atomic>
@@ -20,17 +18,13 @@
 #include <string>
 
 #include "FileKey.h"
-#include "ppios/NodeSecret.h"
 
 namespace ppios {
 
 class ChangeGenerations {
  public:
-  // Maps the user's segment (/dev/shm/ + segment_name(node_secret())), creating it if
-  // needed. Never fails: on any error the table is unavailable, and unavailable_reason()
-  // says why (for the statistics). The first call looks the node secret up (a file in
-  // $HOME): the runtime makes it while the process has one thread, so that neither a
-  // forked child nor current()/bump() ever touch a file.
+  // Maps the user's segment (kSegmentDir + segment_name()), creating it if needed. Never
+  // fails: on any error the table is unavailable, and *why says so (for the statistics).
   static ChangeGenerations &node();
 
   // For tests: a table in this process's memory only (available), or none at all.
@@ -38,11 +32,6 @@ class ChangeGenerations {
   static ChangeGenerations *make_unavailable();
   // For tests: the table of a segment at `path` (created if missing).
   static ChangeGenerations *open_segment(const std::string &path, std::string *why);
-  // The table of the segment /dev/shm/<keyed_segment_name(fixed, secret)>, whose
-  // unavailable_reason() also says when the name was predictable (no usable secret).
-  // node() is open_named(predictable_segment_name(), node_secret()); tests pass a fixed
-  // part of their own.
-  static ChangeGenerations *open_named(const std::string &fixed, const NodeSecret &secret);
 
   bool available() const { return counters_ != nullptr; }
   // The counter of `key` (0 when unavailable).
@@ -65,10 +54,7 @@ class ChangeGenerations {
   const std::string &unavailable_reason() const { return why_; }
 
   static constexpr size_t kCounters = 1u << 16;
-  // "ppios-generations-v<layout>.<uid>": the name without a node secret (and before).
-  static std::string predictable_segment_name();
-  // The name with `secret` (its keyed hash appended) when usable, else the predictable one.
-  static std::string segment_name(const NodeSecret &secret);
+  static std::string segment_name();
 
  private:
   ChangeGenerations() = default;

@@ -1,8 +1,8 @@
 // Names of a user's node-local segments that other local users cannot guess.
 //
 // /dev/shm is shared by every local user: a name anyone can compute can be taken first by
-// anyone (a file of theirs there is refused, and the user's jobs then lose their cap or
-// their change table until root removes it). So a private segment's name carries a keyed
+// anyone (a file of theirs there is refused, and the user's jobs then lose their cap
+// until root removes it). So a private segment's name carries a keyed
 // hash of its fixed part ("ppios-coord-v7.<uid>.<target>" ->
 // "ppios-coord-v7.<uid>.<target>.<16 hex digits>"), keyed with a secret only the user can
 // read: $HOME/.ppios/node-secret, made by the first process that needs it. Every process
@@ -13,7 +13,9 @@
 // whoever reports a segment as unusable can say why its name was predictable.
 //
 // Segments shared on purpose (a group's, made by an administrator) keep fixed names: every
-// member must compute them, and their owner and mode checks protect them.
+// member must compute them, and their owner and mode checks protect them. So does the
+// runtime's change table: every process of the user must map the same one, whatever its
+// $HOME, and a planted one only makes it unavailable, which is safe.
 #pragma once
 
 #include <cstddef>
