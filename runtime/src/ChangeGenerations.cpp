@@ -1,6 +1,7 @@
 #include "ChangeGenerations.h"
 
 #include <fcntl.h>
+#include <signal.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -10,10 +11,22 @@
 #include <new>
 
 namespace ppios {
+
+// One hold, in one word (claimed and freed whole): the holder's pid in the high half,
+// the counter it holds in the low half; 0 is a free record, a pid of kReclaiming one
+// being given back. A record is claimed after its hold was counted and freed after the
+// hold was given back, so a record always stands for a counted hold.
+struct HoldRecord {
+  std::atomic<uint64_t> word;
+};
+
 namespace {
 
+constexpr uint32_t kReclaiming = UINT32_MAX;
+uint64_t record_word(uint32_t pid, uint32_t index) { return (static_cast<uint64_t>(pid) << 32) | index; }
+
 constexpr uint64_t kMagic = 0x7070696f7367656eULL;  // "ppiosgen"
-constexpr uint64_t kVersion = 3;
+constexpr uint64_t kVersion = 4;
 
 struct Layout {
   std::atomic<uint64_t> magic;
@@ -21,8 +34,11 @@ struct Layout {
   alignas(64) std::atomic<uint64_t> total;  // every bump, of any file
   std::atomic<uint64_t> everything;         // bump_everything()s
   alignas(64) std::atomic<uint64_t> counters[ChangeGenerations::kCounters];
+  alignas(64) std::atomic<uint32_t> holders[ChangeGenerations::kCounters];
+  alignas(64) HoldRecord records[ChangeGenerations::kHoldRecords];
 };
-static_assert(std::atomic<uint64_t>::is_always_lock_free, "counters are shared between processes");
+static_assert(std::atomic<uint64_t>::is_always_lock_free && std::atomic<uint32_t>::is_always_lock_free,
+              "counters are shared between processes");
 
 // A segment someone else could have planted or can write would let them hide a change:
 // it must be a regular file of ours, with no access for anyone else, of the right size.
@@ -97,6 +113,9 @@ ChangeGenerations *ChangeGenerations::open_segment(const std::string &path, std:
   table->counters_ = layout->counters;
   table->total_ = &layout->total;
   table->everything_ = &layout->everything;
+  table->holders_ = layout->holders;
+  table->records_ = layout->records;
+  table->reclaim_dead_holders();
   return table;
 }
 
@@ -110,6 +129,8 @@ ChangeGenerations *ChangeGenerations::make_private() {
   table->counters_ = new std::atomic<uint64_t>[kCounters]();
   table->total_ = new std::atomic<uint64_t>(0);
   table->everything_ = new std::atomic<uint64_t>(0);
+  table->holders_ = new std::atomic<uint32_t>[kCounters]();
+  table->records_ = new HoldRecord[kHoldRecords]();
   return table;
 }
 
@@ -128,7 +149,59 @@ size_t ChangeGenerations::index_of(const FileKey &key) const {
 
 uint64_t ChangeGenerations::current(const FileKey &key) const {
   if (!counters_) return 0;
-  return counters_[index_of(key)].load(std::memory_order_seq_cst);
+  const size_t i = index_of(key);
+  // The holders first: unhold() bumps before it gives the hold back, so a look that
+  // finds the hold given back finds the bump too.
+  if (holders_[i].load(std::memory_order_seq_cst) != 0) return kHeld;
+  return counters_[i].load(std::memory_order_seq_cst) + everything_->load(std::memory_order_seq_cst);
+}
+
+void ChangeGenerations::hold(const FileKey &key) {
+  if (!counters_) return;
+  const uint32_t i = static_cast<uint32_t>(index_of(key));
+  holders_[i].fetch_add(1, std::memory_order_seq_cst);
+  total_->fetch_add(1, std::memory_order_seq_cst);  // acquire points look again
+  const uint64_t mine = record_word(static_cast<uint32_t>(getpid()), i);
+  for (size_t r = 0; r < kHoldRecords; ++r) {
+    uint64_t free = 0;
+    if (records_[r].word.load(std::memory_order_relaxed) != 0) continue;
+    if (records_[r].word.compare_exchange_strong(free, mine, std::memory_order_seq_cst)) return;
+  }
+  // No record left: the hold is kept until the segment is made anew (it only drops more).
+}
+
+void ChangeGenerations::unhold(const FileKey &key) {
+  if (!counters_) return;
+  const uint32_t i = static_cast<uint32_t>(index_of(key));
+  bump(key);  // before the hold is given back: see current()
+  const uint64_t mine = record_word(static_cast<uint32_t>(getpid()), i);
+  for (size_t r = 0; r < kHoldRecords; ++r) {
+    if (records_[r].word.load(std::memory_order_seq_cst) != mine) continue;
+    holders_[i].fetch_sub(1, std::memory_order_seq_cst);
+    records_[r].word.store(0, std::memory_order_seq_cst);
+    return;
+  }
+  holders_[i].fetch_sub(1, std::memory_order_seq_cst);  // a hold that found no record
+}
+
+void ChangeGenerations::reclaim_dead_holders() {
+  if (!counters_) return;
+  const int saved_errno = errno;
+  for (size_t r = 0; r < kHoldRecords; ++r) {
+    uint64_t word = records_[r].word.load(std::memory_order_seq_cst);
+    const uint32_t pid = static_cast<uint32_t>(word >> 32), i = static_cast<uint32_t>(word);
+    if (word == 0 || pid == kReclaiming) continue;
+    if (kill(static_cast<pid_t>(pid), 0) == 0 || errno != ESRCH) continue;
+    if (!records_[r].word.compare_exchange_strong(word, record_word(kReclaiming, i), std::memory_order_seq_cst))
+      continue;
+    if (i < kCounters) {
+      counters_[i].fetch_add(1, std::memory_order_seq_cst);  // what it stored is in
+      total_->fetch_add(1, std::memory_order_seq_cst);
+      holders_[i].fetch_sub(1, std::memory_order_seq_cst);
+    }
+    records_[r].word.store(0, std::memory_order_seq_cst);
+  }
+  errno = saved_errno;
 }
 
 void ChangeGenerations::bump(const FileKey &key) {
@@ -149,6 +222,14 @@ uint64_t ChangeGenerations::everything() const {
 
 uint64_t ChangeGenerations::total() const {
   return total_ ? total_->load(std::memory_order_seq_cst) : 0;
+}
+
+void ChangeGenerations::hold_file_of(int fd) {
+  if (!counters_) return;
+  const int saved_errno = errno;
+  struct stat st;
+  if (fstat(fd, &st) == 0 && S_ISREG(st.st_mode)) hold(key_of(st));
+  errno = saved_errno;
 }
 
 void ChangeGenerations::bump_file_of(int fd) {

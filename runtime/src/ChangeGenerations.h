@@ -1,11 +1,14 @@
 // The node's change generations (docs/design/coherence.md, rule 2): one counter per file
 // (device and inode, hashed into a fixed table), in a shared-memory segment of the user's
 // that every process running under ppios on the node maps. A process bumps a file's
-// counter after each change it made to the file; a prefetched entry records the counter
-// at its fetch start, and at an acquire point an entry whose counter moved is dropped.
+// counter after each change it made to the file; a prefetched entry records the file's
+// generation at its fetch start and is served only while the generation is still that.
+// A file that a process changes through a channel the runtime cannot bracket (a shared
+// writable mapping, a writing stdio stream) is *held* by it: while any process holds it,
+// its generation is kHeld, which no entry has and none is fetched with.
 //
 // Two files may share a counter: a collision only drops more. The table has no keys, no
-// insertion and no lock: a bump is one atomic increment, a look one atomic load.
+// insertion and no lock: a bump is one atomic increment, a look two atomic loads.
 //
 // Without the segment (no /dev/shm, a segment of the name planted by someone else) the
 // table is unavailable, and callers must treat every file as changed at every acquire
@@ -21,6 +24,8 @@
 
 namespace ppios {
 
+struct HoldRecord;
+
 class ChangeGenerations {
  public:
   // Maps the user's segment (kSegmentDir + segment_name()), creating it if needed. Never
@@ -34,8 +39,20 @@ class ChangeGenerations {
   static ChangeGenerations *open_segment(const std::string &path, std::string *why);
 
   bool available() const { return counters_ != nullptr; }
-  // The counter of `key` (0 when unavailable).
+  // The generation of `key`: kHeld while a process holds it, else its counter plus the
+  // count of bump_everything()s (0 when unavailable).
   uint64_t current(const FileKey &key) const;
+  static constexpr uint64_t kHeld = UINT64_MAX;
+  // This process holds `key` from hold() to unhold(), which bumps it first (the channel's
+  // last changes are in). Each hold is recorded with the pid, so that the holds of a
+  // process that died are given back (reclaim_dead_holders). Async-signal-safe.
+  void hold(const FileKey &key);
+  void unhold(const FileKey &key);
+  // Gives back, bumping their files, the holds of processes that no longer exist: at the
+  // table's opening, and when a child is reaped.
+  void reclaim_dead_holders();
+  // hold() of the file behind `fd`, where the runtime may not be entered: as bump_file_of.
+  void hold_file_of(int fd);
   // After a change of `key` completed.
   void bump(const FileKey &key);
   // How many bumps the table has seen, of any file: an acquire point at which it has not
@@ -54,6 +71,7 @@ class ChangeGenerations {
   const std::string &unavailable_reason() const { return why_; }
 
   static constexpr size_t kCounters = 1u << 16;
+  static constexpr size_t kHoldRecords = 4096;
   static std::string segment_name();
 
  private:
@@ -62,6 +80,8 @@ class ChangeGenerations {
   std::atomic<uint64_t> *counters_ = nullptr;
   std::atomic<uint64_t> *total_ = nullptr;
   std::atomic<uint64_t> *everything_ = nullptr;
+  std::atomic<uint32_t> *holders_ = nullptr;  // per counter: holds now
+  HoldRecord *records_ = nullptr;             // kHoldRecords: who holds which counter
   std::string why_;
 };
 

@@ -16,8 +16,6 @@ Coherence::Coherence(PrefetchCache &cache, ChangeGenerations &generations, bool 
       exact_(generations.available() && generations_cover_job),
       one_node_(generations_cover_job) {
   cache_.set_generation_source([this](const FileKey &key) { return generations_.current(key); });
-  // Whatever was dropped for everyone before this process cached anything is no news.
-  seen_everything_.store(generations_.everything(), std::memory_order_relaxed);
   // Children made before the runtime started (a launcher's exec keeps none, but a program
   // may fork before MPI_Init) are writers the table does not see too.
   siginfo_t info{};
@@ -54,34 +52,33 @@ void Coherence::end_change(const FileKey &key) {
 
 void Coherence::hold(const FileKey &key) {
   cache_.hold_file(key);
-  {
-    std::lock_guard<std::mutex> lock(held_mu_);
-    ++held_[key];
-    holds_.fetch_add(1, std::memory_order_relaxed);
-  }
+  generations_.hold(key);  // every process of the node: not served while held
+  std::lock_guard<std::mutex> lock(held_mu_);
+  ++held_[key];
 }
 
 void Coherence::unhold(const FileKey &key) {
   {
     std::lock_guard<std::mutex> lock(held_mu_);
     auto it = held_.find(key);
-    if (it != held_.end()) {
-      holds_.fetch_sub(1, std::memory_order_relaxed);
-      if (--it->second == 0) held_.erase(it);
-    }
+    if (it == held_.end()) return;
+    if (--it->second == 0) held_.erase(it);
   }
   changed(key);
+  generations_.unhold(key);  // bumps first: what the channel changed is in
   cache_.unhold_file(key);
 }
 
 void Coherence::release_point() {
-  if (children_may_write()) {
-    generations_.bump_everything();  // after whatever the children did that this one knows of
-    settle_children();
-  }
-  if (holds_.load(std::memory_order_relaxed) == 0) return;  // the MT's own hold()s only
-  std::lock_guard<std::mutex> lock(held_mu_);
-  for (const auto &[key, holds] : held_) generations_.bump(key);
+  if (!children_may_write()) return;
+  generations_.bump_everything();  // after whatever the children did that this one knows of
+  settle_children();
+}
+
+void Coherence::child_reaped() {
+  note_child();  // one made where no wrapper saw it (clone, a library's spawn)
+  generations_.reclaim_dead_holders();  // what it held through a mapping is in
+  acquire_point();
 }
 
 std::string Coherence::mode() const {
@@ -92,23 +89,19 @@ std::string Coherence::mode() const {
 
 void Coherence::acquire_point() {
   const bool children = children_may_write();
-  // Nothing bumped anywhere since the last look that completed: nothing moved. The total
-  // is read before the files' counters and everything(), and each bump raises it after
-  // them, so a bump this look misses leaves the total it stores behind the table's. It
-  // is stored once the look is over: another thread's acquire point meanwhile looks for
-  // itself.
+  // Nothing bumped or held anywhere since the last look that completed: nothing moved.
+  // The total is read before the files' generations, and each bump or hold raises it
+  // after them, so a change this look misses leaves the total it stores behind the
+  // table's. It is stored once the look is over: another thread's acquire point
+  // meanwhile looks for itself.
   const uint64_t total = generations_.total();
   if (!children && exact_ && seen_total_.load(std::memory_order_acquire) == total) return;
-  const uint64_t everything = generations_.everything();
-  if (children || !exact_ || everything != seen_everything_.load(std::memory_order_acquire)) {
+  if (children || !exact_) {
     drop_everything();  // without an exact table every file counts as changed
   } else {
     cache_.drop_changed([this](const FileKey &key) { return generations_.current(key); });
   }
-  if (exact_) {
-    seen_everything_.store(everything, std::memory_order_release);
-    seen_total_.store(total, std::memory_order_release);
-  }
+  if (exact_) seen_total_.store(total, std::memory_order_release);
 }
 
 }  // namespace ppios

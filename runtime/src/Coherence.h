@@ -39,14 +39,16 @@ class Coherence {
 
   // A file that changes through a channel whose changes the runtime cannot bracket (a
   // stdio stream that writes it, a shared writable mapping, a nonblocking MPI-IO write)
-  // is held: nothing of it is cached or served, and its generation is bumped at every
-  // release point, so that other processes drop what they fetched of it at their next
-  // acquire point. unhold() is an own change (the channel's last bytes are in the file).
+  // is held: nothing of it is cached or served, here or in any process of the node (the
+  // table's hold). unhold() is an own change (the channel's last bytes are in the file).
   void hold(const FileKey &key);
   void unhold(const FileKey &key);
+  // A hold still taken at exit is given back once the process is gone
+  // (ChangeGenerations::reclaim_dead_holders): exit flushes stdio streams after the
+  // runtime's last word.
 
-  // A release point of the MT (before an MPI call that may order this process's changes
-  // before another process's reads): bumps the held files.
+  // A release point of the MT (before a call that may order this process's changes
+  // before another process's reads): tells the node when a child may have changed files.
   void release_point();
   // An acquire point of the MT.
   void acquire_point();
@@ -57,6 +59,9 @@ class Coherence {
   // processes of the node to do the same (ChangeGenerations::bump_everything).
   // Async-signal-safe (an atomic increment): it runs in pthread_atfork's parent handler.
   static void note_child();
+  // After a wait that reaped a child: an acquire point after a writer the table does not
+  // see, and the holds of the processes gone are given back.
+  void child_reaped();
 
   // For the statistics: "exact", or why every acquire point drops everything.
   std::string mode() const;
@@ -75,12 +80,9 @@ class Coherence {
   const bool one_node_;
   // The table's total() at the last acquire point that looked (UINT64_MAX: none yet).
   std::atomic<uint64_t> seen_total_{UINT64_MAX};
-  // The table's everything() at the last acquire point that looked.
-  std::atomic<uint64_t> seen_everything_{0};
   // note_child()s so far, and how many of them a look found gone (no child left).
   static std::atomic<uint64_t> children_noted_;
   static std::atomic<uint64_t> children_settled_;
-  std::atomic<int> holds_{0};  // how many files are held: release points skip the lock when 0
   std::mutex held_mu_;  // a leaf
   std::map<FileKey, int> held_;  // guarded by held_mu_: how many holds each file has
 };

@@ -168,12 +168,18 @@ void *__wrap_mmap(void *addr, size_t length, int prot, int flags, int fd, off_t 
   void *mapped = mmap(addr, length, prot, flags, fd, offset);
   // A shared mapping of a descriptor open for writing can be made writable later
   // (mprotect), and a store through it changes the file without a call the runtime sees.
-  if (mapped != MAP_FAILED && fd >= 0 && !(flags & MAP_ANONYMOUS) && (flags & MAP_SHARED) &&
-      !ppios::pass_through()) {
+  // Where the runtime may not be entered (a forked child, a handler) the node's table
+  // still learns of it, lock-free: the hold lasts until the process is gone.
+  if (mapped != MAP_FAILED && fd >= 0 && !(flags & MAP_ANONYMOUS) && (flags & MAP_SHARED)) {
+    ppios::ErrnoGuard errno_guard;
     const int access = fcntl(fd, F_GETFL);
     if ((prot & PROT_WRITE) || (access >= 0 && (access & O_ACCMODE) == O_RDWR)) {
-      RuntimeScope scope(__builtin_return_address(0));
-      hold_mapped_file(fd);
+      if (ppios::pass_through()) {
+        ppios::ChangeGenerations::node().hold_file_of(fd);
+      } else {
+        RuntimeScope scope(__builtin_return_address(0));
+        hold_mapped_file(fd);
+      }
     }
   }
   return mapped;

@@ -70,6 +70,9 @@ ReserveResult PrefetchCache::reserve(const FileKey &key, const FileStamp &stamp,
     room_cv_.wait(lock);
     --room_waiters_;
   }
+  // Read before any byte of the entry is: what changes the file after this moves it.
+  const uint64_t generation = generation_source_ ? generation_source_(key) : 0;
+  if (generation == kHeldGeneration) return ReserveResult::Busy;  // held by another process
   auto *e = new CacheEntry;
   e->key = key;
   e->stamp = stamp;
@@ -77,7 +80,7 @@ ReserveResult PrefetchCache::reserve(const FileKey &key, const FileStamp &stamp,
   e->length = length;
   e->reserved = length;
   e->seq = seq;
-  e->generation = generation_source_ ? generation_source_(key) : 0;
+  e->generation = generation;
   FileEntries &file = files_[key];
   file.by_offset.emplace(offset, e);
   file.generation_floor = std::min(file.generation_floor, e->generation);
@@ -159,6 +162,9 @@ ServeResult PrefetchCache::serve(const FileKey &key, const FileStamp &stamp, off
   };
   std::vector<Piece> pieces;
   ServeResult result;
+  // The file's generation as the read starts: an entry fetched before a change that
+  // completed since (by any process of the node) has another one (rule 2).
+  const uint64_t generation = generation_source_ ? generation_source_(key) : 0;
   std::unique_lock<std::mutex> lock(mu_);
   auto it = files_.find(key);
   if (it == files_.end() || it->second.holds > 0) return result;
@@ -169,7 +175,7 @@ ServeResult PrefetchCache::serve(const FileKey &key, const FileStamp &stamp, off
   while (pos < end) {
     CacheEntry *e = best_entry(file, pos);
     if (e == nullptr) break;
-    if (e->stamp != stamp) {  // the file changed behind our back
+    if (e->stamp != stamp || e->generation != generation) {  // the file changed since
       unlink_entry(e);
       ++counters_.invalidated_entries;
       maybe_free(e);

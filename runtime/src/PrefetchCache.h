@@ -7,10 +7,11 @@
 // for good or make the MT wait.
 //
 // Which entries may be served is decided by one rule, docs/design/coherence.md: an own
-// change of a file drops every entry of it (begin_change/end_change), an acquire point
-// drops the entries whose file's change generation moved since their fetch start
-// (drop_changed), and serve() takes an entry only while the file's stamp is the one seen
-// at its fetch start. An entry is never re-stamped.
+// change of a file drops every entry of it (begin_change/end_change), and serve() takes
+// an entry only while the file's change generation (of the node's table) and its stamp
+// are the ones seen at its fetch start; an acquire point drops what no longer is
+// (drop_changed), and everything where the table cannot tell. An entry is never
+// re-stamped.
 //
 // Entry life: reserve() -> filling (owned by the fetching thread, which appends bytes
 // with fill_pointer()/filled()) -> finish() -> complete (served to the MT, removed when
@@ -110,8 +111,11 @@ class PrefetchCache {
   // differs from the one at its fetch start. Returns how many were dropped.
   size_t drop_changed(const std::function<uint64_t(const FileKey &)> &current);
   // Where an entry's generation comes from (ChangeGenerations::current), read under the
-  // cache's lock at its reservation, before any of its bytes is read. Set once, before
-  // any prefetch; without it every generation is 0.
+  // cache's lock at its reservation, before any of its bytes is read, and again as each
+  // serve() starts: an entry is served only while its file's generation is the one it was
+  // fetched with. kHeldGeneration: the file is held by some process, and nothing of it is
+  // reserved. Set once, before any prefetch; without it every generation is 0.
+  static constexpr uint64_t kHeldGeneration = UINT64_MAX;
   void set_generation_source(std::function<uint64_t(const FileKey &)> source) {
     generation_source_ = std::move(source);
   }

@@ -54,10 +54,7 @@ void coherence_step(const void *site, void (Coherence::*step)()) {
 
 void release_point(const void *site) { coherence_step(site, &Coherence::release_point); }
 void acquire_point(const void *site) { coherence_step(site, &Coherence::acquire_point); }
-void acquire_after_child(const void *site) {
-  Coherence::note_child();  // one made where no wrapper saw it (clone, a library's spawn)
-  acquire_point(site);
-}
+void acquire_after_child(const void *site) { coherence_step(site, &Coherence::child_reaped); }
 
 }  // namespace ppios
 

@@ -133,18 +133,19 @@ size_t served(PrefetchCache &cache, const FileKey &file, off_t offset, size_t le
 
 }  // namespace
 
-TEST(Coherence, AnotherProcessesChangeIsDroppedAtTheNextAcquirePointOnly) {
+TEST(Coherence, AnotherProcessesCompletedChangeIsNeverServed) {
   PrefetchCache cache(1 << 20);
   std::unique_ptr<ChangeGenerations> table(ChangeGenerations::make_private());
   Coherence coherence(cache, *table, true);
   const FileKey input{8, 100}, shared{8, 200};
   ASSERT_TRUE(fetch(cache, input, 0, 512, 1));
   ASSERT_TRUE(fetch(cache, shared, 0, 512, 2));
-  table->bump(shared);  // another process's change, not yet ordered before our reads
-  EXPECT_EQ(served(cache, shared, 0, 256), 256u) << "no acquire point yet: the old bytes are legal";
-  coherence.acquire_point();
-  EXPECT_EQ(served(cache, shared, 256, 256), 0u);
+  EXPECT_EQ(served(cache, shared, 0, 256), 256u);
+  table->bump(shared);  // another process's change completed
+  EXPECT_EQ(served(cache, shared, 256, 256), 0u) << "served only while the generation is the fetch's";
   EXPECT_EQ(served(cache, input, 0, 512), 512u) << "a file nobody changed keeps its bytes";
+  ASSERT_TRUE(fetch(cache, shared, 0, 512, 3));
+  EXPECT_EQ(served(cache, shared, 0, 512), 512u) << "fetched after the change";
 }
 
 TEST(Coherence, AnOwnChangeBumpsForOthersAndDropsHere) {
@@ -161,20 +162,50 @@ TEST(Coherence, AnOwnChangeBumpsForOthersAndDropsHere) {
   EXPECT_EQ(served(cache, file, 0, 512), 0u);
 }
 
-TEST(Coherence, HeldFilesAreBumpedAtEveryReleasePoint) {
-  PrefetchCache cache(1 << 20);
+TEST(Coherence, AFileHeldByAnyProcessIsNeitherServedNorFetched) {
   std::unique_ptr<ChangeGenerations> table(ChangeGenerations::make_private());
-  Coherence coherence(cache, *table, true);
+  PrefetchCache writer_cache(1 << 20), reader_cache(1 << 20);
+  Coherence writer(writer_cache, *table, true), reader(reader_cache, *table, true);
   const FileKey file{8, 400};
-  coherence.hold(file);
+  ASSERT_TRUE(fetch(reader_cache, file, 0, 512, 1));
+  writer.hold(file);  // a shared writable mapping: stores change it unseen from now on
+  EXPECT_EQ(served(reader_cache, file, 0, 512), 0u);
+  EXPECT_FALSE(fetch(reader_cache, file, 0, 512, 2)) << "nothing of a held file is fetched";
+  writer.hold(file);
+  writer.unhold(file);
+  EXPECT_FALSE(fetch(reader_cache, file, 0, 512, 3)) << "still held once";
+  writer.unhold(file);
+  ASSERT_TRUE(fetch(reader_cache, file, 0, 512, 4));
+  EXPECT_EQ(served(reader_cache, file, 0, 512), 512u) << "fetched after the last store";
+}
+
+TEST(ChangeGenerations, TheHoldsOfAProcessThatDiedAreGivenBack) {
+  const std::string path = scratch_path("holds");
+  Unlink cleanup{path};
+  std::string why;
+  std::unique_ptr<ChangeGenerations> table(ChangeGenerations::open_segment(path, &why));
+  ASSERT_TRUE(table->available()) << why;
+  const FileKey file{8, 4343}, other{8, 4344};
   const uint64_t before = table->current(file);
-  coherence.release_point();
-  coherence.release_point();
-  EXPECT_EQ(table->current(file), before + 2);
-  coherence.unhold(file);
+  table->hold(other);  // a live holder's hold is kept
+  pid_t child = fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    std::unique_ptr<ChangeGenerations> mine(ChangeGenerations::open_segment(path, nullptr));
+    mine->hold(file);
+    _exit(mine->current(file) == ChangeGenerations::kHeld ? 0 : 1);
+  }
+  int status = 0;
+  ASSERT_EQ(waitpid(child, &status, 0), child);
+  ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+  EXPECT_EQ(table->current(file), ChangeGenerations::kHeld) << "a hold outlives its process";
+  table->reclaim_dead_holders();
   const uint64_t after = table->current(file);
-  coherence.release_point();
-  EXPECT_EQ(table->current(file), after) << "released: no more bumps";
+  EXPECT_NE(after, ChangeGenerations::kHeld);
+  EXPECT_NE(after, before) << "what the dead holder stored is in: the file moved";
+  EXPECT_EQ(table->current(other), ChangeGenerations::kHeld);
+  table->unhold(other);
+  EXPECT_NE(table->current(other), ChangeGenerations::kHeld);
 }
 
 TEST(Coherence, WithoutAnExactTableEveryAcquirePointDropsEverything) {
@@ -187,16 +218,14 @@ TEST(Coherence, WithoutAnExactTableEveryAcquirePointDropsEverything) {
   EXPECT_EQ(served(cache, file, 0, 512), 0u);
 }
 
-TEST(Coherence, EverythingBumpedElsewhereIsDroppedAtTheNextAcquirePoint) {
+TEST(Coherence, EverythingBumpedElsewhereIsNeverServed) {
   PrefetchCache cache(1 << 20);
   std::unique_ptr<ChangeGenerations> table(ChangeGenerations::make_private());
   Coherence coherence(cache, *table, true);
   const FileKey file{8, 600};
   ASSERT_TRUE(fetch(cache, file, 0, 512, 1));
   table->bump_everything();  // another process's child changed files nobody can name
-  EXPECT_EQ(served(cache, file, 0, 256), 256u) << "no acquire point yet";
-  coherence.acquire_point();
-  EXPECT_EQ(served(cache, file, 256, 256), 0u);
+  EXPECT_EQ(served(cache, file, 0, 256), 0u);
   ASSERT_TRUE(fetch(cache, file, 0, 512, 2));
   coherence.acquire_point();
   EXPECT_EQ(served(cache, file, 0, 512), 512u) << "fetched after the news: kept";
