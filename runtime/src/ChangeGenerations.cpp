@@ -224,19 +224,11 @@ uint64_t ChangeGenerations::total() const {
   return total_ ? total_->load(std::memory_order_seq_cst) : 0;
 }
 
-void ChangeGenerations::hold_file_of(int fd) {
+void ChangeGenerations::for_file_of(int fd, void (ChangeGenerations::*what)(const FileKey &)) {
   if (!counters_) return;
   const int saved_errno = errno;
   struct stat st;
-  if (fstat(fd, &st) == 0 && S_ISREG(st.st_mode)) hold(key_of(st));
-  errno = saved_errno;
-}
-
-void ChangeGenerations::bump_file_of(int fd) {
-  if (!counters_) return;
-  const int saved_errno = errno;
-  struct stat st;
-  if (fstat(fd, &st) == 0 && S_ISREG(st.st_mode)) bump(key_of(st));
+  if (fstat(fd, &st) == 0 && S_ISREG(st.st_mode)) (this->*what)(key_of(st));
   errno = saved_errno;
 }
 

@@ -52,7 +52,7 @@ class ChangeGenerations {
   // table's opening, and when a child is reaped.
   void reclaim_dead_holders();
   // hold() of the file behind `fd`, where the runtime may not be entered: as bump_file_of.
-  void hold_file_of(int fd);
+  void hold_file_of(int fd) { for_file_of(fd, &ChangeGenerations::hold); }
   // After a change of `key` completed.
   void bump(const FileKey &key);
   // How many bumps the table has seen, of any file: an acquire point at which it has not
@@ -66,7 +66,7 @@ class ChangeGenerations {
   uint64_t everything() const;
   // After a change through `fd`, where the runtime may not be entered (a signal handler,
   // a forked child): async-signal-safe (fstat and an atomic increment); errno is kept.
-  void bump_file_of(int fd);
+  void bump_file_of(int fd) { for_file_of(fd, &ChangeGenerations::bump); }
   // Why the table is unavailable ("" if it is available).
   const std::string &unavailable_reason() const { return why_; }
 
@@ -77,6 +77,8 @@ class ChangeGenerations {
  private:
   ChangeGenerations() = default;
   size_t index_of(const FileKey &key) const;
+  // `what` for the regular file behind `fd` (fstat and atomics only; errno is kept).
+  void for_file_of(int fd, void (ChangeGenerations::*what)(const FileKey &));
   std::atomic<uint64_t> *counters_ = nullptr;
   std::atomic<uint64_t> *total_ = nullptr;
   std::atomic<uint64_t> *everything_ = nullptr;

@@ -14,6 +14,7 @@
 #include <sys/mman.h>
 #include <unistd.h>
 #include "hz.h"
+#include "hz_files.h"
 
 enum { kSize = 16384 };
 
@@ -59,9 +60,7 @@ int main(int argc, char **argv) {
       }
     }
     close(ffd);
-    snprintf(line, sizeof line, "first read: %c%c %016llx\nsecond read: %c%c %016llx\n", buf[0],
-             buf[kSize / 2 - 1], (unsigned long long)hz_sum(0, buf, kSize / 2), buf[kSize / 2],
-             buf[kSize - 1], (unsigned long long)hz_sum(0, buf + kSize / 2, kSize / 2));
+    hz_describe_halves(line, sizeof line, buf, kSize);
     close(rfd);
   }
   if (errs) MPI_Abort(MPI_COMM_WORLD, 6);

@@ -17,6 +17,7 @@
 #include <sys/mman.h>
 #include <unistd.h>
 #include "hz.h"
+#include "hz_files.h"
 
 enum { kSize = 16384 };
 
@@ -79,9 +80,7 @@ int main(int argc, char **argv) {
       if (i == 0) errs += take_lock(lfd, ofd) != 0;  /* after rank 1's close */
     }
     close(lfd);
-    snprintf(line, sizeof line, "first read: %c%c %016llx\nsecond read: %c%c %016llx\n", buf[0],
-             buf[kSize / 2 - 1], (unsigned long long)hz_sum(0, buf, kSize / 2), buf[kSize / 2],
-             buf[kSize - 1], (unsigned long long)hz_sum(0, buf + kSize / 2, kSize / 2));
+    hz_describe_halves(line, sizeof line, buf, kSize);
     close(rfd);
   }
   if (errs) MPI_Abort(MPI_COMM_WORLD, 6);

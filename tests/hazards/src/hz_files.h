@@ -23,4 +23,13 @@ static inline void hz_numbered_lines(const char *path, const char *word, int cou
   if (fclose(w) != 0) MPI_Abort(MPI_COMM_WORLD, 1);
 }
 
+/* Describes the two halves of `buf` (`size` bytes) read from a file another process
+ * changed between them: each half's first and last byte and its checksum. */
+static inline void hz_describe_halves(char *line, size_t n, const char *buf, size_t size) {
+  const size_t half = size / 2;
+  snprintf(line, n, "first read: %c%c %016llx\nsecond read: %c%c %016llx\n", buf[0], buf[half - 1],
+           (unsigned long long)hz_sum(0, buf, half), buf[half], buf[size - 1],
+           (unsigned long long)hz_sum(0, buf + half, half));
+}
+
 #endif
