@@ -67,9 +67,9 @@ void check_open_2(int flags) {
 }
 
 // A regular file mapped shared, writable or from a descriptor open for writing: its bytes
-// change with every store through the mapping, which the runtime never sees, so the cache
-// never serves it again (the hold is never released; PT prefetches of it are refused too,
-// and other processes see it changed at each release point).
+// change with every store through the mapping, which the runtime never sees, so no
+// process of the node caches or serves it while this one lives (the hold is never
+// released; the table gives it back once the process is gone).
 void hold_mapped_file(int fd) {
   ppios::ErrnoGuard errno_guard;
   ppios::Runtime &rt = ppios::Runtime::get();

@@ -211,8 +211,8 @@ bool refill_last_block(FILE *stream, const CachedFile &file, off_t read_from, of
   return ppios::refilled_stream(stream, read_from, at, bytes.get(), got, kept);
 }
 
-// A stream that may write a regular file holds the file out of the cache from its open
-// to its close (docs/design/coherence.md): whatever call writes through it (fwrite,
+// A stream that may write a regular file holds the file out of every process's cache
+// from its open to its close (docs/design/coherence.md): whatever call writes through it (fwrite,
 // fputs, fprintf, putc and its macro), its bytes reach the file at a time only glibc
 // knows. The close is an own change.
 void hold_for_writer(FILE *stream, const FileKey &key) {
