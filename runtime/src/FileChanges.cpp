@@ -8,6 +8,7 @@
 // On the PT every one of them fails with EBADF: the PT never changes a file. Where the
 // runtime may not be entered (a signal handler, a forked child), the change still bumps
 // the file's generation, lock-free, for the other processes.
+#include <aio.h>
 #include <fcntl.h>
 #include <sys/sendfile.h>
 #include <sys/stat.h>
@@ -114,6 +115,14 @@ ssize_t write_fd(int fd, const void *site, const std::function<ssize_t()> &call)
 
 }  // namespace
 
+void ppios::hold_for_good(int fd, const void *site) {
+  ppios::ErrnoGuard errno_guard;
+  if (ppios::pass_through()) return ppios::ChangeGenerations::node().hold_file_of(fd);
+  RuntimeScope scope(site);
+  FileKey key;
+  if (ppios::probe_regular_file(fd, &key)) Runtime::get().coherence().hold(key);
+}
+
 extern "C" {
 
 // ------------------------------------------------------------------ writes
@@ -200,6 +209,51 @@ int __wrap_truncate(const char *path, off_t length) {
 
 int __wrap_truncate64(const char *path, off64_t length) {
   return change_path(path, __builtin_return_address(0), [&] { return truncate64(path, length); });
+}
+
+// ------------------------------------------------------------------ asynchronous writes
+// An asynchronous write changes its file at moments only the kernel knows, until the
+// program learns it completed: the file is held for the rest of the process, as a shared
+// writable mapping is. The PT never writes.
+
+int __wrap_aio_write(struct aiocb *request) {
+  if (ppios::on_pt()) {
+    errno = EBADF;
+    return -1;
+  }
+  if (request != nullptr) ppios::hold_for_good(request->aio_fildes, __builtin_return_address(0));
+  return aio_write(request);
+}
+
+int __wrap_aio_write64(struct aiocb64 *request) {
+  if (ppios::on_pt()) {
+    errno = EBADF;
+    return -1;
+  }
+  if (request != nullptr) ppios::hold_for_good(request->aio_fildes, __builtin_return_address(0));
+  return aio_write64(request);
+}
+
+int __wrap_lio_listio(int mode, struct aiocb *const list[], int count, struct sigevent *notify) {
+  if (ppios::on_pt()) {
+    errno = EBADF;
+    return -1;
+  }
+  for (int i = 0; list != nullptr && i < count; ++i)
+    if (list[i] != nullptr && list[i]->aio_lio_opcode == LIO_WRITE)
+      ppios::hold_for_good(list[i]->aio_fildes, __builtin_return_address(0));
+  return lio_listio(mode, list, count, notify);
+}
+
+int __wrap_lio_listio64(int mode, struct aiocb64 *const list[], int count, struct sigevent *notify) {
+  if (ppios::on_pt()) {
+    errno = EBADF;
+    return -1;
+  }
+  for (int i = 0; list != nullptr && i < count; ++i)
+    if (list[i] != nullptr && list[i]->aio_lio_opcode == LIO_WRITE)
+      ppios::hold_for_good(list[i]->aio_fildes, __builtin_return_address(0));
+  return lio_listio64(mode, list, count, notify);
 }
 
 }  // extern "C"

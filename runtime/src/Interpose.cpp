@@ -66,17 +66,6 @@ void check_open_2(int flags) {
   if ((flags & O_CREAT) || (flags & O_TMPFILE) == O_TMPFILE) __chk_fail();
 }
 
-// A regular file mapped shared, writable or from a descriptor open for writing: its bytes
-// change with every store through the mapping, which the runtime never sees, so no
-// process of the node caches or serves it while this one lives (the hold is never
-// released; the table gives it back once the process is gone).
-void hold_mapped_file(int fd) {
-  ppios::ErrnoGuard errno_guard;
-  ppios::Runtime &rt = ppios::Runtime::get();
-  ppios::FileKey key;
-  if (ppios::probe_regular_file(fd, &key)) rt.coherence().hold(key);
-}
-
 // fscanf and glibc's ISO C99 one (__isoc99_fscanf, what <stdio.h> names fscanf unless
 // _GNU_SOURCE is defined) differ only in the vfscanf that does the work.
 int scan_any(FILE *stream, const char *format, va_list ap, bool c99, const void *site) {
@@ -167,20 +156,13 @@ void *__wrap_mmap(void *addr, size_t length, int prot, int flags, int fd, off_t 
   if (fd >= 0 && !(flags & MAP_ANONYMOUS) && pts_own(fd)) return MAP_FAILED;
   void *mapped = mmap(addr, length, prot, flags, fd, offset);
   // A shared mapping of a descriptor open for writing can be made writable later
-  // (mprotect), and a store through it changes the file without a call the runtime sees.
-  // Where the runtime may not be entered (a forked child, a handler) the node's table
-  // still learns of it, lock-free: the hold lasts until the process is gone.
+  // (mprotect), and a store through it changes the file without a call the runtime sees:
+  // no process of the node caches or serves the file while this one lives.
   if (mapped != MAP_FAILED && fd >= 0 && !(flags & MAP_ANONYMOUS) && (flags & MAP_SHARED)) {
     ppios::ErrnoGuard errno_guard;
     const int access = fcntl(fd, F_GETFL);
-    if ((prot & PROT_WRITE) || (access >= 0 && (access & O_ACCMODE) == O_RDWR)) {
-      if (ppios::pass_through()) {
-        ppios::ChangeGenerations::node().hold_file_of(fd);
-      } else {
-        RuntimeScope scope(__builtin_return_address(0));
-        hold_mapped_file(fd);
-      }
-    }
+    if ((prot & PROT_WRITE) || (access >= 0 && (access & O_ACCMODE) == O_RDWR))
+      ppios::hold_for_good(fd, __builtin_return_address(0));
   }
   return mapped;
 }

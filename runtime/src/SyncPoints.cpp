@@ -229,6 +229,18 @@ PPIOS_ACQUIRE_CALLS(PPIOS_DEFINE_ACQUIRE)
 // that make a child without running that handler note it here, before the child exists.
 // The PT never makes a child.
 
+// _Fork runs no pthread_atfork handler: the child is marked here, as the handler would.
+pid_t __wrap__Fork(void) {
+  if (ppios::on_pt()) {
+    errno = EAGAIN;
+    return -1;
+  }
+  ppios::Coherence::note_child();
+  const pid_t pid = _Fork();
+  if (pid == 0) ppios::g_forked_child.store(true, std::memory_order_relaxed);
+  return pid;
+}
+
 pid_t __wrap_vfork(void) {
   if (ppios::on_pt()) {
     errno = EAGAIN;

@@ -32,4 +32,10 @@ inline auto dispatch(const void *site, Pt &&pt, Real &&real, Mt &&mt) -> decltyp
   return mt();
 }
 
+// A regular file behind the program's descriptor `fd` changes from now on at moments the
+// runtime does not see (stores through a shared writable mapping, an asynchronous write
+// in flight): it is held, node-wide, for the rest of the process (FileChanges.cpp).
+// Where the runtime may not be entered the table still learns of it, lock-free.
+void hold_for_good(int fd, const void *site);
+
 }  // namespace ppios
