@@ -38,7 +38,8 @@ void Coherence::settle_children() {
 }
 
 void Coherence::drop_everything() {
-  cache_.drop_changed([](const FileKey &) { return UINT64_MAX; });
+  // No entry has the held generation (nothing is fetched while its file is held).
+  cache_.drop_changed([](const FileKey &) { return PrefetchCache::kHeldGeneration; });
 }
 
 void Coherence::begin_change(const FileKey &key) { cache_.begin_change(key); }

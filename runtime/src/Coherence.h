@@ -1,11 +1,13 @@
 // The runtime's side of the coherence rule (docs/design/coherence.md): what an own change
-// of a file and an acquire point do to the prefetched bytes of the process, the cache's
-// entries and the bytes the MT's streams hold past what the original's stream would.
+// of a file, a hold, and a release or acquire point do to the prefetched bytes of the
+// process and to the node's change table.
 //
-// Own changes come from the MT's wrappers of every call that can change a file; acquire
-// points from the MT's wrappers of the MPI calls that can order another process's change
-// before the MT's next read, and of file-lock acquisition. Both are cheap when nothing is
-// cached: the cache and the stream list are empty.
+// Other processes' changes need nothing here: the cache serves an entry only while its
+// file's generation in the table is the one it was fetched with (PrefetchCache::serve).
+// Own changes come from the MT's wrappers of every call that can change a file; holds
+// from the channels whose changes no call brackets; release and acquire points from the
+// wrappers of the calls that synchronize processes, which matter only where the table
+// cannot tell (children that exec'd, no table, a job on several nodes).
 #pragma once
 
 #include <atomic>
