@@ -113,6 +113,13 @@ ssize_t write_fd(int fd, const void *site, const std::function<ssize_t()> &call)
   return rt.mt_write(known ? &key : nullptr, -1, call, reaches);
 }
 
+// An asynchronous write of one request, or of a list's LIO_WRITE requests: each file is
+// held (hold_for_good) before `call` starts the writes.
+template <class Request, class Call>
+int async_write_one(Request *request, const void *site, Call call);
+template <class Request, class Call>
+int async_write_list(Request *const *list, int count, const void *site, Call call);
+
 }  // namespace
 
 void ppios::hold_for_good(int fd, const void *site) {
@@ -122,6 +129,31 @@ void ppios::hold_for_good(int fd, const void *site) {
   FileKey key;
   if (ppios::probe_regular_file(fd, &key)) Runtime::get().coherence().hold(key);
 }
+
+namespace {
+
+template <class Request, class Call>
+int async_write_one(Request *request, const void *site, Call call) {
+  if (ppios::on_pt()) {  // the PT never writes
+    errno = EBADF;
+    return -1;
+  }
+  if (request != nullptr) ppios::hold_for_good(request->aio_fildes, site);
+  return call();
+}
+
+template <class Request, class Call>
+int async_write_list(Request *const *list, int count, const void *site, Call call) {
+  if (ppios::on_pt()) {
+    errno = EBADF;
+    return -1;
+  }
+  for (int i = 0; list != nullptr && i < count; ++i)
+    if (list[i] != nullptr && list[i]->aio_lio_opcode == LIO_WRITE) ppios::hold_for_good(list[i]->aio_fildes, site);
+  return call();
+}
+
+}  // namespace
 
 extern "C" {
 
@@ -217,43 +249,21 @@ int __wrap_truncate64(const char *path, off64_t length) {
 // writable mapping is. The PT never writes.
 
 int __wrap_aio_write(struct aiocb *request) {
-  if (ppios::on_pt()) {
-    errno = EBADF;
-    return -1;
-  }
-  if (request != nullptr) ppios::hold_for_good(request->aio_fildes, __builtin_return_address(0));
-  return aio_write(request);
+  return async_write_one(request, __builtin_return_address(0), [&] { return aio_write(request); });
 }
 
 int __wrap_aio_write64(struct aiocb64 *request) {
-  if (ppios::on_pt()) {
-    errno = EBADF;
-    return -1;
-  }
-  if (request != nullptr) ppios::hold_for_good(request->aio_fildes, __builtin_return_address(0));
-  return aio_write64(request);
+  return async_write_one(request, __builtin_return_address(0), [&] { return aio_write64(request); });
 }
 
 int __wrap_lio_listio(int mode, struct aiocb *const list[], int count, struct sigevent *notify) {
-  if (ppios::on_pt()) {
-    errno = EBADF;
-    return -1;
-  }
-  for (int i = 0; list != nullptr && i < count; ++i)
-    if (list[i] != nullptr && list[i]->aio_lio_opcode == LIO_WRITE)
-      ppios::hold_for_good(list[i]->aio_fildes, __builtin_return_address(0));
-  return lio_listio(mode, list, count, notify);
+  return async_write_list(list, count, __builtin_return_address(0),
+                          [&] { return lio_listio(mode, list, count, notify); });
 }
 
 int __wrap_lio_listio64(int mode, struct aiocb64 *const list[], int count, struct sigevent *notify) {
-  if (ppios::on_pt()) {
-    errno = EBADF;
-    return -1;
-  }
-  for (int i = 0; list != nullptr && i < count; ++i)
-    if (list[i] != nullptr && list[i]->aio_lio_opcode == LIO_WRITE)
-      ppios::hold_for_good(list[i]->aio_fildes, __builtin_return_address(0));
-  return lio_listio64(mode, list, count, notify);
+  return async_write_list(list, count, __builtin_return_address(0),
+                          [&] { return lio_listio64(mode, list, count, notify); });
 }
 
 }  // extern "C"
