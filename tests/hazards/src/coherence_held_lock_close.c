@@ -42,10 +42,7 @@ int main(int argc, char **argv) {
   snprintf(path, sizeof path, "%s.dat", argv[1]);
   snprintf(lock, sizeof lock, "%s.lock", argv[1]);
   if (rank == 0) {
-    memset(buf, 'A', sizeof buf);
-    fd = open(path, O_CREAT | O_TRUNC | O_WRONLY, 0644);
-    if (fd < 0 || write(fd, buf, sizeof buf) != (ssize_t)sizeof buf) MPI_Abort(MPI_COMM_WORLD, 1);
-    close(fd);
+    hz_fill(path, 'A', kSize);
     fd = open(lock, O_CREAT | O_TRUNC | O_WRONLY, 0644);
     close(fd);
   }
@@ -54,9 +51,7 @@ int main(int argc, char **argv) {
   if (rank == 1) {
     lfd = open(lock, O_RDWR);
     if (lfd < 0 || take_lock(lfd, ofd) != 0) MPI_Abort(MPI_COMM_WORLD, 4);
-    fd = open(path, O_RDWR);
-    m = (char *)mmap(NULL, kSize, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-    if (fd < 0 || m == MAP_FAILED) MPI_Abort(MPI_COMM_WORLD, 3);
+    m = hz_map_shared(path, kSize, &fd);
     memset(m, 'B', kSize);                  /* faults: timestamps move */
     MPI_Barrier(MPI_COMM_WORLD);            /* release point: rank 0 may read B */
     usleep(500000);
