@@ -71,6 +71,14 @@ void *ppios_pt_realloc(void *ptr, size_t size) {
   return or_escape(block);
 }
 
+void *ppios_pt_vla(void **slot, size_t bytes) {
+  const size_t size = bytes == 0 ? 1 : bytes;  // realloc to 0 would free it
+  void *block = ppios_pt_realloc(*slot, size);  // escapes over budget; *slot stays freeable
+  *slot = block;
+  std::memset(block, 0, size);
+  return block;
+}
+
 void ppios_pt_free(void *ptr) {
   ppios::RuntimeScope scope;
   PtResources::get().release(ptr, Runtime::get().cache());

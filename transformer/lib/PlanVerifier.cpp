@@ -33,9 +33,16 @@ uint64_t PlanVerifier::stackBytes(const VarDecl *VD) {
   if (!VD->hasLocalStorage() || isa<ParmVarDecl>(VD))
     return 0;
   QualType T = VD->getType();
+  if (T->isVariableArrayType())
+    return Unbounded;
   if (T->isIncompleteType() || T->isVariablyModifiedType())
     return 0;
   return static_cast<uint64_t>(VD->getASTContext().getTypeSizeInChars(T).getQuantity());
+}
+
+std::string PlanVerifier::stackSize(const VarDecl *VD) {
+  uint64_t Bytes = stackBytes(VD);
+  return Bytes == Unbounded ? "sized only when it runs" : std::to_string(Bytes) + " bytes";
 }
 
 PlanVerifier::PlanVerifier(const ThreadPlan &Plan, const PrefetchPlanner &Planner)
@@ -121,8 +128,8 @@ void PlanVerifier::verifyOwnDeclarations() {
     if (stackBytes(VD) <= StackLimit || Plan.heapLocal(VD))
       return;
     Found.push_back({At ? Violation::Statement : Violation::Function, At, nullptr, nullptr,
-                     "declares " + quoted(VD) + ", " + std::to_string(stackBytes(VD)) +
-                         " bytes, on the prefetch thread's stack" + HeapRule});
+                     "declares " + quoted(VD) + ", " + stackSize(VD) +
+                         ", on the prefetch thread's stack" + HeapRule});
   };
   for (const VarDecl *VD : Plan.PrologueDeclared)
     Check(VD, nullptr);
@@ -190,9 +197,9 @@ std::string PlanVerifier::checkRuns(const Stmt *S, const Unit &U, bool AsWritten
       if (const auto *VD = dyn_cast<VarDecl>(D)) {
         // A declaration the PT runs as written puts the variable on its stack (the plan
         // turns one of a big local into a declaration of its heap block, Declares).
-        if (uint64_t Bytes = stackBytes(VD); Bytes > StackLimit)
-          return "declares " + quoted(VD) + ", " + std::to_string(Bytes) +
-                 " bytes, on the prefetch thread's stack" + HeapRule;
+        if (stackBytes(VD) > StackLimit)
+          return "declares " + quoted(VD) + ", " + stackSize(VD) + ", on the prefetch thread's stack" +
+                 HeapRule;
         if (const auto *A = VD->getAttr<CleanupAttr>())
           // The plan removes it from the PT's copy of a declaration statement it runs as
           // written (the PT's heap blocks are freed when the PT ends); anywhere else, or

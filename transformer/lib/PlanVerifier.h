@@ -16,8 +16,8 @@
 //   pointer parameters, no inline assembly, no cleanup function with effects). Nothing else.
 //
 // Also: no inline assembly anywhere in a function the PT runs a clone of; no local bigger
-// than StackLimit on the PT's stack (the plan keeps such locals in the PT's heap,
-// ThreadPlan::HeapLocals); and no program cleanup function on a declaration the PT copies (the emitter strips one written in the
+// than StackLimit and no variable-length array on the PT's stack (the plan keeps such
+// locals in the PT's heap, ThreadPlan::HeapLocals); and no program cleanup function on a declaration the PT copies (the emitter strips one written in the
 // file, UnitPlan::StripCleanup; one that comes from a macro is refused).
 //
 // A violation names where it is: a statement the PT would run as written (the planner then
@@ -70,9 +70,15 @@ public:
   // main thread; its own frames and the runtime's calls need their share. A bigger local
   // lives in the PT's heap, within PPIOS_CACHE_MB.
   static constexpr uint64_t StackLimit = 64 * 1024;
-  // Bytes a local would take on the PT's stack: a non-static local of constant size
-  // (0 for any other variable).
+  // Bytes a local would take on the PT's stack: a non-static local of constant size;
+  // Unbounded for a variable-length array, whose size no limit can be checked against
+  // before it runs (it lives in the PT's heap too, sized where it is declared); 0 for
+  // any other variable.
+  static constexpr uint64_t Unbounded = UINT64_MAX;
   static uint64_t stackBytes(const clang::VarDecl *VD);
+  // What a local too big for the PT's stack takes, for a remark: "N bytes", or "sized
+  // only when it runs".
+  static std::string stackSize(const clang::VarDecl *VD);
   static const char *const HeapRule;
 
   // A cleanup attribute the emitter can remove from the PT's copy of a declaration: written

@@ -229,8 +229,52 @@ UnitPlan PrefetchPlanner::unitPlan(const Unit &U) const {
   return P;
 }
 
+// A variable-length array's block is declared where the array is, through a typedef of
+// its type printed from the AST (HeapLocal::Sized). So its sizes must print as the PT's
+// text spells them: free of side effects (the typedef evaluates them once, as the
+// program's declaration does), naming only variables the PT declares under their own
+// names (no global handle, which the PT names by its shadow, and no other heap block), and
+// only types of file scope.
+static std::string unprintableSizes(const VarDecl *VD, const TranslationUnitFacts *Facts) {
+  ASTContext &Ctx = VD->getASTContext();
+  QualType T = VD->getType();
+  while (const ArrayType *AT = Ctx.getAsArrayType(T)) {
+    if (const auto *VAT = dyn_cast<VariableArrayType>(AT)) {
+      const Expr *Size = VAT->getSizeExpr();
+      if (!Size || Size->HasSideEffects(Ctx))
+        return "its size has a side effect";
+      std::string Why;
+      forEachStmtIn(Size, [&](const Stmt *S) {
+        if (!Why.empty())
+          return;
+        QualType Named;
+        if (const auto *Cast = dyn_cast<ExplicitCastExpr>(S))
+          Named = Cast->getTypeAsWritten();
+        else if (const auto *Trait = dyn_cast<UnaryExprOrTypeTraitExpr>(S); Trait && Trait->isArgumentType())
+          Named = Trait->getArgumentType();
+        if (!Named.isNull() && !nameableAtFileScope(Named))
+          Why = "its size names a type of the function's own";
+        const auto *DRE = dyn_cast<DeclRefExpr>(S);
+        const auto *Var = DRE ? dyn_cast<VarDecl>(DRE->getDecl()) : nullptr;
+        if (Var && ((Facts && Facts->isGlobalHandle(Var)) ||
+                    PlanVerifier::stackBytes(Var) > PlanVerifier::StackLimit))
+          Why = "its size names " + quoted(Var) + ", which the prefetch thread names otherwise";
+      });
+      if (!Why.empty())
+        return Why;
+    }
+    T = AT->getElementType();
+  }
+  if (!nameableAtFileScope(T))
+    return "its element type cannot be named outside the function";
+  return "";
+}
+
 std::string PrefetchPlanner::heapUnplaceable(const VarDecl *VD) const {
-  if (!nameableAtFileScope(VD->getType()))
+  if (VD->getType()->isVariableArrayType()) {
+    if (std::string Why = unprintableSizes(VD, Facts); !Why.empty())
+      return Why;
+  } else if (!nameableAtFileScope(VD->getType()))
     return "its type cannot be named outside " + Units.function()->getNameAsString() + "()";
   const SourceManager &SM = VD->getASTContext().getSourceManager();
   std::string Why;
@@ -296,8 +340,8 @@ void PrefetchPlanner::placeBigLocals(ThreadPlan &P) const {
   std::sort(Heap.begin(), Heap.end(),
             [](const VarDecl *A, const VarDecl *B) { return A->getLocation() < B->getLocation(); });
   for (const VarDecl *VD : Heap)
-    P.HeapLocals.push_back(
-        {VD, "ppios_pt_h" + std::to_string(P.HeapLocals.size()) + "_" + VD->getNameAsString()});
+    P.HeapLocals.push_back({VD, "ppios_pt_h" + std::to_string(P.HeapLocals.size()) + "_" + VD->getNameAsString(),
+                            PlanVerifier::stackBytes(VD) == PlanVerifier::Unbounded});
 }
 
 void PrefetchPlanner::buildThreadPlan() {

@@ -900,11 +900,14 @@ const Decl *PrefetchPlanner::undeclaredName(std::string &Why) const {
       if (!VD->isLocalVarDecl())
         continue;
       // Too big for the PT's stack, and its heap block cannot stand in for it.
-      if (uint64_t Bytes = PlanVerifier::stackBytes(VD); Bytes > PlanVerifier::StackLimit) {
+      if (PlanVerifier::stackBytes(VD) > PlanVerifier::StackLimit) {
         std::string HeapWhy = heapUnplaceable(VD);
         if (!HeapWhy.empty()) {
-          Why = "takes " + std::to_string(Bytes) + " bytes, too many for the prefetch thread's "
-                "stack, and " + HeapWhy + PlanVerifier::HeapRule;
+          Why = (PlanVerifier::stackBytes(VD) == PlanVerifier::Unbounded
+                     ? std::string("is sized only when it runs, more than the prefetch thread's stack can be "
+                                   "trusted with")
+                     : "takes " + PlanVerifier::stackSize(VD) + ", too many for the prefetch thread's stack") +
+                ", and " + HeapWhy + PlanVerifier::HeapRule;
           return VD;
         }
       }

@@ -157,8 +157,20 @@ std::string PrefetchThreadEmitter::declare(const VarDecl *VD) {
 // it without using the PT's stack), and marked used. A big local is its heap block,
 // declared at the function's entry: zeroed here.
 std::string PrefetchThreadEmitter::ownDeclaration(const VarDecl *VD) {
-  if (const HeapLocal *H = Plan.heapLocal(VD))
-    return "__builtin_memset(" + H->Name + ", 0, sizeof *" + H->Name + ");";
+  if (const HeapLocal *H = Plan.heapLocal(VD)) {
+    if (!H->Sized)
+      return "__builtin_memset(" + H->Name + ", 0, sizeof *" + H->Name + ");";
+    // A variable-length array: its sizes are evaluated once, by the typedef, as by the
+    // program's declaration; ppios_pt_vla resizes the function's one block for it.
+    std::string Type = heapName(*H, "ppios_pt_ht");
+    PrintingPolicy Policy(VD->getASTContext().getLangOpts());
+    std::string Typedef;
+    llvm::raw_string_ostream OS(Typedef);
+    Qualifiers Quals;
+    VD->getASTContext().getUnqualifiedArrayType(VD->getType(), Quals).print(OS, Policy, Type);
+    return "typedef " + OS.str() + "; " + Type + " *" + H->Name + " = ppios_pt_vla(&" +
+           heapName(*H, "ppios_pt_hs") + ", sizeof(" + Type + "));";
+  }
   std::string Name = VD->getNameAsString();
   if (VD->isStaticLocal())
     return "static " + declare(VD) + "; (void)" + Name + ";";
@@ -604,6 +616,11 @@ void PrefetchThreadEmitter::renameHeapLocals() {
   });
 }
 
+// The name of one of H's companions: its slot, its type.
+std::string PrefetchThreadEmitter::heapName(const HeapLocal &H, const char *Prefix) {
+  return Prefix + H.Name.substr(std::string("ppios_pt_h").size());
+}
+
 // The heap blocks of the function's big locals, declared at its entry: one block each,
 // allocated at the first entry and kept in a static slot (a clone called in a loop would
 // otherwise allocate one per call until the budget runs out; no clone is recursive, and
@@ -614,6 +631,11 @@ std::string PrefetchThreadEmitter::heapDeclarations(const std::string &Before,
   std::string Out;
   PrintingPolicy Policy(Units.function()->getASTContext().getLangOpts());
   for (const HeapLocal &H : Plan.HeapLocals) {
+    std::string Slot = heapName(H, "ppios_pt_hs");
+    if (H.Sized) {  // allocated where it is declared (ownDeclaration)
+      Out += Before + "static void *" + Slot + ";" + After;
+      continue;
+    }
     ASTContext &Ctx = H.Var->getASTContext();
     QualType T = H.Var->getType();
     Qualifiers Quals;
@@ -621,7 +643,6 @@ std::string PrefetchThreadEmitter::heapDeclarations(const std::string &Before,
     std::string Pointer;
     llvm::raw_string_ostream OS(Pointer);
     Ctx.getPointerType(T).print(OS, Policy, H.Name);
-    std::string Slot = "ppios_pt_hs" + H.Name.substr(std::string("ppios_pt_h").size());
     Out += Before + "static void *" + Slot + "; " + OS.str() + " = " + Slot + " ? " + Slot +
            " : (" + Slot + " = ppios_pt_calloc(1, sizeof *" + H.Name + "));" + After;
   }

@@ -50,6 +50,7 @@ private:
   void addLoopPolls();
   void renameGlobalHandles();
   void renameHeapLocals();
+  static std::string heapName(const HeapLocal &H, const char *Prefix);
   std::string heapDeclarations(const std::string &Before, const std::string &After) const;
   void addMemoryGuards();
   bool emitClone();

@@ -130,12 +130,15 @@ struct UnitPlan {
 };
 
 // A local too big for the PT's stack (PlanVerifier::StackLimit) that the PT keeps in a
-// heap block of its own (ppios_pt_calloc, within PPIOS_CACHE_MB): allocated once, at the
-// entry of the function, into the pointer Name, and every name of the variable in the
-// PT's text is (*Name).
+// heap block of its own (within PPIOS_CACHE_MB), and every name of the variable in the
+// PT's text is (*Name). A local of constant size is allocated once, at the entry of the
+// function (ppios_pt_calloc), into the pointer Name. A variable-length array (Sized) is
+// allocated where it is declared, at the size it has there (ppios_pt_vla): Name is
+// declared there, through a typedef of the array's type.
 struct HeapLocal {
   const clang::VarDecl *Var;
   std::string Name;
+  bool Sized = false;
 };
 
 struct ThreadPlan {

@@ -148,6 +148,12 @@ PPIOS_API void *ppios_pt_calloc(size_t nmemb, size_t size);
 PPIOS_API void *ppios_pt_realloc(void *ptr, size_t size);
 PPIOS_API void ppios_pt_free(void *ptr);
 
+/* The block of a variable-length array the PT declares (no limit on its size can be
+ * checked against its thread stack before it runs): one block per declaration, kept in
+ * *slot (a static of the PT's function), resized to `bytes` and zeroed each time the
+ * declaration runs. Within PPIOS_CACHE_MB like ppios_pt_malloc. */
+PPIOS_API void *ppios_pt_vla(void **slot, size_t bytes);
+
 /* The escape of ppios_pt_index (pt_stop "bounds"); not called directly. */
 PPIOS_API void ppios_pt_out_of_bounds(void) PPIOS_NORETURN;
 
