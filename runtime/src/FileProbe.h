@@ -11,16 +11,40 @@
 
 namespace ppios {
 
+// One fstat of a descriptor, and what follows from it: what its I/O reaches, and whether
+// it is a readable file whose bytes the cache may hold (one fcntl more, only then).
+class DescriptorProbe {
+ public:
+  explicit DescriptorProbe(int fd) : fd_(fd), known_(fstat(fd, &st_) == 0) {}
+
+  // What I/O on it reaches (Runtime.h: Reaches). An unknown descriptor counts as storage:
+  // its call fails at once anyway.
+  Reaches reaches() const {
+    if (!known_) return Reaches::Storage;
+    if (S_ISREG(st_.st_mode) || S_ISBLK(st_.st_mode) || S_ISDIR(st_.st_mode)) return Reaches::Storage;
+    if (S_ISFIFO(st_.st_mode) || S_ISSOCK(st_.st_mode)) return Reaches::Messages;
+    return Reaches::Other;
+  }
+
+  bool readable_file(CachedFile *out, blksize_t *block_size = nullptr) const {
+    if (!known_ || !S_ISREG(st_.st_mode)) return false;
+    int flags = fcntl(fd_, F_GETFL);
+    if (flags < 0 || (flags & O_ACCMODE) == O_WRONLY || (flags & O_DIRECT)) return false;
+    out->key = key_of(st_);
+    out->stamp = stamp_of(st_);
+    if (block_size) *block_size = st_.st_blksize;
+    Runtime::get().trace().name_file(out->key, fd_);
+    return true;
+  }
+
+ private:
+  int fd_;
+  struct stat st_;
+  bool known_;
+};
+
 inline bool probe_readable_file(int fd, CachedFile *out, blksize_t *block_size = nullptr) {
-  struct stat st;
-  if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) return false;
-  int flags = fcntl(fd, F_GETFL);
-  if (flags < 0 || (flags & O_ACCMODE) == O_WRONLY || (flags & O_DIRECT)) return false;
-  out->key = key_of(st);
-  out->stamp = stamp_of(st);
-  if (block_size) *block_size = st.st_blksize;
-  Runtime::get().trace().name_file(out->key, fd);
-  return true;
+  return DescriptorProbe(fd).readable_file(out, block_size);
 }
 
 inline bool probe_regular_file(int fd, FileKey *key, FileStamp *stamp = nullptr) {
@@ -39,14 +63,6 @@ inline mode_t open_mode(int flags, va_list args) {
   return 0;
 }
 
-// What I/O on a descriptor reaches (Runtime.h: Reaches). An unknown descriptor counts as
-// storage: its call fails at once anyway.
-inline Reaches what_reaches(int fd) {
-  struct stat st;
-  if (fstat(fd, &st) != 0) return Reaches::Storage;
-  if (S_ISREG(st.st_mode) || S_ISBLK(st.st_mode) || S_ISDIR(st.st_mode)) return Reaches::Storage;
-  if (S_ISFIFO(st.st_mode) || S_ISSOCK(st.st_mode)) return Reaches::Messages;
-  return Reaches::Other;
-}
+inline Reaches what_reaches(int fd) { return DescriptorProbe(fd).reaches(); }
 
 }  // namespace ppios

@@ -145,11 +145,12 @@ ssize_t ppios_pread(int fd, void *buf, size_t count, off_t offset) {
   }
   CachedFile file;
   bool cacheable = false;
-  ppios::Reaches reaches = ppios::Reaches::Storage;
+  ppios::Reaches reaches;
   {
     ppios::ErrnoGuard errno_guard;
-    cacheable = rt.caching() && offset >= 0 && ppios::probe_readable_file(fd, &file);
-    if (!cacheable) reaches = ppios::what_reaches(fd);
+    ppios::DescriptorProbe probe(fd);
+    reaches = probe.reaches();
+    cacheable = rt.may_serve() && offset >= 0 && probe.readable_file(&file);
   }
   char *out = static_cast<char *>(buf);
   return rt.mt_read(cacheable ? &file : nullptr, offset, count, out,
@@ -175,14 +176,14 @@ ssize_t ppios_read(int fd, void *buf, size_t count) {
   CachedFile file;
   off_t offset = -1;
   bool cacheable = false;
-  ppios::Reaches reaches = ppios::Reaches::Storage;
+  ppios::Reaches reaches;  // a pipe or tty may block for a long time
   {
     ppios::ErrnoGuard errno_guard;
-    if (rt.caching() && ppios::probe_readable_file(fd, &file)) {
+    ppios::DescriptorProbe probe(fd);
+    reaches = probe.reaches();
+    if (rt.may_serve() && probe.readable_file(&file)) {
       offset = lseek(fd, 0, SEEK_CUR);
       cacheable = offset >= 0;
-    } else {
-      reaches = ppios::what_reaches(fd);  // a pipe or tty may block for a long time
     }
   }
   char *out = static_cast<char *>(buf);

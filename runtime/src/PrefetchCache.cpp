@@ -83,6 +83,7 @@ ReserveResult PrefetchCache::reserve(const FileKey &key, const FileStamp &stamp,
   e->generation = generation;
   FileEntries &file = files_[key];
   file.by_offset.emplace(offset, e);
+  used_.store(true, std::memory_order_release);
   file.generation_floor = std::min(file.generation_floor, e->generation);
   file.longest = std::max(file.longest, static_cast<off_t>(length));
   counters_.bytes_in_use += length;

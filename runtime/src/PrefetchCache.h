@@ -26,6 +26,7 @@
 #pragma once
 
 #include <algorithm>
+#include <atomic>
 #include <condition_variable>
 #include <cstddef>
 #include <functional>
@@ -96,6 +97,11 @@ class PrefetchCache {
   void finish(CacheEntry *entry, bool ok);
 
   // --- main thread
+  // Whether any entry was ever reserved. Until one is, nothing can be served, and the
+  // MT's reads skip the probes a serve needs (a process whose PT never starts pays for no
+  // more than the descriptor's kind). A read that races the first reservation only
+  // misses it.
+  bool used() const { return used_.load(std::memory_order_acquire); }
   ServeResult serve(const FileKey &key, const FileStamp &stamp, off_t offset, size_t length,
                     char *buffer, InFlightPolicy policy);
   // The MT completed its transfer number `seq`: entries with lower numbers are passed.
@@ -177,6 +183,7 @@ class PrefetchCache {
   CacheCounters counters_;
   std::function<void(const FileKey &, bool)> free_observer_;
   std::function<uint64_t(const FileKey &)> generation_source_;
+  std::atomic<bool> used_{false};
 };
 
 }  // namespace ppios
