@@ -94,7 +94,7 @@ int change_path(const char *path, const void *site, Call call) {
 }
 
 // A write through the program's descriptor: like write(), through Runtime::mt_write.
-ssize_t write_fd(int fd, const void *site, const std::function<ssize_t()> &call) {
+ssize_t write_fd(int fd, const void *site, ppios::FunctionRef<ssize_t()> call) {
   if (ppios::on_pt()) {
     errno = EBADF;
     return -1;

@@ -99,7 +99,7 @@ void MtStorageAccess::release() {
 }
 
 ssize_t Runtime::mt_read(const CachedFile *file, off_t offset, size_t length, char *buffer,
-                         const std::function<ssize_t(size_t, MtStorageAccess &)> &complete) {
+                         FunctionRef<ssize_t(size_t, MtStorageAccess &)> complete) {
   const int saved_errno = errno;
   const uint64_t seq = mt_started_.fetch_add(1, std::memory_order_acq_rel) + 1;
   notify_progress();  // a PT may wait for this start (PPIOS_PF_AFTER_SYNC)
@@ -142,7 +142,7 @@ ssize_t Runtime::mt_read(const CachedFile *file, off_t offset, size_t length, ch
   return result;
 }
 
-ssize_t Runtime::mt_write(const FileKey *file, off_t offset, const std::function<ssize_t()> &do_write,
+ssize_t Runtime::mt_write(const FileKey *file, off_t offset, FunctionRef<ssize_t()> do_write,
                           Reaches reaches) {
   const int saved_errno = errno;
   const uint64_t seq = mt_started_.fetch_add(1, std::memory_order_acq_rel) + 1;
@@ -175,7 +175,9 @@ ssize_t Runtime::mt_write(const FileKey *file, off_t offset, const std::function
 
 void Runtime::mt_done(uint64_t seq) {
   mt_completed_.store(seq, std::memory_order_release);
-  if (!caching()) return;
+  // Until anything is cached no entry can be passed (the cache learns the progress at
+  // the MT's first transfer after its first entry).
+  if (!caching() || !cache_.used()) return;
   cache_.mt_progress(seq);
   notify_progress();
 }

@@ -57,7 +57,7 @@ bool shares_description(int fd) {
 }
 
 
-ssize_t write_at(Runtime &rt, int fd, off_t offset, const std::function<ssize_t()> &do_write) {
+ssize_t write_at(Runtime &rt, int fd, off_t offset, ppios::FunctionRef<ssize_t()> do_write) {
   FileKey key;
   bool regular;
   ppios::Reaches reaches = ppios::Reaches::Storage;

@@ -35,6 +35,7 @@
 #include "Coherence.h"
 #include "Config.h"
 #include "FileKey.h"
+#include "FunctionRef.h"
 #include "IoScheduler.h"
 #include "PrefetchCache.h"
 #include "PtThread.h"
@@ -167,12 +168,12 @@ class Runtime {
   // (read the rest through `storage`, move the file position) and returns the bytes the
   // call delivered, or -1 on error.
   ssize_t mt_read(const CachedFile *file, off_t offset, size_t length, char *buffer,
-                  const std::function<ssize_t(size_t, MtStorageAccess &)> &complete);
+                  FunctionRef<ssize_t(size_t, MtStorageAccess &)> complete);
   // One MT write of `file` (null: not a regular file), an own change of it
   // (Coherence::begin_change/end_change), at `offset` (-1: unknown; for the trace).
   // do_write performs it and returns the bytes written or -1; `reaches` as in
   // MtStorageAccess::reaches.
-  ssize_t mt_write(const FileKey *file, off_t offset, const std::function<ssize_t()> &do_write,
+  ssize_t mt_write(const FileKey *file, off_t offset, FunctionRef<ssize_t()> do_write,
                    Reaches reaches = Reaches::Storage);
   PrefetchCache &cache() { return cache_; }
   // The coherence rule's events (docs/design/coherence.md): own changes, holds, release
