@@ -8,16 +8,29 @@
 
 namespace ppios {
 
-// Entry buffers are page-aligned: a read into an unaligned buffer can reach a FUSE file
-// system as two requests (the kernel splits at the page boundary).
+// Entry buffers never straddle a page they need not: a read into an unaligned buffer can
+// reach a FUSE file system as two requests (the kernel splits at the page boundary). So a
+// buffer of a page or more is page-aligned, and a smaller one aligned to its own size
+// rounded up to a power of two (a 10-byte entry takes 16 bytes, not a page).
 struct AlignedFree {
   void operator()(char *p) const { std::free(p); }
 };
-constexpr size_t kBufferAlignment = 4096;
+constexpr size_t kPage = 4096;
+
+size_t buffer_alignment(size_t length) {
+  size_t align = 64;
+  while (align < length && align < kPage) align *= 2;
+  return align;
+}
+
+size_t buffer_bytes(size_t length) {
+  const size_t align = buffer_alignment(length);
+  const size_t rounded = (length + align - 1) / align * align;
+  return rounded == 0 ? align : rounded;
+}
 
 char *allocate_aligned(size_t length) {
-  size_t rounded = (length + kBufferAlignment - 1) / kBufferAlignment * kBufferAlignment;
-  return static_cast<char *>(std::aligned_alloc(kBufferAlignment, rounded == 0 ? kBufferAlignment : rounded));
+  return static_cast<char *>(std::aligned_alloc(buffer_alignment(length), buffer_bytes(length)));
 }
 
 struct CacheEntry {
@@ -38,6 +51,9 @@ struct CacheEntry {
   off_t end() const { return offset + static_cast<off_t>(length); }
 };
 
+// The entry's index node is about 64 bytes more.
+size_t PrefetchCache::footprint(size_t length) { return buffer_bytes(length) + sizeof(CacheEntry) + 64; }
+
 PrefetchCache::PrefetchCache(size_t capacity_bytes) : capacity_(capacity_bytes) {}
 
 PrefetchCache::~PrefetchCache() {
@@ -48,7 +64,8 @@ PrefetchCache::~PrefetchCache() {
 ReserveResult PrefetchCache::reserve(const FileKey &key, const FileStamp &stamp, off_t offset,
                                      size_t length, uint64_t seq, CacheEntry **out) {
   *out = nullptr;
-  if (length > capacity_) return ReserveResult::TooLarge;
+  const size_t charge = footprint(length);
+  if (charge > capacity_) return ReserveResult::TooLarge;
   std::unique_lock<std::mutex> lock(mu_);
   const off_t end = offset + static_cast<off_t>(length);
   for (;;) {
@@ -62,9 +79,9 @@ ReserveResult PrefetchCache::reserve(const FileKey &key, const FileStamp &stamp,
       if (e->seq == seq && e->end() >= end && (e->filling || e->stamp == stamp))
         return ReserveResult::Covered;
     }
-    if (counters_.bytes_in_use + length <= capacity_) break;
+    if (counters_.bytes_in_use + charge <= capacity_) break;
     // The PT's own memory never comes back while it runs: do not wait for it.
-    if (length > capacity_ - std::min(capacity_, counters_.external_bytes)) return ReserveResult::TooLarge;
+    if (charge > capacity_ - std::min(capacity_, counters_.external_bytes)) return ReserveResult::TooLarge;
     if (evict_one_passed()) continue;
     ++room_waiters_;
     room_cv_.wait(lock);
@@ -78,7 +95,7 @@ ReserveResult PrefetchCache::reserve(const FileKey &key, const FileStamp &stamp,
   e->stamp = stamp;
   e->offset = offset;
   e->length = length;
-  e->reserved = length;
+  e->reserved = charge;
   e->seq = seq;
   e->generation = generation;
   FileEntries &file = files_[key];
@@ -86,7 +103,7 @@ ReserveResult PrefetchCache::reserve(const FileKey &key, const FileStamp &stamp,
   used_.store(true, std::memory_order_release);
   file.generation_floor = std::min(file.generation_floor, e->generation);
   file.longest = std::max(file.longest, static_cast<off_t>(length));
-  counters_.bytes_in_use += length;
+  counters_.bytes_in_use += charge;
   counters_.peak_bytes = std::max(counters_.peak_bytes, counters_.bytes_in_use);
   lock.unlock();
   // The bytes are counted already, so memory stays within the bound; they are allocated

@@ -80,6 +80,10 @@ class PrefetchCache {
   PrefetchCache &operator=(const PrefetchCache &) = delete;
 
   size_t capacity() const { return capacity_; }
+  // What an entry of `length` bytes takes of the capacity: its buffer as allocated and
+  // its bookkeeping. The capacity bounds memory, not the bytes asked for: a PT that
+  // prefetches small reads one by one holds far more than their sum.
+  static size_t footprint(size_t length);
 
   // --- prefetching threads
   ReserveResult reserve(const FileKey &key, const FileStamp &stamp, off_t offset, size_t length,

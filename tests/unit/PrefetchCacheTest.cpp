@@ -113,8 +113,9 @@ TEST(PrefetchCache, KeepsWhatExistsWhenAFetchEndsShortAtEof) {
 }
 
 TEST(PrefetchCache, RefusesWhatIsTooLargeOrAlreadyCovered) {
-  PrefetchCache cache(1000);
-  EXPECT_EQ(prefetch(cache, 0, 1001, 1), ReserveResult::TooLarge);
+  const size_t capacity = PrefetchCache::footprint(500) + PrefetchCache::footprint(200);
+  PrefetchCache cache(capacity);
+  EXPECT_EQ(prefetch(cache, 0, capacity, 1), ReserveResult::TooLarge) << "its bookkeeping too";
   EXPECT_EQ(prefetch(cache, 0, 500, 1), ReserveResult::Reserved);
   EXPECT_EQ(prefetch(cache, 100, 200, 1), ReserveResult::Covered) << "same transfer twice";
   EXPECT_EQ(prefetch(cache, 400, 200, 1), ReserveResult::Reserved) << "only partly covered";
@@ -135,7 +136,8 @@ TEST(PrefetchCache, RereadsOfTheSameBytesGetEntriesOfTheirOwn) {
 }
 
 TEST(PrefetchCache, MemoryIsBoundedAndPassedEntriesMakeRoom) {
-  PrefetchCache cache(1000);
+  const size_t capacity = 2 * PrefetchCache::footprint(600) - 1;
+  PrefetchCache cache(capacity);
   ASSERT_EQ(prefetch(cache, 0, 600, 1), ReserveResult::Reserved);
   std::atomic<bool> reserved{false};
   std::thread pt([&] {
@@ -148,13 +150,26 @@ TEST(PrefetchCache, MemoryIsBoundedAndPassedEntriesMakeRoom) {
   pt.join();
   EXPECT_TRUE(reserved);
   CacheCounters c = cache.counters();
-  EXPECT_LE(c.peak_bytes, 1000u);
+  EXPECT_LE(c.peak_bytes, capacity);
   EXPECT_EQ(c.evicted_entries, 1u);
   EXPECT_GE(c.unused_bytes, 600u);
 }
 
+// PPIOS_CACHE_MB bounds memory: an entry counts its buffer as allocated and its
+// bookkeeping, so a PT that prefetches 10-byte reads one by one cannot hold many times
+// the capacity in entries (each 10-byte buffer once took a whole page).
+TEST(PrefetchCache, SmallEntriesCountTheMemoryTheyTake) {
+  PrefetchCache cache(1 << 20);
+  for (uint64_t seq = 1; seq <= 100; ++seq)
+    ASSERT_EQ(prefetch(cache, static_cast<off_t>(seq) * 10, 10, seq), ReserveResult::Reserved);
+  EXPECT_EQ(cache.counters().bytes_in_use, 100 * PrefetchCache::footprint(10));
+  EXPECT_GE(PrefetchCache::footprint(10), 16 + 64u);
+  EXPECT_LT(PrefetchCache::footprint(10), 1024u) << "a small buffer is not a page";
+  EXPECT_GE(PrefetchCache::footprint(5000), 8192u) << "a page or more is whole pages";
+}
+
 TEST(PrefetchCache, StopReleasesAPrefetcherWaitingForRoom) {
-  PrefetchCache cache(1000);
+  PrefetchCache cache(2 * PrefetchCache::footprint(600) - 1);
   prefetch(cache, 0, 600, 5);
   std::thread pt([&] { EXPECT_EQ(prefetch(cache, 5000, 600, 6), ReserveResult::Stopped); });
   std::this_thread::sleep_for(20ms);
@@ -316,13 +331,14 @@ TEST(PrefetchCache, ConcurrentPrefetchersAndMainThread) {
 // refused when it does not fit, and a prefetch that cannot fit beside it is too large
 // rather than a wait that would never end.
 TEST(PrefetchCacheTest, ExternalMemorySharesTheCapacity) {
-  PrefetchCache cache(1000);
+  const size_t entry = PrefetchCache::footprint(300);
+  PrefetchCache cache(600 + entry + 100);
   EXPECT_TRUE(cache.take_external(600));
-  EXPECT_FALSE(cache.take_external(500));
-  EXPECT_EQ(prefetch(cache, 0, 500, 1), ReserveResult::TooLarge);
+  EXPECT_FALSE(cache.take_external(entry + 200));
+  EXPECT_EQ(prefetch(cache, 0, 2000, 1), ReserveResult::TooLarge);
   EXPECT_EQ(prefetch(cache, 0, 300, 1), ReserveResult::Reserved);
-  EXPECT_FALSE(cache.take_external(200));  // 600 + 300 in use
-  EXPECT_EQ(cache.counters().peak_bytes, 900u);
+  EXPECT_FALSE(cache.take_external(200));  // 600 and the entry in use
+  EXPECT_EQ(cache.counters().peak_bytes, 600 + entry);
   cache.give_external(600);
   EXPECT_TRUE(cache.take_external(700));
   EXPECT_EQ(cache.counters().external_bytes, 700u);
