@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception */
 /*
  * libppios: the C ABI that programs rewritten by ppios-cc call.
  *
