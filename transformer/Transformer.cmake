@@ -39,6 +39,8 @@ target_compile_definitions(ppios_transformer PRIVATE
 # -Wno-nonnull: GCC 12 warns inside LLVM 16 headers (ExternalASTSource.h) once inlined.
 target_compile_options(ppios_transformer PUBLIC -fno-exceptions -Wno-nonnull)
 target_link_libraries(ppios_transformer PUBLIC clang-cpp LLVM)
+# ppios_version.h: what ppios-cc --version prints.
+target_link_libraries(ppios_transformer PRIVATE ppios_version)
 
 # Where the driver finds libppios and ppios.h: <prefix>/{lib,include} in an install tree,
 # else this build tree (the path from bin/ to runtime/ is kept relative to the executable).
@@ -51,7 +53,7 @@ add_executable(ppios-cc tools/ppios-cc/main.cpp)
 target_link_libraries(ppios-cc PRIVATE ppios_transformer)
 set_target_properties(ppios-cc PROPERTIES RUNTIME_OUTPUT_DIRECTORY ${_ppios_cc_bin})
 add_dependencies(ppios-cc ppios)
-install(TARGETS ppios-cc RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
+install(TARGETS ppios-cc EXPORT ppiosTargets RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
 
 if(EXISTS ${CMAKE_CURRENT_SOURCE_DIR}/tests/CMakeLists.txt)
   add_subdirectory(tests)

@@ -1,6 +1,7 @@
 #include "CompilerDriver.h"
 
 #include "Transformer.h"
+#include "ppios_version.h"
 
 #include "llvm/ADT/SmallString.h"
 #include "llvm/ADT/StringExtras.h"
@@ -90,16 +91,40 @@ struct Invocation {
   const std::string &path(const Input &In) const { return Passed[In.Position]; }
 };
 
-void usage() {
-  llvm::outs() << "usage: ppios-cc [ppios options] [mpicc options] files...\n"
-                  "  --emit-source          write the transformed C source to -o (or stdout) and stop\n"
-                  "  -Rppios                remark for every read the prefetch thread pre-executes\n"
-                  "  -Rno-ppios-missed      no remark for reads left unprefetched\n"
-                  "  -Wppios-missed         report unprefetched reads as warnings\n"
-                  "  -Werror=ppios-missed   report unprefetched reads as errors\n"
-                  "  --ppios-keep-temps     keep the transformed files (prints their directory)\n"
-                  "  --ppios-help           this help\n"
-                  "Everything else goes to mpicc (override with PPIOS_CC).\n";
+// ppios-cc --help. Man page ppios-cc(1) is made from this text (packaging/man).
+void usage(const std::string &Compiler) {
+  llvm::outs()
+      << "usage: ppios-cc [ppios options] [mpicc options] files...\n"
+         "\n"
+         "Compiles MPI C programs as mpicc does, into a prefetching build: each process gets a\n"
+         "prefetch thread that pre-executes the program's reads ahead of it, scheduled by the\n"
+         "ppios runtime (libppios), which the link adds. A file it cannot transform is compiled\n"
+         "without prefetching, with one warning.\n"
+         "\n"
+         "ppios options:\n"
+         "  --emit-source          write the transformed C source to -o (or stdout) and stop\n"
+         "  -Rppios                remark for every read the prefetch thread pre-executes\n"
+         "  -Rno-ppios             no such remarks (the default)\n"
+         "  -Rppios-missed         remark for every read left unprefetched (the default)\n"
+         "  -Rno-ppios-missed      no remark for reads left unprefetched\n"
+         "  -Wppios-missed         report unprefetched reads as warnings\n"
+         "  -Werror=ppios-missed   report unprefetched reads as errors\n"
+         "  --ppios-keep-temps     keep the transformed files (prints their directory)\n"
+         "  --help, --ppios-help   this help\n"
+         "  --version              ppios's version and git id, then the MPI compiler's version\n"
+         "\n"
+         "Every other option and the input files (.c, .o, .a, .so) go to the MPI compiler\n"
+         "wrapper, here "
+      << Compiler
+      << "; with -E, -M, -MM, -v or --showme* it runs alone, on the\n"
+         "untransformed command line.\n"
+         "Its own options: run `"
+      << Compiler
+      << " --help`.\n"
+         "\n"
+         "environment:\n"
+         "  PPIOS_CC               the MPI compiler wrapper to drive (default mpicc)\n"
+         "  PPIOS_*                read by the prefetching program when it runs: see ppios(7)\n";
 }
 
 int run(const std::vector<std::string> &Command, const std::string &Directory = "");
@@ -129,11 +154,16 @@ std::optional<int> parseCommandLine(int argc, const char **argv, Invocation &Inv
       Options.Missed = TransformOptions::Severity::Error;
     } else if (Arg == "--ppios-keep-temps") {
       Inv.KeepTemps = true;
-    } else if (Arg == "--ppios-help") {
-      usage();
+    } else if (Arg == "--ppios-help" || Arg == "--help") {
+      usage(Inv.Compiler);
       return 0;
-    } else if (Arg.startswith("--showme") || Arg.startswith("-showme") || Arg == "--version" ||
-               Arg == "-v" || Arg == "--help") {
+    } else if (Arg == "--version") {
+      // ppios's line first, then the wrapper's own: build systems that recognize the
+      // compiler by its --version text (gcc, clang) still do.
+      llvm::outs() << "ppios-cc (ppios) " << PPIOS_VERSION << ", git " << PPIOS_GIT_ID << "\n";
+      llvm::outs().flush();
+      return run({Inv.Compiler, "--version"});
+    } else if (Arg.startswith("--showme") || Arg.startswith("-showme") || Arg == "-v") {
       std::vector<std::string> Command{Inv.Compiler};
       for (int J = 1; J < argc; ++J)
         Command.push_back(argv[J]);

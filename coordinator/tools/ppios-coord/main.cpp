@@ -7,6 +7,7 @@
 #include "ppios/Coordinator.h"
 #include "ppios/CoordinatorAdmin.h"
 #include "ppios/NodeSecret.h"
+#include "ppios_version.h"
 
 #include <algorithm>
 #include <atomic>
@@ -46,7 +47,8 @@ const char *const kGlobalHelp =
     "  --target NAME       storage target the threshold belongs to (default: $PPIOS_TARGET, else default)\n"
     "The other PPIOS_* variables a program reads (PPIOS_THRESHOLD, PPIOS_LEASE_MS, PPIOS_MT_THROTTLE,\n"
     "PPIOS_SHM_GROUP, PPIOS_SIM_NODE) are read and checked the same way.\n"
-    "  --help              this text; `ppios-coord COMMAND --help` describes a command\n";
+    "  --help              this text; `ppios-coord COMMAND --help` describes a command\n"
+    "  --version           ppios's version and the git id of its source\n";
 
 const char *const kStatusHelp =
     "usage: ppios-coord status [--json]\n"
@@ -567,6 +569,8 @@ int main(int argc, char **argv) {
       args.options.target = a.substr(9);
     } else if (a == "--help" || a == "-h") {
       args.help = true;
+    } else if (a == "--version") {
+      return printf("ppios-coord (ppios) %s, git %s\n", PPIOS_VERSION, PPIOS_GIT_ID), 0;
     } else if (args.command.empty() && a[0] != '-') {
       args.command = a;
     } else {
