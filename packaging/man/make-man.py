@@ -71,7 +71,10 @@ def help_body(lines):
             continue
         indent = len(raw) - len(raw.lstrip(" "))
         if indent == 0 and raw.rstrip().endswith(":") and len(raw) < 60:
-            out.append(".SS " + esc(raw.strip()[:-1][:1].upper() + raw.strip()[:-1][1:]))
+            title = raw.strip()[:-1]
+            if not title.startswith("ppios"):  # a name keeps its case
+                title = title[:1].upper() + title[1:]
+            out.append(".SS " + esc(title))
             in_item = False
             continue
         m = ITEM.match(raw)
@@ -153,8 +156,6 @@ def coord_page(coord, version):
         usage, rest = split_usage(run([coord, command, "--help"]))
         extra += [".SS " + esc(command), ".nf"] + [line("\\fB" + esc(u) + "\\fR") for u in usage]
         extra += [".fi", ".PP"] + help_body(rest)
-    extra += [".SH EXIT STATUS", "0 on success; 1 when the coordinator cannot be reached or a "
-              "command fails; 2 on a usage error."]
     return tool_page("ppios-coord", "inspect, administer and measure the ppios I/O coordinator",
                      top, version, extra)
 
