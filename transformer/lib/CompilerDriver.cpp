@@ -305,19 +305,69 @@ std::string firstError(llvm::StringRef Output) {
   return Lines.empty() ? std::string() : Lines.front().trim().str();
 }
 
-std::string capture(const std::vector<std::string> &Command) {
-  llvm::SmallString<128> Out;
-  llvm::sys::fs::createTemporaryFile("ppios-cc-showme", "txt", Out);
+// The command's standard output if it exits 0, else nothing (its stderr is dropped).
+std::optional<std::string> captureIfSucceeds(const std::vector<std::string> &Command) {
   auto Program = llvm::sys::findProgramByName(Command[0]);
   if (!Program)
-    return "";
+    return std::nullopt;
+  llvm::SmallString<128> Out;
+  llvm::sys::fs::createTemporaryFile("ppios-cc-wrapper", "txt", Out);
   std::vector<llvm::StringRef> Args(Command.begin(), Command.end());
-  std::optional<llvm::StringRef> Redirects[] = {std::nullopt, llvm::StringRef(Out),
-                                                std::nullopt};
-  llvm::sys::ExecuteAndWait(*Program, Args, std::nullopt, Redirects);
+  std::optional<llvm::StringRef> Redirects[] = {llvm::StringRef(""), llvm::StringRef(Out),
+                                                llvm::StringRef("")};
+  int Status = llvm::sys::ExecuteAndWait(*Program, Args, std::nullopt, Redirects);
   auto Buffer = llvm::MemoryBuffer::getFile(Out);
   llvm::sys::fs::remove(Out);
-  return Buffer ? (*Buffer)->getBuffer().trim().str() : "";
+  if (Status != 0 || !Buffer)
+    return std::nullopt;
+  return (*Buffer)->getBuffer().trim().str();
+}
+
+// The MPI compiler wrapper ppios-cc drives: which MPI it is, for the runtime is built per
+// MPI (their ABIs differ), and the flags that find its mpi.h, for the parses.
+struct MpiWrapper {
+  std::string Family; // "openmpi", or "mpich" (MPICH, Intel MPI, MVAPICH, Cray MPICH)
+  std::vector<std::string> CompileFlags;
+};
+
+// Of a wrapper's compile command, the flags the preprocessor needs.
+std::vector<std::string> preprocessorFlags(const std::vector<std::string> &Words) {
+  std::vector<std::string> Flags;
+  for (size_t I = 0; I < Words.size(); ++I) {
+    llvm::StringRef W = Words[I];
+    if ((W == "-I" || W == "-D" || W == "-U" || W == "-isystem" || W == "-include") &&
+        I + 1 < Words.size()) {
+      Flags.push_back(Words[I]);
+      Flags.push_back(Words[++I]);
+    } else if (W.startswith("-I") || W.startswith("-D") || W.startswith("-U") ||
+               W == "-pthread") {
+      Flags.push_back(Words[I]);
+    }
+  }
+  return Flags;
+}
+
+// Asks the wrapper the questions each family answers, and only its own family answers:
+// Open MPI --showme:version (then --showme:compile); MPICH and its derivatives
+// -compile_info (older ones -show); Cray's cc --cray-print-opts=cflags. Anything else
+// (a plain compiler) answers none, or not with an answer.
+std::optional<MpiWrapper> identifyWrapper(const std::string &Compiler) {
+  if (std::optional<std::string> Version = captureIfSucceeds({Compiler, "--showme:version"});
+      Version && llvm::StringRef(*Version).contains("Open MPI"))
+    if (std::optional<std::string> Out = captureIfSucceeds({Compiler, "--showme:compile"}))
+      return MpiWrapper{"openmpi", splitWords(*Out)};
+  for (const char *Question : {"-compile_info", "-show"})
+    if (std::optional<std::string> Out = captureIfSucceeds({Compiler, Question});
+        Out && !Out->empty())
+      return MpiWrapper{"mpich", preprocessorFlags(splitWords(*Out))};
+  if (std::optional<std::string> Out = captureIfSucceeds({Compiler, "--cray-print-opts=cflags"});
+      Out && !Out->empty())
+    return MpiWrapper{"mpich", preprocessorFlags(splitWords(*Out))};
+  return std::nullopt;
+}
+
+const char *familyName(llvm::StringRef Family) {
+  return Family == "openmpi" ? "Open MPI" : "MPICH (or Intel MPI, MVAPICH, Cray MPICH)";
 }
 
 struct RuntimePaths {
@@ -343,6 +393,17 @@ RuntimePaths findRuntime(const char *Argv0, void *MainAddress) {
   llvm::sys::path::remove_dots(Lib, true);
   P.LibDir = exists((Lib + "/libppios.so").str()) ? std::string(Lib) : PPIOS_CC_BUILD_LIBDIR;
   P.IncludeDir = PPIOS_CC_SOURCE_INCLUDE_DIR;
+  return P;
+}
+
+// The runtime built for the wrapper's MPI: LibDir's libppios for the MPI ppios was built
+// with (PPIOS_CC_RUNTIME_MPI), LibDir/ppios-<family>/libppios for another one (the build's
+// PPIOS_WITH_MPICH), or nothing.
+std::optional<RuntimePaths> runtimeFor(RuntimePaths P, const std::string &Family) {
+  if (Family != PPIOS_CC_RUNTIME_MPI)
+    P.LibDir += "/ppios-" + Family;
+  if (!exists(P.LibDir + "/libppios.so"))
+    return std::nullopt;
   return P;
 }
 
@@ -668,9 +729,9 @@ std::string newDiagnostics(const std::string &AtLink, const std::string &AtCompi
 
 class Driver {
 public:
-  Driver(const Invocation &Inv, RuntimePaths Runtime)
+  Driver(const Invocation &Inv, RuntimePaths Runtime, std::vector<std::string> MpiCompileFlags)
       : Inv(Inv), Runtime(std::move(Runtime)), Temps(Inv.KeepTemps),
-        MpiCompileFlags(splitWords(capture({Inv.Compiler, "--showme:compile"}))) {}
+        MpiCompileFlags(std::move(MpiCompileFlags)) {}
 
   int emitSource();
   int compileOrLinkEachAlone();
@@ -1042,7 +1103,27 @@ int runCompilerDriver(int argc, const char **argv, void *MainAddress) {
     Command.insert(Command.end(), Inv.Passed.begin(), Inv.Passed.end());
     return run(Command);
   }
-  Driver D(Inv, findRuntime(argv[0], MainAddress));
+  // A compiler that is no MPI wrapper we know would build a program that never prefetches
+  // (or none at all): say so and stop rather than hand back such a binary.
+  std::optional<MpiWrapper> Wrapper = identifyWrapper(Inv.Compiler);
+  if (!Wrapper) {
+    llvm::errs() << "ppios-cc: error: cannot tell which MPI '" << Inv.Compiler
+                 << "' is the compiler wrapper of: it answers none of --showme:version "
+                    "(Open MPI), -compile_info or -show (MPICH, Intel MPI, MVAPICH) and "
+                    "--cray-print-opts=cflags (Cray); set PPIOS_CC to the MPI's C compiler "
+                    "wrapper\n";
+    return 1;
+  }
+  std::optional<RuntimePaths> Runtime =
+      runtimeFor(findRuntime(argv[0], MainAddress), Wrapper->Family);
+  if (!Runtime) {
+    llvm::errs() << "ppios-cc: error: '" << Inv.Compiler << "' is the wrapper of "
+                 << familyName(Wrapper->Family) << ", but this ppios has no runtime for it, "
+                 << "only for " << familyName(PPIOS_CC_RUNTIME_MPI)
+                 << " (build ppios for that MPI: docs/install.md)\n";
+    return 1;
+  }
+  Driver D(Inv, *Runtime, std::move(Wrapper->CompileFlags));
   if (Inv.EmitSource)
     return D.emitSource();
   if (Inv.links())

@@ -42,6 +42,8 @@ class Ppios(CMakePackage):
     def cmake_args(self):
         return [
             self.define_from_variant("PPIOS_WITH_TRANSFORMER", "transformer"),
+            # One build per MPI, as Spack builds for the `mpi` of the spec: no second runtime.
+            self.define("PPIOS_WITH_MPICH", False),
             # For developers and CI only:
             self.define("PPIOS_RUNTIME_ONLY", False),
             self.define("PPIOS_SANITIZE", ""),
