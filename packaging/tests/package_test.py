@@ -6,6 +6,7 @@ a site administrator meet it. Each subcommand is one ctest test:
   install   cmake --install to a fresh prefix; the layout (tools in bin, the emulator
             in libexec/ppios, packages, man pages, module file, LICENSE)
   version   every installed tool answers --version with the build's version and git id
+  mpich     the installed ppios-cc with MPICH's wrapper links the installed MPICH runtime
   cmake     a scratch CMake project finds ppios (find_package), builds a program on
             ppios::runtime and a prefetching build through ppios-cc, and runs both
   make      the same from a scratch Makefile through pkg-config
@@ -180,6 +181,33 @@ def scratch_copy(c, name):
     dst = os.path.join(c.work, name)
     shutil.copytree(os.path.join(c.source, "packaging", "tests", "scratch"), dst)
     return dst
+
+
+def test_mpich(c):
+    """The installed ppios-cc driving MPICH's wrapper links the installed MPICH runtime
+    (<libdir>/ppios-mpich), and the program runs under MPICH's mpiexec."""
+    mpich_cc, mpich_exec = c.opts["mpich_cc"], c.opts["mpich_exec"]
+    runtime = os.path.join(c.prefix, "lib", "ppios-mpich", "libppios.so")
+    check(os.path.exists(runtime), "lib/ppios-mpich/libppios.so not installed")
+    src = os.path.join(c.source, "packaging", "tests", "scratch", "chunks.c")
+    plain, pf = os.path.join(c.work, "chunks_plain"), os.path.join(c.work, "chunks_ppios")
+    run([mpich_cc, "-O2", "-o", plain, src])
+    run([c.tool("ppios-cc"), "-O2", "-o", pf, src], env={"PPIOS_CC": mpich_cc})
+    dyn = run(["readelf", "-d", pf]).stdout
+    check(re.search(r"RUNPATH.*\[" + re.escape(os.path.dirname(runtime)) + r"\]", dyn),
+          f"the MPICH build is not linked with the installed MPICH runtime:\n{dyn}")
+    check("libmpich" in dyn and "libmpi.so" not in dyn, f"the MPICH build's libraries:\n{dyn}")
+    data = c.input_file()
+    want = run([mpich_exec, "-n", "2", plain, data]).stdout
+    stats = os.path.join(c.work, "stats.jsonl")
+    got = run([mpich_exec, "-n", "2", pf, data],
+              env={"PPIOS_STATS": stats, "PPIOS_TARGET": f"pkgmpich{os.getpid()}"}).stdout
+    check(got == want, f"MPICH: the prefetching build printed {got!r}, the plain one {want!r}")
+    with open(stats) as f:
+        lines = [json.loads(l) for l in f if l.strip()]
+    check(len(lines) == 2 and sum(l["hit_bytes"] for l in lines) > 0, f"statistics: {lines}")
+    print(f"installed ppios-cc + {mpich_cc}: {got.strip()}, "
+          f"{sum(l['hit_bytes'] for l in lines)} bytes from the prefetch cache")
 
 
 def test_cmake(c):
@@ -553,7 +581,7 @@ def test_help(c):
     print(f"every variable the sources read is documented: {len(variables)}")
 
 
-TESTS = {"install": test_install, "version": test_version, "cmake": test_cmake,
+TESTS = {"install": test_install, "version": test_version, "cmake": test_cmake, "mpich": test_mpich,
          "make": test_make, "man": test_man, "module": test_module, "slurm": test_slurm,
          "spack": test_spack, "help": test_help}
 
