@@ -184,6 +184,7 @@ def md_to_roff(lines):
     ### headings, and the variable table (one tagged paragraph per row)."""
     out = []
     para = []
+    plain = False  # the paragraph being gathered is running text, not a bullet
     level = 0
 
     def flush():
@@ -226,8 +227,9 @@ def md_to_roff(lines):
             level = max(level, depth)
             out.append(".IP \\(bu 2" if depth == 1 else ".IP \\(en 2")
             para.append(bullet.group(2))
+            plain = False
             continue
-        if raw.startswith(" ") and para:
+        if para and (raw.startswith(" ") or plain):
             para.append(s)
             continue
         flush()
@@ -237,6 +239,7 @@ def md_to_roff(lines):
             level = 0
         out.append(".PP")
         para.append(s)
+        plain = True
     flush()
     if level == 2:
         out.append(".RE")
