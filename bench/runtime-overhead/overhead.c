@@ -73,7 +73,7 @@ static unsigned one_pass(const struct pass *p, int fd, FILE *stream, char *buf, 
       n = wrapped ? ppios_pread(fd, buf, p->bytes, at) : pread(fd, buf, p->bytes, at);
       break;
     default:
-      n = (ssize_t)(wrapped ? ppios_fread(buf, 1, p->bytes, stream) : fread(buf, 1, p->bytes, stream)) ;
+      n = (ssize_t)(wrapped ? ppios_fread(buf, 1, p->bytes, stream) : fread(buf, 1, p->bytes, stream));
       break;
     }
     if (n != (ssize_t)p->bytes) {
@@ -88,18 +88,18 @@ static unsigned one_pass(const struct pass *p, int fd, FILE *stream, char *buf, 
 /* --served: the prefetch thread fetches the reads of every wrapped pass, in the order the
  * MT makes them (its sequence numbers count the MT's wrapped calls only). */
 struct served_ctx {
-  int fd;
+  int fd;            /* the PT's own descriptor of the file */
+  ppios_seq_t seq0;  /* the MT's transfer count when the PT starts */
   struct pass p;
 };
 
 static void serving_thread(void *arg) {
   const struct served_ctx *ctx = arg;
-  ppios_seq_t seq = ppios_mt_seq();
-  int fd = ppios_pt_reopen_fd(ctx->fd);
+  ppios_seq_t seq = ctx->seq0;
   for (int r = 0; r < ctx->p.reps; ++r)
     for (long i = 0; i < ctx->p.calls; ++i, ppios_pt_poll())
-      ppios_prefetch_pread(fd, ctx->p.bytes, (off_t)i * (off_t)ctx->p.bytes, ++seq, 0, "overhead");
-  ppios_pt_close(fd);
+      ppios_prefetch_pread(ctx->fd, ctx->p.bytes, (off_t)i * (off_t)ctx->p.bytes, ++seq, 0, "overhead");
+  ppios_pt_close(ctx->fd);
 }
 
 static void idle_thread(void *ctx) { (void)ctx; }
@@ -138,9 +138,9 @@ int main(int argc, char **argv) {
   }
   char *buf = malloc(p.bytes);
   unsigned sum = one_pass(&p, fd, stream, buf, 0); /* warm the page cache */
-  struct served_ctx ctx = {fd, p};
   if (idle_pt) ppios_pt_start(idle_thread, NULL, 0);
   if (served) {
+    struct served_ctx ctx = {ppios_pt_reopen_fd(fd), ppios_mt_seq(), p};
     ppios_pt_start(serving_thread, &ctx, sizeof ctx);
     sleep(2); /* the thread fetches ahead of the first wrapped pass */
   }
@@ -164,6 +164,6 @@ int main(int argc, char **argv) {
   free(buf);
   fclose(stream);
   close(fd);
-  MPI_Finalize();
+  ppios_MPI_Finalize();
   return 0;
 }
