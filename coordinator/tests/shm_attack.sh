@@ -8,9 +8,20 @@
 #   shared with a group (PPIOS_SHM_GROUP) the attacker belongs to: holding the lock and
 #   forging counters cost the victim at most the lease and a wrong cap.
 # Needs root to switch to nobody; exits 77 (SKIP) where no second uid can be used.
+# Runs in a private mount namespace with a /dev/shm of its own: root's `gc` here would
+# remove other tests' segments, and another test's root `gc` would remove the files
+# planted here (the squatter's, the malformed one) while this test looks at them.
 # usage: shm_attack.sh PPIOS_COORD ATTACK_TOOL
 set -uo pipefail
 coord=$1 tool_src=$2
+skip() { echo "SKIP: $*"; exit 77; }
+if [ "${PPIOS_SHM_ATTACK_INSIDE:-}" != 1 ]; then
+  [ "$(id -u)" = 0 ] || skip "not root: cannot run an attacker as another uid"
+  unshare -m --propagation private true 2>/dev/null || skip "unshare -m is not allowed here"
+  exec unshare -m --propagation private env PPIOS_SHM_ATTACK_INSIDE=1 "$0" "$@"
+fi
+# Sticky and writable by all, as the real one: only a file's owner or root removes it.
+mount -t tmpfs -o size=64m,mode=1777 ppios-test-shm /dev/shm || skip "cannot mount a tmpfs on /dev/shm"
 target="attack-$$"
 dir=$(mktemp -d /tmp/ppios-attack.XXXXXX)
 chmod 755 "$dir"
@@ -23,7 +34,6 @@ cleanup() {
 }
 trap cleanup EXIT
 fail() { echo "FAIL: $*"; exit 1; }
-skip() { echo "SKIP: $*"; exit 77; }
 
 [ "$(id -u)" = 0 ] || skip "not root: cannot run an attacker as another uid"
 command -v setpriv >/dev/null || skip "setpriv not found"
