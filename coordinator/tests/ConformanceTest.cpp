@@ -309,6 +309,68 @@ TEST_P(Conformance, SetThresholdChangesTheCapLive) {
   c->release(bt);
 }
 
+// A process that leaves PPIOS_THRESHOLD unset obeys the cap stored for the target
+// (ppios-coord set-threshold, calibrate --store).
+TEST_P(Conformance, AnUnsetThresholdObeysTheStoredCap) {
+  std::string err;
+  ASSERT_TRUE(admin()->set_threshold(2, &err)) << err;
+  auto c = make(-1), other = make(-1);
+  EXPECT_EQ(status().threshold, 2);
+  SlotTicket a = c->acquire(IoClass::PT, 1), b = other->acquire(IoClass::PT, 1);
+  auto third = acquire_async(*c, IoClass::PT, 1);
+  EXPECT_TRUE(blocked(third)) << "a PT of a process without a threshold of its own passed the stored cap 2";
+  other->release(b);
+  SlotTicket t = third.get();
+  EXPECT_TRUE(t.valid());
+  c->release(a);
+  c->release(t);
+}
+
+// Queued PTs are served in the order they arrived, whatever their lead. The waiters arrive
+// 300 ms apart, far beyond the node-local segment's bounded barging (2 ms), each in a
+// process (and with node-many a node) of its own.
+TEST_P(Conformance, QueuedPtsAreServedInArrivalOrder) {
+  auto holder = make(1);
+  std::vector<std::unique_ptr<Coordinator>> procs;
+  for (int i = 0; i < 3; ++i) procs.push_back(make(1));
+  SlotTicket held = holder->acquire(IoClass::PT, 1);
+  const uint64_t leads[3] = {9, 5, 1};  // the first to arrive is the furthest ahead
+  std::vector<std::future<SlotTicket>> waiters;
+  for (int i = 0; i < 3; ++i) {
+    waiters.push_back(acquire_async(*procs[i], IoClass::PT, leads[i]));
+    ASSERT_TRUE(blocked(waiters.back())) << "waiter " << i << " passed the cap";
+  }
+  holder->release(held);
+  for (int i = 0; i < 3; ++i) {
+    int served = -1;
+    for (auto deadline = Clock::now() + 5s; served < 0 && Clock::now() < deadline;)
+      for (int j = i; j < 3 && served < 0; ++j)
+        if (waiters[j].wait_for(1ms) == std::future_status::ready) served = j;
+    ASSERT_EQ(served, i) << "the slot went to waiter " << served << " before waiter " << i;
+    SlotTicket t = waiters[i].get();
+    procs[i]->release(t);
+  }
+}
+
+// In a node-local segment a cap lowered below what is in flight asks that many PTs to
+// yield, largest lead first.
+TEST_P(Conformance, ALoweredCapAsksTheFurthestAheadPtsToYield) {
+  if (GetParam() != "shm" && GetParam() != "node-one") GTEST_SKIP() << "the rule of a node-local segment";
+  auto c = make(3);
+  SlotTicket near_pt = c->acquire(IoClass::PT, 1), mid_pt = c->acquire(IoClass::PT, 5),
+             far_pt = c->acquire(IoClass::PT, 9);
+  EXPECT_FALSE(c->yield_requested(far_pt));
+  std::string err;
+  ASSERT_TRUE(admin()->set_threshold(1, &err)) << err;
+  auto deadline = Clock::now() + 3s;
+  while (!(c->yield_requested(far_pt) && c->yield_requested(mid_pt)) && Clock::now() < deadline)
+    std::this_thread::sleep_for(1ms);
+  EXPECT_TRUE(c->yield_requested(far_pt)) << "the PT furthest ahead was not asked to yield";
+  EXPECT_TRUE(c->yield_requested(mid_pt)) << "only one PT was asked to yield for 3 in flight at cap 1";
+  EXPECT_FALSE(c->yield_requested(near_pt)) << "the PT closest to its MT was asked to yield";
+  for (SlotTicket *t : {&near_pt, &mid_pt, &far_pt}) c->release(*t);
+}
+
 // The redis backend grants and releases on O(1) fast paths while nobody waits and keeps
 // its counters (holders, queue lengths, pending yield requests) incrementally. Going from
 // the fast paths into contention (queued PTs, an MT asking for a yield, hand-overs) and back
