@@ -170,3 +170,59 @@ TEST(Config, ABadCoordinatorAddressNeverShowsThePassword) {
     EXPECT_EQ(error.find("s3cret"), std::string::npos) << error;
   }
 }
+
+// Every number's range as docs/configuration.md gives it, at both ends: the bounds are
+// taken, one past either is refused with a message that names the variable and the range.
+TEST(Config, EveryNumberIsCheckedAtBothEndsOfItsRange) {
+  struct Range {
+    const char *name, *min, *max, *below, *above;
+  };
+  const Range ranges[] = {
+      {"PPIOS_CACHE_MB", "1", "1048576", "0", "1048577"},     {"PPIOS_SUBREAD_KB", "4", "1048576", "3", "1048577"},
+      {"PPIOS_MAX_WT", "0", "64", nullptr, "65"},             {"PPIOS_PT_READERS", "1", "16", "0", "17"},
+      {"PPIOS_LEASE_MS", "100", "3600000", "99", "3600001"}, {"PPIOS_THRESHOLD", "1", "1048576", "0", "1048577"},
+      {"PPIOS_MT_THROTTLE", "0", "1", nullptr, "2"},          {"PPIOS_BACKOFF", "0", "1", nullptr, "2"},
+      {"PPIOS_VERBOSE", "0", "1", nullptr, "2"},
+  };
+  for (const Range &r : ranges) {
+    for (const char *ok : {r.min, r.max}) {
+      Config c;
+      std::string error;
+      EXPECT_TRUE(parse({{r.name, ok}}, &c, &error)) << r.name << "=" << ok << ": " << error;
+    }
+    for (const char *bad : {r.below, r.above}) {
+      if (bad == nullptr) continue;
+      std::string message = error_for(r.name, bad);
+      EXPECT_NE(message.find(std::string(r.name) + "='" + bad + "' is not valid"), std::string::npos) << message;
+      EXPECT_NE(message.find(std::string("from ") + r.min + " to " + r.max), std::string::npos) << message;
+    }
+  }
+}
+
+// Names (1-64 of A-Za-z0-9._-), paths (not empty) and groups (one the caller can name).
+TEST(Config, NamesPathsAndGroupsAreChecked) {
+  const std::string longest(64, 'a'), too_long(65, 'a');
+  for (const char *name : {"PPIOS_TARGET", "PPIOS_SIM_NODE"}) {
+    for (const std::string &ok : {std::string("a"), std::string("lustre-OST_0.1"), longest}) {
+      Config c;
+      std::string error;
+      EXPECT_TRUE(parse({{name, ok}}, &c, &error)) << name << "=" << ok << ": " << error;
+    }
+    for (const std::string &bad : {std::string(""), too_long, std::string("a/b"), std::string("a b")}) {
+      std::string message = error_for(name, bad);
+      EXPECT_NE(message.find(std::string(name) + "='" + bad + "' is not valid"), std::string::npos) << message;
+      EXPECT_NE(message.find("1 to 64 characters"), std::string::npos) << message;
+    }
+  }
+  for (const char *name : {"PPIOS_STATS", "PPIOS_TRACE"})
+    EXPECT_NE(error_for(name, "").find(std::string(name) + " is set but empty"), std::string::npos) << name;
+  std::string group = error_for("PPIOS_SHM_GROUP", "no-such-group-ppios");
+  EXPECT_NE(group.find("PPIOS_SHM_GROUP='no-such-group-ppios' is not a group name or number"), std::string::npos)
+      << group;
+  for (const char *ok : {"shm", "redis://h:1/2", "redis://:pw@h:6379", "unix:///p.sock?db=1&password=x",
+                         "node+redis://h:1", "node+unix:///p.sock"}) {
+    Config c;
+    std::string error;
+    EXPECT_TRUE(parse({{"PPIOS_COORDINATOR", ok}}, &c, &error)) << ok << ": " << error;
+  }
+}
