@@ -108,6 +108,14 @@ PPIOS_TARGET=$target expect_error "registered on target" reset
 PPIOS_TARGET=$target timeout 10 "$coord" reset --force || fail "reset --force"
 wait $bench_pid || fail "the bench whose segment was reset --force failed"
 ! ls "/dev/shm/ppios-coord-v7.$(id -u).$target".* >/dev/null 2>&1 || fail "the last process left its (unpinned) segment behind"
+# gc keeps a segment holding a threshold set with ppios-coord; gc --pinned removes it.
+PPIOS_TARGET=$target-pin timeout 10 "$coord" set-threshold 2
+out=$("$coord" gc)
+grep -q "kept.*ppios-coord-v7.$(id -u).$target-pin\.[0-9a-f]\{16\} (holds a threshold set with ppios-coord" <<<"$out" ||
+  fail "gc did not keep a pinned segment: $out"
+out=$("$coord" gc --pinned)
+grep -q "removed.*ppios-coord-v7.$(id -u).$target-pin\.[0-9a-f]\{16\}" <<<"$out" || fail "gc --pinned did not remove it: $out"
+! ls "/dev/shm/ppios-coord-v7.$(id -u).$target-pin".* >/dev/null 2>&1 || fail "gc --pinned left the pinned segment"
 
 for addr in shm "unix://$dir/r.sock"; do
   export PPIOS_COORDINATOR=$addr PPIOS_TARGET=$target
