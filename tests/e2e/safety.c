@@ -4,7 +4,7 @@
  * calls (a wrapped build routes them to the runtime) and prints checksums.
  *
  * usage: safety <scenario> <input> <chunk-bytes>
- *   scenarios: segv fpe abort abort_free exit bounds budget stuck
+ *   scenarios: segv fpe abort abort_free exit bounds budget stuck stuck_nopoll
  *                        (the PT fails; the MT reads the input)
  *              foreign   the PT reads/seeks/closes the MT's descriptor, stream and stdin
  *              fifo      the MT reads a FIFO a thread of its own writes, and stdin

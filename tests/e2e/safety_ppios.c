@@ -82,6 +82,10 @@ static void prefetch_thread(void *arg) {
       ppios_pt_poll();
       usleep(100);  /* stuck, but leaving the cores to the MTs: the test times the exit */
     }
+  } else if (is(s->scenario, "stuck_nopoll")) {
+    /* Never polls and never calls the runtime: nothing tells it the run is over, and
+     * shutdown waits for it at most its grace time before the process exits. */
+    for (;;) usleep(100);
   } else if (is(s->scenario, "foreign")) {
     /* The PT's slice got hold of the MT's descriptor, stream and stdin: every call on
      * them must be refused, or the MT's checksums and positions change. */
