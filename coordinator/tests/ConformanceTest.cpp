@@ -371,6 +371,24 @@ TEST_P(Conformance, ALoweredCapAsksTheFurthestAheadPtsToYield) {
   for (SlotTicket *t : {&near_pt, &mid_pt, &far_pt}) c->release(*t);
 }
 
+// A raised cap admits a waiter of another process (with node-many, of another node) at
+// once: set-threshold wakes every node's agent, well before its next sync.
+TEST_P(Conformance, ARaisedCapAdmitsAWaiterOfAnotherProcessAtOnce) {
+  auto holder = make(1), other = make(1);
+  SlotTicket a = holder->acquire(IoClass::PT, 1);
+  if (GetParam() == "node-many") std::this_thread::sleep_for(300ms);  // the nodes' records settle
+  auto b = acquire_async(*other, IoClass::PT, 1);
+  ASSERT_TRUE(blocked(b));
+  std::string err;
+  auto raised = Clock::now();
+  ASSERT_TRUE(admin()->set_threshold(2, &err)) << err;
+  ASSERT_FALSE(blocked(b, 2000ms)) << "raising the threshold did not admit the other process's waiter";
+  EXPECT_LT(Clock::now() - raised, 250ms) << "the waiter was admitted only at a later sync";
+  SlotTicket bt = b.get();
+  holder->release(a);
+  other->release(bt);
+}
+
 // The redis backend grants and releases on O(1) fast paths while nobody waits and keeps
 // its counters (holders, queue lengths, pending yield requests) incrementally. Going from
 // the fast paths into contention (queued PTs, an MT asking for a yield, hand-overs) and back

@@ -16,6 +16,7 @@
 #include <string>
 #include <thread>
 
+#include "FileProbe.h"
 #include "PtThread.h"
 #include "Runtime.h"
 #include "Signals.h"
@@ -235,6 +236,43 @@ TEST(PtSafetyTest, ThePtReadsTheEnvironmentAsItWasWhenItStarted) {
   EXPECT_STREQ(seen, "before.bin");
   EXPECT_EQ(grown, nullptr) << "set after the snapshot";
   EXPECT_STREQ(__wrap_getenv("PPIOS_TEST_INPUT"), "after.bin") << "the program's own getenv is live";
+}
+
+// Which descriptors the cache may serve: only regular files open for reading, without
+// O_DIRECT. A read on any other goes to storage unchanged (docs/guarantees.md).
+TEST(PtSafetyTest, OnlyRegularFilesOpenForReadingWithoutODirectAreCached) {
+  std::string path = make_file("probe", 8192);
+  CachedFile file;
+  int plain = open(path.c_str(), O_RDONLY);
+  ASSERT_GE(plain, 0);
+  EXPECT_TRUE(probe_readable_file(plain, &file)) << "a regular file open for reading";
+  close(plain);
+  int rw = open(path.c_str(), O_RDWR);
+  ASSERT_GE(rw, 0);
+  EXPECT_TRUE(probe_readable_file(rw, &file)) << "a regular file open for reading and writing";
+  close(rw);
+  int wo = open(path.c_str(), O_WRONLY);
+  ASSERT_GE(wo, 0);
+  EXPECT_FALSE(probe_readable_file(wo, &file)) << "a write-only descriptor";
+  close(wo);
+  // A tmpfs may refuse O_DIRECT; the working directory (the build tree) takes it.
+  std::string direct_path = "ppios-pt-safety-" + std::to_string(getpid()) + "-direct";
+  int direct = open(path.c_str(), O_RDONLY | O_DIRECT);
+  if (direct < 0 && (direct = open(direct_path.c_str(), O_RDWR | O_CREAT | O_DIRECT, 0600)) >= 0)
+    unlink(direct_path.c_str());
+  ASSERT_GE(direct, 0) << "neither " << path << " nor the working directory takes O_DIRECT";
+  EXPECT_FALSE(probe_readable_file(direct, &file)) << "an O_DIRECT descriptor";
+  close(direct);
+  int fds[2];
+  ASSERT_EQ(pipe(fds), 0);
+  EXPECT_FALSE(probe_readable_file(fds[0], &file)) << "a pipe";
+  close(fds[0]);
+  close(fds[1]);
+  int dir = open("/", O_RDONLY | O_DIRECTORY);
+  ASSERT_GE(dir, 0);
+  EXPECT_FALSE(probe_readable_file(dir, &file)) << "a directory";
+  close(dir);
+  unlink(path.c_str());
 }
 
 TEST(PtSafetyTest, PassThroughInsideTheRuntimeAndInForkedChildren) {
