@@ -52,6 +52,7 @@ expect_error "--count needs" watch --count " 2"
 expect_error "needs N" set-threshold
 expect_error "--curve needs K:MIBPS" set-threshold 4 --curve
 expect_error "--curve needs K:MIBPS" set-threshold 4 --curve 0:40
+expect_error "--curve needs K:MIBPS" set-threshold 4 --curve 257:40
 expect_error "--curve needs K:MIBPS" set-threshold 4 --curve 2:-1
 expect_error "--curve needs K:MIBPS" set-threshold 4 --curve 2:80,
 expect_error "--curve needs K:MIBPS" set-threshold 4 --curve 2=80
@@ -80,6 +81,13 @@ set +e; out=$(calibrate --png none --csv "$dir/fifo.csv"); rc=$?; set -e
 [ "$(cat "$dir/victim")" = precious ] || fail "calibrate wrote through a planted symlink"
 set +e; out=$(calibrate --png none --csv "$dir/cwd/ok.csv"); rc=$?; set -e
 [ $rc -eq 0 ] && grep -q "^distinct,1," "$dir/cwd/ok.csv" || fail "calibrate --csv: rc $rc: $out"
+# PATH a directory: the readers' file is written there, and removed.
+mkdir "$dir/caldir"
+set +e; out=$(timeout 30 "$coord" --target "$target" calibrate "$dir/caldir" --max-streams 2 --seconds 0.05 \
+  --mode distinct --request-kib 4 --region-mib 1 --png none 2>&1); rc=$?; set -e
+[ $rc -eq 0 ] && grep -q "writing $dir/caldir/.* (2 MiB)" <<<"$out" && grep -q "^distinct *2 " <<<"$out" ||
+  fail "calibrate a directory: rc $rc: $out"
+[ -z "$(ls -A "$dir/caldir")" ] || fail "calibrate left its file in the directory: $(ls -A "$dir/caldir")"
 PPIOS_THRESHOLD=bogus expect_error "PPIOS_THRESHOLD='bogus' is not valid" status
 expect_error "--coordinator needs a value" --coordinator
 expect_error "unreachable\|Connection refused\|No such file" --coordinator "unix://$dir/none.sock" status
