@@ -97,6 +97,7 @@ set +e; out=$(timeout 30 "$coord" --coordinator "unix://$dir/none.sock" bench --
 # The same checks as a ppios program's (one parser), and no password in any message.
 PPIOS_LEASE_MS=50 expect_error "PPIOS_LEASE_MS='50' is not valid" status
 PPIOS_MT_THROTTLE=yes expect_error "PPIOS_MT_THROTTLE='yes' is not valid" status
+PPIOS_SHM_GROUP=no-such-group-ppios expect_error "PPIOS_SHM_GROUP='no-such-group-ppios' is not a group name or number" status
 expect_error "PPIOS_TARGET=" --target "a b" status
 for addr in 'redis://:s3cret@host:notaport' 'rediss://:s3cret@host:6379' 'tcp://:s3cret@host' 'Redis://:s3cret@host' \
             'redis//:s3cret@host' 'redis://s3cret@host:x'; do
@@ -106,7 +107,9 @@ for addr in 'redis://:s3cret@host:notaport' 'rediss://:s3cret@host:6379' 'tcp://
   ! grep -q s3cret <<<"$out" && grep -q "not valid" <<<"$out" || fail "PPIOS_COORDINATOR=$addr: $out"
 done
 # reset refuses while a process is registered, unless --force; gc keeps what is in use.
-PPIOS_TARGET=$target timeout 30 "$coord" bench --seconds 3 >/dev/null 2>&1 &
+# Long enough for the checks below on a loaded machine, where each ppios-coord call can
+# take over a second.
+PPIOS_TARGET=$target timeout 60 "$coord" bench --seconds 15 >/dev/null 2>&1 &
 bench_pid=$!
 for _ in $(seq 100); do
   [ "$(PPIOS_TARGET=$target timeout 10 "$coord" status --json | json_get "['processes']")" = 1 ] && break; sleep 0.05
