@@ -226,3 +226,23 @@ TEST(Config, NamesPathsAndGroupsAreChecked) {
     EXPECT_TRUE(parse({{"PPIOS_COORDINATOR", ok}}, &c, &error)) << ok << ": " << error;
   }
 }
+
+// A job on several nodes drops everything prefetched at every synchronization
+// (Coherence.WithoutAnExactTableEveryAcquirePointDropsEverything); whether it is on one
+// node is what the launcher says: all ranks local, or a singleton. Anything else counts
+// as several nodes.
+TEST(Config, AJobIsOnOneNodeOnlyWhenTheLauncherSaysSo) {
+  auto one_node = [](const std::map<std::string, std::string> &env) {
+    Config c;
+    std::string error;
+    EXPECT_TRUE(parse(env, &c, &error)) << error;
+    return c.job_on_one_node;
+  };
+  EXPECT_TRUE(one_node({}));  // a singleton
+  EXPECT_TRUE(one_node({{"OMPI_COMM_WORLD_SIZE", "4"}, {"OMPI_COMM_WORLD_LOCAL_SIZE", "4"}}));
+  EXPECT_FALSE(one_node({{"OMPI_COMM_WORLD_SIZE", "4"}, {"OMPI_COMM_WORLD_LOCAL_SIZE", "2"}}));
+  EXPECT_FALSE(one_node({{"OMPI_COMM_WORLD_SIZE", "4"}}));
+  EXPECT_TRUE(one_node({{"PMI_SIZE", "3"}, {"MPI_LOCALNRANKS", "3"}}));
+  EXPECT_FALSE(one_node({{"PMI_SIZE", "3"}, {"MPI_LOCALNRANKS", "1"}}));
+  EXPECT_FALSE(one_node({{"PMIX_RANK", "0"}}));
+}
