@@ -305,6 +305,7 @@ ssize_t ppios_prefetch_pread_copy(int fd, void *buf, size_t count, off_t offset,
   size_t expected = count;
   if (fstat(fd, &st) == 0 && S_ISREG(st.st_mode))
     expected = offset >= st.st_size ? 0 : std::min<size_t>(count, static_cast<size_t>(st.st_size - offset));
+  ppios::pt_check_room(buf, count);
   ppios::pt_probe_buffer(buf, expected);
   bool stopped = false;
   ssize_t n;
@@ -322,7 +323,10 @@ ssize_t ppios_prefetch_read_copy(int fd, void *buf, size_t count, ppios_seq_t se
   ppios::pt_checkpoint();
   if (!ppios::pt_owns(fd)) return -1;
   off_t offset = lseek(fd, 0, SEEK_CUR);
-  if (offset < 0) return read(fd, buf, count);  // no offset (a pipe?): what read does
+  if (offset < 0) {  // no offset (a pipe?): what read does
+    ppios::pt_check_room(buf, count);
+    return read(fd, buf, count);
+  }
   ssize_t n = ppios_prefetch_pread_copy(fd, buf, count, offset, seq, flags, site);
   if (n > 0) lseek(fd, offset + n, SEEK_SET);
   return n;

@@ -10,6 +10,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cstddef>
 #include <cstdlib>
 #include <cstring>
 #include <string>
@@ -19,6 +20,7 @@
 #include "Runtime.h"
 #include "Signals.h"
 #include "ThreadState.h"
+#include "ppios/ppios.h"
 
 namespace ppios {
 
@@ -184,7 +186,14 @@ void pt_probe_buffer(void *buf, size_t count) {
   p[count - 1] = p[count - 1];
 }
 
+void pt_check_room(const void *buf, size_t count) {
+  if (count > PtResources::get().block_room(buf)) pt_escape(PtStop::Bounds);
+}
+
 // ------------------------------------------------------------------ PtResources
+
+// The header generated code reads (ppios.h) is the end of PtResources::Block.
+static_assert(sizeof(ppios_pt_block_header) == 16, "two words");
 
 namespace {
 std::vector<std::string> *g_environment = nullptr;  // written once, before the PT starts
@@ -385,6 +394,9 @@ void *PtResources::allocate(size_t bytes, PrefetchCache &cache) {
     cache.give_external(bytes);
     return nullptr;
   }
+  static_assert(sizeof(Block) == 32 && offsetof(Block, key) == sizeof(Block) - sizeof(ppios_pt_block_header),
+                "the public header ends the block's");
+  block->key = reinterpret_cast<uintptr_t>(block + 1) ^ PPIOS_PT_BLOCK_KEY;
   block->bytes = bytes;
   block->prev = nullptr;
   block->next = blocks_;
@@ -396,6 +408,7 @@ void *PtResources::allocate(size_t bytes, PrefetchCache &cache) {
 void PtResources::release(void *p, PrefetchCache &cache) {
   if (p == nullptr || !owns_block(p)) return;  // not the PT's: never the PT's to free
   Block *block = static_cast<Block *>(p) - 1;
+  block->key = 0;  // a store through a stale pointer to it escapes
   if (block->prev != nullptr) block->prev->next = block->next;
   else blocks_ = block->next;
   if (block->next != nullptr) block->next->prev = block->prev;
@@ -410,6 +423,15 @@ bool PtResources::owns_block(const void *p) const {
   for (const Block *b = blocks_; b != nullptr; b = b->next)
     if (b + 1 == p) return true;
   return false;
+}
+
+size_t PtResources::block_room(const void *p) const {
+  const auto at = reinterpret_cast<uintptr_t>(p);
+  for (const Block *b = blocks_; b != nullptr; b = b->next) {
+    const auto begin = reinterpret_cast<uintptr_t>(b + 1);
+    if (at >= begin && at - begin <= b->bytes) return b->bytes - (at - begin);
+  }
+  return SIZE_MAX;
 }
 
 void *PtResources::reallocate(void *p, size_t bytes, PrefetchCache &cache) {

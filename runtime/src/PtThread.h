@@ -74,6 +74,13 @@ bool pt_fault_seen(int *sig, uintptr_t *address, bool *has_address);
 // so that a bad PT buffer faults here (and escapes) rather than inside the runtime.
 void pt_probe_buffer(void *buf, size_t count);
 
+// Before the runtime stores `count` bytes at `buf` for the PT (a copy read): escapes
+// (pt_stop "bounds") if buf lies in a block of the PT's allocator and the bytes run past
+// its end. A count the PT computed from mispredicted data must not overflow the block into
+// the heap the program shares. (A buffer of the PT's stack or statics is not a block: its
+// size is the transformer's to check.) The PT thread only, with no runtime lock held.
+void pt_check_room(const void *buf, size_t count);
+
 // The environment as it was when the PT started, for the PT's getenv: the program's
 // setenv/putenv may reallocate `environ` while the PT reads it, and the PT must never
 // touch memory the program frees. snapshot_environment() runs on the MT before the PT
@@ -126,6 +133,9 @@ class PtResources {
   void *reallocate(void *block, size_t bytes, PrefetchCache &cache);
   void release(void *block, PrefetchCache &cache);
   bool owns_block(const void *p) const;
+  // The bytes from p to the end of the PT's block that holds p, or SIZE_MAX if p is in
+  // none (the PT's stack or statics).
+  size_t block_room(const void *p) const;
 
   // Closes every owned stream and descriptor and frees every block: the PT has ended.
   void release_all(PrefetchCache &cache);
@@ -146,9 +156,12 @@ class PtResources {
   void close_runtime_stream(FILE *stream);
 
  private:
+  // Its last two words are the block's public header (ppios_pt_block_header: the key
+  // and the size), right before the bytes: generated code checks its stores against them.
   struct alignas(16) Block {
     Block *prev;
     Block *next;
+    uintptr_t key;
     size_t bytes;
   };
   static constexpr int kMaxFds = 1 << 16;

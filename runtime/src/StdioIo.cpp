@@ -567,8 +567,11 @@ size_t ppios_prefetch_fread_copy(void *buf, size_t size, size_t nmemb, FILE *str
   if (stream == nullptr || !ppios::pt_owns(stream)) return 0;
   off_t offset = ftello(stream);
   int fd = fileno(stream);
-  if (size == 0 || nmemb == 0 || nmemb > SIZE_MAX / size || offset < 0 || fd < 0)
+  if (size == 0 || nmemb == 0 || nmemb > SIZE_MAX / size || offset < 0 || fd < 0) {
+    if (size != 0 && nmemb > SIZE_MAX / size) ppios::pt_check_room(buf, SIZE_MAX);
+    else ppios::pt_check_room(buf, size * nmemb);
     return fread(buf, size, nmemb, stream);  // whatever fread itself does
+  }
   ssize_t n = ppios_prefetch_pread_copy(fd, buf, size * nmemb, offset, seq, flags, site);
   if (n < 0) return 0;
   ppios::seek_stream(stream, offset + n, SEEK_SET);
@@ -694,6 +697,7 @@ extern "C" {
 char *ppios_prefetch_fgets_copy(char *s, int n, FILE *stream, ppios_seq_t seq, unsigned flags,
                                 const char *site) {
   if (!pt_top_up(stream, n > 1 ? static_cast<size_t>(n) - 1 : 0, seq, flags, site)) return nullptr;
+  ppios::pt_check_room(s, n > 0 ? static_cast<size_t>(n) : 0);
   return fgets(s, n, stream);
 }
 

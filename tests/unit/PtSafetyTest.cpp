@@ -477,3 +477,87 @@ TEST(PtSafetyTest, PtFreesOnlyItsOwnBlocks) {
   EXPECT_EQ(cache.counters().external_bytes, 0u);
   std::free(program);
 }
+
+// The header before each PT block (ppios.h, ppios_pt_block_header) lets generated code
+// check a store through a block's pointer: inside the block it is the identity, past it or
+// below it the PT escapes (outside the PT: the misuse abort).
+TEST(PtSafetyTest, BlockIndexChecksAgainstTheBlock) {
+  PrefetchCache cache(1 << 20);
+  PtResources resources;
+  auto *block = static_cast<long *>(resources.allocate(16 * sizeof(long), cache));
+  ASSERT_NE(block, nullptr);
+  EXPECT_EQ(ppios_pt_block_index(block, 0, sizeof *block), 0);
+  EXPECT_EQ(ppios_pt_block_index(block, 15, sizeof *block), 15);
+  EXPECT_EQ(ppios_pt_block_index(block, 127, 1), 127);  // the same bytes, other elements
+  EXPECT_EQ(ppios_pt_object_index(block, 15, sizeof *block), 15);
+  EXPECT_EQ(resources.block_room(block), 16 * sizeof(long));
+  EXPECT_EQ(resources.block_room(block + 12), 4 * sizeof(long));
+  EXPECT_EQ(resources.block_room(block + 16), 0u);  // one past the end: nothing fits
+  long variable[2] = {0, 0};
+  EXPECT_EQ(resources.block_room(variable), SIZE_MAX);  // not a block: the transformer's
+  EXPECT_EQ(ppios_pt_object_index(variable, 0, sizeof *variable), 0);
+  resources.release(block, cache);
+}
+
+TEST(PtSafetyDeathTest, BlockIndexOutOfBoundsEscapes) {
+  PrefetchCache cache(1 << 20);
+  PtResources resources;
+  auto *block = static_cast<long *>(resources.allocate(16 * sizeof(long), cache));
+  ASSERT_NE(block, nullptr);
+  EXPECT_DEATH(ppios_pt_block_index(block, 16, sizeof *block), "outside the prefetch thread");
+  EXPECT_DEATH(ppios_pt_block_index(block, -1, sizeof *block), "outside the prefetch thread");
+  EXPECT_DEATH(ppios_pt_block_index(block + 1, 0, sizeof *block), "outside the prefetch thread");
+  long variable[2] = {0, 0};
+  EXPECT_DEATH(ppios_pt_block_index(variable, 0, sizeof *variable), "outside the prefetch thread");
+  EXPECT_DEATH(ppios_pt_object_index(variable, 1, sizeof *variable), "outside the prefetch thread");
+  resources.release(block, cache);
+}
+
+namespace {
+std::string g_room_file;
+std::atomic<int> g_room_step{0};
+
+// A slice that reads into a 64-byte block of its own: 64 bytes fit, 65 never reach the
+// block (the PT escapes "bounds" before the runtime stores a byte), nor does a store
+// through a subscript one past it.
+void copy_room_slice(void *ctx) {
+  const bool subscript = ctx != nullptr;
+  auto *block = static_cast<char *>(ppios_pt_malloc(64));
+  int fd = ppios_pt_open(g_room_file.c_str(), O_RDONLY);
+  if (fd < 0) return;
+  if (ppios_prefetch_pread_copy(fd, block, 64, 0, 1, 0, "room.c:1:1") != 64) return;
+  g_room_step = 1;
+  if (subscript) {
+    block[ppios_pt_block_index(block, 63, 1)] = 1;
+    g_room_step = 2;
+    block[ppios_pt_block_index(block, 64, 1)] = 1;
+  } else {
+    ppios_prefetch_pread_copy(fd, block + 8, 64, 0, 2, 0, "room.c:2:1");
+  }
+  g_room_step = 3;  // never reached
+}
+
+PtStop run_as_pt(void (*slice)(void *), void *ctx) {
+  PtStop why = PtStop::Running;
+  std::thread pt([&] {
+    t_thread.role = ThreadRole::PT;
+    why = run_pt_slice(slice, ctx);
+    PtResources::get().release_all(Runtime::get().cache());
+  });
+  pt.join();
+  return why;
+}
+}  // namespace
+
+TEST(PtSafetyTest, CopyReadsAndStoresPastAPtBlockEscape) {
+  g_room_file = make_file("room", 4096);
+  g_room_step = 0;
+  EXPECT_EQ(run_as_pt(copy_room_slice, nullptr), PtStop::Bounds);
+  EXPECT_EQ(g_room_step, 1);
+  g_room_step = 0;
+  static int subscript = 1;
+  EXPECT_EQ(run_as_pt(copy_room_slice, &subscript), PtStop::Bounds);
+  EXPECT_EQ(g_room_step, 2);
+  EXPECT_EQ(Runtime::get().cache().counters().external_bytes, 0u);
+  unlink(g_room_file.c_str());
+}

@@ -41,7 +41,8 @@
  * The PT must never change what the program does: it can stop quietly at any point (an
  * "escape": its slice is left, everything it owns is released, the thread ends and the
  * MT's reads simply miss from then on). It escapes when the runtime stops, on
- * ppios_pt_exit, on an out-of-bounds ppios_pt_index, when ppios_pt_malloc is over
+ * ppios_pt_exit, on an out-of-bounds ppios_pt_index (ppios_pt_block_index, or a copy read
+ * bigger than the PT's block it reads into), when ppios_pt_malloc is over
  * budget, and on a fault (SIGSEGV, SIGBUS, SIGFPE, SIGILL) in its slice, which prints one
  * warning line. Every ppios_pt_* and ppios_prefetch_* call escapes at entry if the
  * runtime is stopping; ppios_pt_poll does only that. The PT reads only regular files it
@@ -158,11 +159,53 @@ PPIOS_API void *ppios_pt_vla(void **slot, size_t bytes);
 /* The escape of ppios_pt_index (pt_stop "bounds"); not called directly. */
 PPIOS_API void ppios_pt_out_of_bounds(void) PPIOS_NORETURN;
 
-/* Bounds check the transformer emits around PT array subscripts and copy-read sizes:
+/* Bounds check the transformer emits around subscripts of the PT's arrays of constant size:
  * returns i if 0 <= i < n, else the PT escapes quietly. __inline__, not inline: this header
  * is compiled with the program's flags, and under -std=c89/-ansi `inline` is no keyword. */
 static __inline__ long long ppios_pt_index(long long i, long long n) {
   if (__builtin_expect(i >= 0 && i < n, 1)) return i;
+  ppios_pt_out_of_bounds();
+}
+
+/* The 16 bytes the runtime keeps right before each block of ppios_pt_malloc and friends
+ * (and ppios_pt_vla): `key` is the block's address xor PPIOS_PT_BLOCK_KEY (zero once the
+ * block is freed), `bytes` its size. ppios_pt_block_index reads them. */
+struct ppios_pt_block_header {
+  uintptr_t key;
+  size_t bytes;
+};
+#define PPIOS_PT_BLOCK_KEY ((uintptr_t)0x70705f626c6f636bUL)
+
+/* Bounds check the transformer emits where the PT stores through a subscript (or `*`, `->`)
+ * of a pointer that only the PT's allocator sets: p must be a block of the PT's, and
+ * element i of `size` bytes must lie inside it; returns i, else the PT escapes quietly
+ * (pt_stop "bounds"). One load of the header (next to the block's first bytes), a compare
+ * and a division by a constant. A pointer that is not a live block of the PT's (the PT
+ * freed it) escapes; a null one faults, and the fault net escapes. */
+/* The header that would precede p, out of the compiler's sight (p may be a variable: the
+ * compiler must neither warn about nor optimise on what lies before it). */
+static __inline__ const struct ppios_pt_block_header *ppios_pt_block_header_of(const void *p) {
+  uintptr_t at = (uintptr_t)p - sizeof(struct ppios_pt_block_header);
+  __asm__("" : "+r"(at));
+  return (const struct ppios_pt_block_header *)at;
+}
+
+static __inline__ long long ppios_pt_block_index(const void *p, long long i, size_t size) {
+  const struct ppios_pt_block_header *h = ppios_pt_block_header_of(p);
+  if (__builtin_expect(h->key == ((uintptr_t)p ^ PPIOS_PT_BLOCK_KEY) && i >= 0 &&
+                           (unsigned long long)i < h->bytes / (size ? size : 1),
+                       1))
+    return i;
+  ppios_pt_out_of_bounds();
+}
+
+/* The same for a clone's pointer parameter, whose callers pass only the start of memory the
+ * PT owns: a block of its allocator (checked as above), or a whole variable of the PT's,
+ * of which only element 0 is known to exist. */
+static __inline__ long long ppios_pt_object_index(const void *p, long long i, size_t size) {
+  const struct ppios_pt_block_header *h = ppios_pt_block_header_of(p);
+  if (h->key == ((uintptr_t)p ^ PPIOS_PT_BLOCK_KEY)) return ppios_pt_block_index(p, i, size);
+  if (__builtin_expect(i == 0, 1)) return 0;
   ppios_pt_out_of_bounds();
 }
 
