@@ -7,6 +7,7 @@ add_library(ppios_transformer STATIC
   lib/CompilerDriver.cpp
   lib/IoCallTable.cpp
   lib/PrefetchPlanner.cpp
+  lib/PlannerBounds.cpp
   lib/PlannerCaptures.cpp
   lib/PlannerClones.cpp
   lib/PlannerFinish.cpp
@@ -14,6 +15,7 @@ add_library(ppios_transformer STATIC
   lib/PlannerSupport.cpp
   lib/PlannerValues.cpp
   lib/PlanVerifier.cpp
+  lib/PlanVerifierBounds.cpp
   lib/PrefetchThreadEmitter.cpp
   lib/SideEffects.cpp
   lib/SourceText.cpp

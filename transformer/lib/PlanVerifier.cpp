@@ -78,6 +78,8 @@ std::vector<Violation> PlanVerifier::verify() {
   }
   for (const auto &Owned : Units.all())
     verifyUnit(*Owned);
+  for (const auto &Owned : Units.all())
+    verifyBounds(*Owned);
   verifyOwnDeclarations();
   return Found;
 }

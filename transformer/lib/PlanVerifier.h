@@ -15,6 +15,9 @@
 //   and program helpers the oracle finds confined (no stores outside their locals and
 //   pointer parameters, no inline assembly, no cleanup function with effects). Nothing else.
 //
+// - bounds: every subscript, `*` and `->` on a store's way to its object has a check in the
+//   plan (UnitPlan::Bounds) that keeps it inside the object (PlanVerifierBounds.cpp).
+//
 // Also: no inline assembly anywhere in a function the PT runs a clone of; no local bigger
 // than StackLimit and no variable-length array on the PT's stack (the plan keeps such
 // locals in the PT's heap, ThreadPlan::HeapLocals); and no program cleanup function on a declaration the PT copies (the emitter strips one written in the
@@ -29,11 +32,14 @@
 
 #include "PrefetchPlanner.h"
 
+#include "llvm/ADT/STLFunctionalExtras.h"
+
 #include <cstdint>
 #include <string>
 #include <vector>
 
 namespace clang {
+class ASTContext;
 class CallExpr;
 class Expr;
 class Stmt;
@@ -85,6 +91,19 @@ public:
   // in the main file itself, not produced by a macro.
   static bool strippableCleanup(const clang::VarDecl *VD);
 
+  // Bounds (PlanVerifierBounds.cpp): the subscripts and dereferences of S's stores (the
+  // left side of an assignment, the operand of ++ or --) that need a check to land inside
+  // their object: every one on the store's way to its lvalue (`a[i].f[j]`: both), but a
+  // constant subscript of an array of constant size within it, and `*&x`. The plan
+  // guards them (UnitPlan::Bounds) and the verifier refuses a store it cannot.
+  static void forEachStoreAccess(const clang::Stmt *S, const clang::ASTContext &Ctx,
+                                 llvm::function_ref<void(const clang::Expr *)> F);
+  // The part of E a check can wrap in the PT's text: E, or inside the parentheses and
+  // implicit casts a macro's body puts around its argument, the argument as written in
+  // the file, in one piece; null if there is none.
+  static const clang::Expr *spelledOperand(const clang::Expr *E, const clang::ASTContext &Ctx);
+  static const char *const BoundsRule;
+
 private:
   void verifyUnit(const Unit &U);
   void verifyKeptCalls(const Unit &U);
@@ -97,6 +116,9 @@ private:
   std::string checkPointer(const clang::Expr *Pointer);
   bool ownedVariable(const clang::VarDecl *VD) const;
   std::string unallocated(const clang::VarDecl *VD) const;
+  // Bounds (PlanVerifierBounds.cpp).
+  void verifyBounds(const Unit &U);
+  std::string unboundedStore(const clang::Expr *Access) const;
 
   const ThreadPlan &Plan;
   const PrefetchPlanner &Planner;

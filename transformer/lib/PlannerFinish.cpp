@@ -404,6 +404,7 @@ void PrefetchPlanner::buildThreadPlan() {
               [](const VarDecl *A, const VarDecl *B) { return A->getLocation() < B->getLocation(); });
   }
   placeBigLocals(P);
+  planBounds(P);
   P.Unbuildable = unbuildable(P);
   Finished = std::move(P);
 }

@@ -267,6 +267,9 @@ private:
   // it in the PT's text becomes (*block), so each must be spelled in the file.
   std::string heapUnplaceable(const clang::VarDecl *VD) const;
   void placeBigLocals(ThreadPlan &P) const;
+  // The checks of the PT's subscripts and pointers (PlannerBounds.cpp).
+  void planBounds(ThreadPlan &P) const;
+  BoundGuard boundOf(const clang::Expr *Access, const ThreadPlan &P) const;
   ThreadPlan Finished;
   // What the verifier (PlanVerifier.h) refused: statements the PT may not run as written,
   // and reads or clone calls it may not keep from a statement it cannot run (-> why).

@@ -549,10 +549,10 @@ void PrefetchThreadEmitter::addLoopPolls() {
 }
 
 // The PT's own memory accesses must be safe whatever values it computes with (data that
-// another process has not written yet, a guard the PT could not evaluate): subscripts of
-// arrays of known size are checked (ppios_pt_index escapes when out of bounds), and the
-// PT allocates through the runtime, within PPIOS_CACHE_MB (ppios_pt_malloc escapes instead
-// of returning NULL). Added last, like the polls.
+// another process has not written yet, a guard the PT could not evaluate, a loop it runs
+// past an exit): the checks the plan puts on subscripts and pointers (BoundGuard) escape
+// when out of bounds, and the PT allocates through the runtime, within PPIOS_CACHE_MB
+// (ppios_pt_malloc escapes instead of returning NULL). Added last, like the polls.
 void PrefetchThreadEmitter::addMemoryGuards() {
   // A unit's own text: the header of a control unit, the whole of any other.
   auto Parts = [](const Unit &U) {
@@ -560,45 +560,86 @@ void PrefetchThreadEmitter::addMemoryGuards() {
       return headerParts(U.S);
     return U.UnitKind == Unit::Block ? std::vector<const Stmt *>{} : std::vector<const Stmt *>{U.S};
   };
+  // Each check wraps a range of the text: `check(` in front, `, ...)` behind. Nested and
+  // equal ranges (a macro's argument checked for two arrays) must pair up: fronts from the
+  // outermost in, backs from the innermost out.
+  struct Wrap {
+    unsigned Begin, End;
+    std::string Front, Back;
+  };
+  std::vector<Wrap> Wraps;
   for (const auto &Owned : Units.all()) {
     const Unit &U = *Owned;
-    if (!Plan.unit(U).Guarded)
+    const UnitPlan &P = Plan.unit(U);
+    if (!P.Guarded)
       continue;
+    for (const BoundGuard &G : P.Bounds) {
+      const Expr *At = G.Index ? G.Index : G.Pointer;
+      Wrap W{Text.offset(At->getBeginLoc()), Text.tokenEnd(At->getEndLoc()), "", ""};
+      if (G.GuardKind == BoundGuard::Elements) {
+        W.Front = "ppios_pt_index(";
+        W.Back = ", " + std::to_string(G.Count) + ")";
+      } else {
+        // The block's pointer as the PT's text names it (a variable-length array is its
+        // heap block), and the check of its element.
+        const HeapLocal *H = Plan.heapLocal(G.Base);
+        std::string Base = H ? "(*" + H->Name + ")" : G.Base->getNameAsString();
+        std::string Check =
+            G.GuardKind == BoundGuard::Block ? "ppios_pt_block_index(" : "ppios_pt_object_index(";
+        if (G.Index) {
+          W.Front = Check + Base + ", ";
+          W.Back = ", sizeof *" + Base + ")";
+        } else {
+          W.Front = "(";
+          W.Back = " + " + Check + Base + ", 0, sizeof *" + Base + "))";
+        }
+      }
+      if (std::none_of(Wraps.begin(), Wraps.end(), [&](const Wrap &O) {
+            return O.Begin == W.Begin && O.End == W.End && O.Front == W.Front && O.Back == W.Back;
+          }))
+        Wraps.push_back(W);
+    }
+    // Allocations through the runtime.
     llvm::SmallVector<const Stmt *, 16> Work;
-    for (const Stmt *P : Parts(U))
-      if (P)
-        Work.push_back(P);
+    for (const Stmt *Part : Parts(U))
+      if (Part)
+        Work.push_back(Part);
     while (!Work.empty()) {
       const Stmt *St = Work.pop_back_val();
       for (const Stmt *Child : St->children())
         if (Child)
           Work.push_back(Child);
-      if (St->getBeginLoc().isMacroID() || St->getEndLoc().isMacroID())
+      const auto *Call = dyn_cast<CallExpr>(St);
+      if (!Call || St->getBeginLoc().isMacroID() || St->getEndLoc().isMacroID())
         continue;
-      if (const auto *Call = dyn_cast<CallExpr>(St)) {
-        const FunctionDecl *Callee = Call->getDirectCallee();
-        const Expr *Name = Call->getCallee()->IgnoreParenImpCasts();
-        if (Callee && Callee->getIdentifier() && !Name->getBeginLoc().isMacroID()) {
-          StringRef N = Callee->getName();
-          if (N == "malloc" || N == "calloc" || N == "realloc" || N == "free")
-            Edits.replace(Text.offset(Name->getBeginLoc()), Text.tokenEnd(Name->getEndLoc()),
-                          "ppios_pt_" + N.str());
-        }
-        continue;
+      const FunctionDecl *Callee = Call->getDirectCallee();
+      const Expr *Name = Call->getCallee()->IgnoreParenImpCasts();
+      if (Callee && Callee->getIdentifier() && !Name->getBeginLoc().isMacroID()) {
+        StringRef N = Callee->getName();
+        if (N == "malloc" || N == "calloc" || N == "realloc" || N == "free")
+          Edits.replace(Text.offset(Name->getBeginLoc()), Text.tokenEnd(Name->getEndLoc()),
+                        "ppios_pt_" + N.str());
       }
-      const auto *AS = dyn_cast<ArraySubscriptExpr>(St);
-      if (!AS)
-        continue;
-      const auto *Array = dyn_cast_or_null<ConstantArrayType>(
-          AS->getBase()->IgnoreParenImpCasts()->getType()->getAsArrayTypeUnsafe());
-      const Expr *Index = AS->getIdx();
-      if (!Array || Index->isIntegerConstantExpr(Units.function()->getASTContext()))
-        continue;
-      Edits.insert(Text.offset(Index->getBeginLoc()), "ppios_pt_index(");
-      Edits.insert(Text.tokenEnd(Index->getEndLoc()),
-                   ", " + std::to_string(Array->getSize().getZExtValue()) + ")");
     }
   }
+  std::vector<size_t> Order(Wraps.size());
+  for (size_t I = 0; I < Order.size(); ++I)
+    Order[I] = I;
+  std::stable_sort(Order.begin(), Order.end(), [&](size_t A, size_t B) {
+    return Wraps[A].Begin != Wraps[B].Begin ? Wraps[A].Begin < Wraps[B].Begin
+                                            : Wraps[A].End > Wraps[B].End;
+  });
+  for (size_t I : Order)
+    Edits.insert(Wraps[I].Begin, Wraps[I].Front);
+  std::stable_sort(Order.begin(), Order.end(), [&](size_t A, size_t B) {
+    if (Wraps[A].End != Wraps[B].End)
+      return Wraps[A].End < Wraps[B].End;
+    if (Wraps[A].Begin != Wraps[B].Begin)
+      return Wraps[A].Begin > Wraps[B].Begin;
+    return A > B;
+  });
+  for (size_t I : Order)
+    Edits.insert(Wraps[I].End, Wraps[I].Back);
 }
 
 // Big locals are heap blocks (HeapLocal): every name of one in the PT's text is (*block),

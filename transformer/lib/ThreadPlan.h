@@ -18,6 +18,7 @@
 #include "llvm/ADT/DenseMap.h"
 #include "llvm/ADT/DenseSet.h"
 #include "llvm/ADT/SmallVector.h"
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -88,6 +89,29 @@ struct HandoffTake {
   bool Global; // a global handle: the PT's is its shadow
 };
 
+// A check the PT's text makes of a subscript or a pointer before it uses it (see
+// docs/design/pt-confinement.md, "Bounds"): what it stores through lands inside the
+// object. Every subscript of an array of constant size is checked (reads too: cheap); a
+// store through a pointer of the PT's or a variable-length array, by the object's size
+// at run time.
+struct BoundGuard {
+  enum Kind {
+    Elements, // ppios_pt_index(Index, Count): an array of Count elements
+    Block,    // ppios_pt_block_index(Base, Index, sizeof *Base): a block of the PT's allocator
+    Object,   // ppios_pt_object_index(Base, Index, sizeof *Base): what a clone's pointer
+              // parameter points to (a block, or a whole variable: element 0 only)
+  } GuardKind = Elements;
+  // The subscript, `*` or `->` it checks.
+  const clang::Expr *Access = nullptr;
+  // The integer the check wraps, spelled in the file (a subscript written as a macro's
+  // argument included); null for `*p` and `p->f` (Block, Object), where the check wraps
+  // the pointer Pointer itself, at element 0: (p + check(p, 0, sizeof *p)).
+  const clang::Expr *Index = nullptr;
+  const clang::Expr *Pointer = nullptr;
+  uint64_t Count = 0;                   // Elements
+  const clang::VarDecl *Base = nullptr; // Block, Object: the pointer, or the array's heap block
+};
+
 struct UnitPlan {
   enum Form {
     Outside,   // before the PT's start: not the PT's
@@ -127,6 +151,8 @@ struct UnitPlan {
   // Its own text is the PT's (in the slice, computable): subscripts checked, allocations
   // through the runtime.
   bool Guarded = false;
+  // The checks of its own text (Guarded), in no particular order.
+  std::vector<BoundGuard> Bounds;
 };
 
 // A local too big for the PT's stack (PlanVerifier::StackLimit) that the PT keeps in a
