@@ -175,8 +175,8 @@ ssize_t Runtime::mt_write(const FileKey *file, off_t offset, FunctionRef<ssize_t
 
 void Runtime::mt_done(uint64_t seq) {
   mt_completed_.store(seq, std::memory_order_release);
-  // Until anything is cached no entry can be passed (the cache learns the progress at
-  // the MT's first transfer after its first entry).
+  // Until a PT starts no entry can be passed (the cache learns the progress at the MT's
+  // first transfer after that).
   if (!caching() || !cache_.used()) return;
   cache_.mt_progress(seq);
   notify_progress();

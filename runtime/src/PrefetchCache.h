@@ -101,11 +101,13 @@ class PrefetchCache {
   void finish(CacheEntry *entry, bool ok);
 
   // --- main thread
-  // Whether any entry was ever reserved. Until one is, nothing can be served, and the
-  // MT's reads skip the probes a serve needs (a process whose PT never starts pays for no
-  // more than the descriptor's kind). A read that races the first reservation only
-  // misses it.
+  // Whether a prefetching thread was ever started (mark_used, by the MT as it starts the
+  // PT, before anything can be reserved; a reservation marks it too). Until then nothing
+  // can be served, and the MT's reads skip the probes a serve needs: a process whose PT
+  // never starts pays for no more than the descriptor's kind. Marking at the start, not
+  // at the first reservation, keeps the MT from racing past an entry of its own read.
   bool used() const { return used_.load(std::memory_order_acquire); }
+  void mark_used() { used_.store(true, std::memory_order_release); }
   ServeResult serve(const FileKey &key, const FileStamp &stamp, off_t offset, size_t length,
                     char *buffer, InFlightPolicy policy);
   // The MT completed its transfer number `seq`: entries with lower numbers are passed.

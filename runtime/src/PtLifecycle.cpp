@@ -49,6 +49,9 @@ void Runtime::start_pt(void (*entry)(void *), const void *ctx, size_t ctx_size) 
     if (pt_started_ || stopping()) return;
     pt_started_ = true;
     pt_running_ = true;
+    // From now on the MT's reads look in the cache: this is the MT, so every read it
+    // makes after this line sees it, and the PT reserves nothing before.
+    cache_.mark_used();
     mt_tid_ = gettid();
     int finalized = 0;
     MPI_Finalized(&finalized);

@@ -133,9 +133,9 @@ class Runtime {
   Mode mode() const { return config_.mode; }
   // True when MT reads look in the cache (any mode but off).
   bool caching() const { return config_.mode != Mode::Off; }
-  // Whether a read may be served from the cache at all: while nothing was ever prefetched
-  // the MT's reads skip the probes a serve needs (PrefetchCache::used), unless a trace
-  // names the files they read.
+  // Whether a read may be served from the cache at all: until a PT starts the MT's reads
+  // skip the probes a serve needs (PrefetchCache::used), unless a trace names the files
+  // they read.
   bool may_serve() { return caching() && (cache_.used() || trace_.enabled()); }
   // PPIOS_MODE=off without a trace: nothing is prefetched and nothing waits for the MT's
   // progress, so an MT read is the plain call at the plain call's cost, only counted
