@@ -20,6 +20,8 @@ const char *const CallRule =
     "memory alone, and helpers that pass the same check)";
 const char *const AsmRule = " (the prefetch thread runs no inline assembly)";
 const char *const CleanupRule = " (the prefetch thread runs none of the program's cleanup functions)";
+const char *const KindRule =
+    " (the prefetch thread runs only expressions whose every store and call it checks)";
 
 bool renamedToRuntime(llvm::StringRef Name) {
   return Name == "malloc" || Name == "calloc" || Name == "realloc" || Name == "free";
@@ -177,23 +179,44 @@ void PlanVerifier::verifyKeptCalls(const Unit &U) {
   }
 }
 
+// Every node is classified (nodeEffect): what stores is checked where it stores, a call
+// by its callee, and a kind nobody listed is refused. What S evaluates is its children
+// (not the operand of sizeof or _Alignof, unless its type is variably modified) and the
+// sizes of the variably modified types it names (sizeExpressions), which the children
+// do not show.
 std::string PlanVerifier::checkRuns(const Stmt *S, const Unit &U, bool AsWritten) {
-  if (!S || isa<UnaryExprOrTypeTraitExpr>(S)) // sizeof: not evaluated
+  if (!S)
     return "";
-  if (isa<AsmStmt>(S))
+  switch (nodeEffect(S)) {
+  case NodeEffect::Unknown:
+    return "has " + describeNode(S, Units.function()->getASTContext().getSourceManager()) +
+           ", an expression whose stores and calls the prefetch thread cannot check" + KindRule;
+  case NodeEffect::Asm:
     return std::string("has inline assembly") + AsmRule;
-  if (const auto *Call = dyn_cast<CallExpr>(S))
-    return checkCall(Call, U, AsWritten);
-  if (const auto *BO = dyn_cast<BinaryOperator>(S); BO && BO->isAssignmentOp()) {
-    std::string Why = checkStore(BO->getLHS());
-    if (!Why.empty())
-      return Why;
+  case NodeEffect::Calls:
+    return checkCall(cast<CallExpr>(S), U, AsWritten);
+  case NodeEffect::Stores: {
+    NodeStores Stores = nodeStores(S);
+    for (const Expr *LValue : Stores.LValues)
+      if (std::string Why = checkStore(LValue); !Why.empty())
+        return Why;
+    for (const Expr *Pointer : Stores.Through)
+      if (std::string Why = checkDestination(
+              Pointer, describeNode(S, Units.function()->getASTContext().getSourceManager()));
+          !Why.empty())
+        return Why;
+    break;
   }
-  if (const auto *UO = dyn_cast<UnaryOperator>(S); UO && UO->isIncrementDecrementOp()) {
-    std::string Why = checkStore(UO->getSubExpr());
-    if (!Why.empty())
-      return Why;
+  case NodeEffect::None:
+    break;
   }
+  llvm::SmallVector<const Expr *, 2> Sizes;
+  sizeExpressions(S, Sizes);
+  for (const Expr *Size : Sizes)
+    if (std::string Why = checkRuns(Size, U, AsWritten); !Why.empty())
+      return Why;
+  if (!operandsEvaluated(S))
+    return "";
   if (const auto *DS = dyn_cast<DeclStmt>(S))
     for (const Decl *D : DS->decls())
       if (const auto *VD = dyn_cast<VarDecl>(D)) {
@@ -301,8 +324,12 @@ std::string PlanVerifier::checkCall(const CallExpr *Call, const Unit &U, bool As
   CalleeEffect E = Units.oracle().classify(Callee);
   if (E.Effect == CalleeEffect::Unsafe)
     return E.Why + CallRule;
+  // A formatted call whose format may have %n stores through its pointer arguments too.
+  CallStores Stores = callStores(Call, E);
+  if (!Stores.Known)
+    return Stores.Why + StoreRule;
   for (unsigned I = 0; I < Call->getNumArgs() && I < 32; ++I)
-    if (E.StoredArgs & (1u << I)) {
+    if (Stores.Args & (1u << I)) {
       std::string Why = checkDestination(Call->getArg(I), Name);
       if (!Why.empty())
         return Why;

@@ -18,6 +18,12 @@
 // - bounds: every subscript, `*` and `->` on a store's way to its object has a check in the
 //   plan (UnitPlan::Bounds) that keeps it inside the object (PlanVerifierBounds.cpp).
 //
+// Every node of what the PT evaluates is classified (nodeEffect, SideEffects.h): stores
+// that are no assignment (atomic builtins, va_arg) are checked where they land, and a
+// kind nobody listed is refused. What it evaluates includes the sizes of the variably
+// modified types it names (sizeof(double[f()]) calls f), and nothing of an operand of
+// sizeof or _Alignof whose type is not one.
+//
 // Also: no inline assembly anywhere in a function the PT runs a clone of; no local bigger
 // than StackLimit and no variable-length array on the PT's stack (the plan keeps such
 // locals in the PT's heap, ThreadPlan::HeapLocals); and no program cleanup function on a declaration the PT copies (the emitter strips one written in the

@@ -6,12 +6,16 @@
 #define PPIOS_TRANSFORMER_SIDEEFFECTS_H
 
 #include "llvm/ADT/DenseMap.h"
+#include "llvm/ADT/SmallVector.h"
 #include <string>
 #include <vector>
 
 namespace clang {
+class CallExpr;
 class Expr;
 class FunctionDecl;
+class SourceManager;
+class Stmt;
 class VarDecl;
 } // namespace clang
 
@@ -66,6 +70,63 @@ const clang::VarDecl *ptOwnStatus(const clang::Expr *Arg);
 // (an array element, a global, through a pointer) is the program's memory: the PT's
 // call suppresses that conversion.
 const clang::VarDecl *ptOwnScalar(const clang::Expr *Arg);
+
+// What one node of the AST does by itself, apart from its children
+// (docs/design/pt-confinement.md, "Every expression is classified"). Every kind of C
+// statement and expression is listed: those that do nothing a walker must check, those
+// that store (nodeStores says where), calls, and inline assembly. Any other kind (a block
+// literal, a pseudo-object, OpenMP, a recovery node, a kind a later clang adds) is
+// Unknown, and a walker that meets one refuses what contains it: a kind nobody listed is
+// never taken for one that does nothing.
+enum class NodeEffect { None, Stores, Calls, Asm, Unknown };
+NodeEffect nodeEffect(const clang::Stmt *S);
+
+// Where a node that Stores stores: the lvalues it assigns (`x = `, `x += `, `++x`; va_arg's
+// list when va_list is a scalar or a struct), and the pointers it stores through, the way a
+// callee stores through an argument (an atomic builtin's object and the pointers it
+// returns a value through; va_arg's list when va_list is an array).
+struct NodeStores {
+  llvm::SmallVector<const clang::Expr *, 2> LValues;
+  llvm::SmallVector<const clang::Expr *, 2> Through;
+};
+NodeStores nodeStores(const clang::Stmt *S);
+
+// The operands of S the program evaluates that S's children do not show: the size
+// expressions of the variably modified types S names (a cast, a compound literal,
+// sizeof/_Alignof of a type or of an expression, va_arg, the variables and typedefs a
+// declaration declares), through pointers, arrays, typedefs and typeof. A VLA type's size
+// is computed when the expression or declaration that names it runs.
+void sizeExpressions(const clang::Stmt *S, llvm::SmallVectorImpl<const clang::Expr *> &Out);
+
+// Whether S's children are evaluated when S is: not those of sizeof and _Alignof (and
+// vec_step) whose operand has no variably modified type.
+bool operandsEvaluated(const clang::Stmt *S);
+
+// A node that stores, or one nobody listed, as a remark names it: the atomic builtin as
+// the file spells it ("__c11_atomic_fetch_add"), "va_arg", or the kind of the node.
+std::string describeNode(const clang::Stmt *S, const clang::SourceManager &SM);
+
+class SideEffectOracle;
+
+// The pointer arguments one call stores through: the callee's StoredArgs, and for a
+// formatted output call (printf, snprintf, ...) whose format is not a string literal
+// without a %n conversion, every pointer argument after the format (%n stores the count
+// so far through one). Known is false when the call may store through something it
+// cannot name (a va_list with such a format; an argument past the 32nd): Why says so.
+struct CallStores {
+  unsigned Args = 0;
+  bool Known = true;
+  std::string Why;
+};
+CallStores callStores(const clang::CallExpr *Call, const CalleeEffect &Effect);
+
+// Whether the body this translation unit has for FD is the one its calls run. Not when the
+// linker may bind them to another definition: a weak definition (a strong one elsewhere
+// wins), an inline definition that is not the function's external definition (gnu_inline
+// `extern inline`, a C99 `inline` definition with no `extern` declaration: a call that is
+// not inlined runs the external definition of another file). Empty if it is, else why
+// not, after "its definition here": "is weak (another file's definition may run instead)".
+std::string replaceableDefinition(const clang::FunctionDecl *Definition);
 
 class SideEffectOracle {
 public:

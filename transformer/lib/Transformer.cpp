@@ -279,7 +279,23 @@ public:
     Current = nullptr;
     return true;
   }
-  bool TraverseUnaryExprOrTypeTraitExpr(UnaryExprOrTypeTraitExpr *) { return true; }
+  // sizeof and _Alignof evaluate nothing, unless their operand's type is variably
+  // modified (sizeof(double[f()]) calls f).
+  bool TraverseUnaryExprOrTypeTraitExpr(UnaryExprOrTypeTraitExpr *E) {
+    return !operandsEvaluated(E) || RecursiveASTVisitor::TraverseUnaryExprOrTypeTraitExpr(E);
+  }
+  // Stores no assignment shows: atomic builtins, va_arg (nodeStores).
+  bool VisitStmt(Stmt *S) {
+    if (isa<BinaryOperator>(S) || isa<UnaryOperator>(S) || nodeEffect(S) != NodeEffect::Stores)
+      return true;
+    NodeStores Stores = nodeStores(S);
+    for (const Expr *LValue : Stores.LValues)
+      globalStore(LValue);
+    for (const Expr *Pointer : Stores.Through)
+      if (const VarDecl *VD = addressedVariable(Pointer))
+        globalStored(VD);
+    return true;
+  }
   bool VisitCallExpr(CallExpr *Call) {
     const FunctionDecl *Callee = Call->getDirectCallee();
     if (Current && !Current->isMain() && isMpiSynchronization(Call))
@@ -556,9 +572,12 @@ private:
   }
   void globalStore(const Expr *LValue) {
     StoreTarget T = classifyStore(LValue);
-    if (Current && !Current->isMain() && T.Target == StoreTarget::Variable &&
-        T.Var->hasGlobalStorage())
-      Facts.GlobalsWrittenOutsideMain.insert(T.Var);
+    if (T.Target == StoreTarget::Variable)
+      globalStored(T.Var);
+  }
+  void globalStored(const VarDecl *VD) {
+    if (Current && !Current->isMain() && VD->hasGlobalStorage())
+      Facts.GlobalsWrittenOutsideMain.insert(VD);
   }
 
   const SourceManager &SM;
@@ -930,7 +949,13 @@ private:
         continue;
       C->Emitter =
           std::make_unique<PrefetchThreadEmitter>(Text, *C->Units, C->Planner->threadPlan());
-      if (Planned) {
+      // A body the linker may replace (a weak one, an inline-only one) is not what a call
+      // runs: its clone would pre-execute other reads, and clash with the clone another
+      // file exports for the definition that does run.
+      std::string Replaceable = replaceableDefinition(FD);
+      if (!Replaceable.empty())
+        C->Why = "its definition here " + Replaceable;
+      if (Planned && Replaceable.empty()) {
         C->Emitted = C->Emitter->emit();
         if (C->Emitted)
           Facts.Clones[FD->getCanonicalDecl()] = C->Planner->summarize();
