@@ -3,6 +3,7 @@
 // the plan checks every one of them. See PlanVerifier.h.
 #include "PlanVerifier.h"
 #include "PlannerSupport.h"
+#include "SideEffects.h"
 #include "SourceText.h"
 
 #include "clang/AST/ASTContext.h"
@@ -91,11 +92,27 @@ void PlanVerifier::forEachStoreAccess(const Stmt *S, const ASTContext &Ctx,
       return;
     }
   };
+  // Every store nodeStores names (SideEffects.h): assignments and ++/-- by their lvalue;
+  // an atomic builtin's object (and va_arg's list) by the pointer it is given: `&x`,
+  // `&a[i]`, `&p->f` reach it as an lvalue does, an array of constant size is its element
+  // 0; any other pointer (`p`, `p + i`) has no subscript in the text to wrap, and is
+  // reported as it is, to be refused.
   forEachStmtIn(S, [&](const Stmt *St) {
-    if (const auto *BO = dyn_cast<BinaryOperator>(St); BO && BO->isAssignmentOp())
-      Way(BO->getLHS());
-    else if (const auto *UO = dyn_cast<UnaryOperator>(St); UO && UO->isIncrementDecrementOp())
-      Way(UO->getSubExpr());
+    if (nodeEffect(St) != NodeEffect::Stores)
+      return;
+    NodeStores Stores = nodeStores(St);
+    for (const Expr *LValue : Stores.LValues)
+      Way(LValue);
+    for (const Expr *Pointer : Stores.Through) {
+      const Expr *P = Pointer->IgnoreParenCasts();
+      if (const auto *UO = dyn_cast<UnaryOperator>(P); UO && UO->getOpcode() == UO_AddrOf)
+        Way(UO->getSubExpr());
+      else if (const Expr *A = arrayOperand(P);
+               A && constantArray(A) && constantArray(A)->getSize().getZExtValue() > 0)
+        Way(A);
+      else
+        F(P);
+    }
   });
   // (A store inside sizeof is never evaluated; it is checked all the same, and guarded.)
 }
@@ -183,10 +200,16 @@ std::string PlanVerifier::unboundedStore(const Expr *Access) const {
   if (const auto *AS = dyn_cast<ArraySubscriptExpr>(Access)) {
     Base = AS->getBase();
     Index = AS->getIdx();
-  } else if (const auto *UO = dyn_cast<UnaryOperator>(Access)) {
+  } else if (const auto *UO = dyn_cast<UnaryOperator>(Access); UO && UO->getOpcode() == UO_Deref) {
     Base = UO->getSubExpr();
   } else if (const auto *ME = dyn_cast<MemberExpr>(Access)) {
     Base = ME->getBase();
+  } else {
+    // The pointer an atomic builtin stores through (forEachStoreAccess).
+    const auto *DRE = dyn_cast<DeclRefExpr>(Access->IgnoreParenImpCasts());
+    const auto *PV = DRE ? dyn_cast<VarDecl>(DRE->getDecl()) : nullptr;
+    return "stores through " + (PV ? quoted(PV) : std::string("a pointer")) +
+           " in an atomic operation, where the prefetch thread cannot check it" + BoundsRule;
   }
   const VarDecl *VD = nullptr;
   if (Base)
