@@ -103,14 +103,44 @@ int SignalTable::program_sigaction(int sig, const struct sigaction *act, struct 
   return 0;
 }
 
-void SignalTable::deliver(int sig, uintptr_t handler, int flags, siginfo_t *info, void *context) {
+// A program handler may leave by a jump (siglongjmp, longjmp) instead of returning, past
+// the decrement below; the thread would then count as inside a handler (every call passed
+// straight through, nothing prefetched or served) for the rest of its life. So each
+// delivery records where it runs: the trampoline's frame, and the alternate stack if the
+// kernel switched to one (SA_ONSTACK). The handler and everything it calls run below that
+// frame (on the same stack) or inside that alternate stack; a jump that leaves the handler
+// goes to a frame of the interrupted code, above the kernel's signal frame (over a KiB),
+// hence above the recorded one by more than a wrapped call's own frames, or off the
+// alternate stack. So a wrapped call that finds itself above the innermost recorded frame
+// (or off its alternate stack) is past that handler: in_program_handler forgets it.
+// Wrapping siglongjmp instead would miss jumps made by libraries, and its target (in a
+// mangled jmp_buf) cannot be read to tell a jump inside the handler from one out of it.
+// (A handler that switches to a stack of its own, swapcontext to a coroutine's, is taken
+// as left while it runs there if that stack lies above.)
+// A jump out of a handler that interrupted the runtime itself leaves runtime_depth as it
+// is: the runtime's locks may be held by the abandoned frames, so the thread stays out of
+// the runtime (pass-through still tells the change table every change, WrapSupport.h).
+__attribute__((noinline)) void SignalTable::deliver(int sig, uintptr_t handler, int flags, siginfo_t *info,
+                                                    void *context) {
   if (is_function(handler)) {
-    ++t_thread.handler_depth;
+    ThreadState &t = t_thread;
+    const int depth = t.handler_depth;
+    if (depth < ThreadState::kHandlerFrames) {
+      ThreadState::HandlerFrame &frame = t.handler_frames[depth];
+      frame.frame = reinterpret_cast<uintptr_t>(__builtin_frame_address(0));
+      frame.alt_low = frame.alt_high = 0;
+      stack_t alt{};
+      if (sigaltstack(nullptr, &alt) == 0 && (alt.ss_flags & SS_ONSTACK)) {
+        frame.alt_low = reinterpret_cast<uintptr_t>(alt.ss_sp);
+        frame.alt_high = frame.alt_low + alt.ss_size;
+      }
+    }
+    t.handler_depth = depth + 1;
     if (flags & SA_SIGINFO)
       reinterpret_cast<void (*)(int, siginfo_t *, void *)>(handler)(sig, info, context);
     else
       reinterpret_cast<void (*)(int)>(handler)(sig);
-    --t_thread.handler_depth;
+    t.handler_depth = depth;
     return;
   }
   const bool sent = info == nullptr || info->si_code <= 0;  // kill/raise, not a fault
@@ -184,6 +214,22 @@ void SignalTable::install_fault_net() {
     sigemptyset(&net.sa_mask);
     if (sigaction(sig, &net, &before_net_[sig]) == 0) net_[sig].store(true, std::memory_order_release);
   }
+}
+
+__attribute__((noinline)) bool in_program_handler() {
+  ThreadState &t = t_thread;
+  const uintptr_t here = reinterpret_cast<uintptr_t>(__builtin_frame_address(0));
+  while (t.handler_depth > 0 && t.handler_depth <= ThreadState::kHandlerFrames) {
+    const ThreadState::HandlerFrame &frame = t.handler_frames[t.handler_depth - 1];
+    const bool on_alt = frame.alt_high != 0;
+    const bool inside = on_alt ? here >= frame.alt_low && here < frame.alt_high && here < frame.frame
+                               : here < frame.frame;
+    // Off its alternate stack, a handler delivered there is left; on the thread's stack,
+    // a nested handler running on an alternate one is checked first (it is innermost).
+    if (inside) return true;
+    --t.handler_depth;
+  }
+  return t.handler_depth > 0;
 }
 
 }  // namespace ppios

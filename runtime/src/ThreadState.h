@@ -7,6 +7,7 @@
 #pragma once
 
 #include <atomic>
+#include <cstdint>
 
 namespace ppios {
 
@@ -25,6 +26,16 @@ struct ThreadState {
   int runtime_depth = 0;
   // >0 while this thread runs a program signal handler (through the trampoline).
   int handler_depth = 0;
+  // Where each of the innermost kHandlerFrames handlers running was delivered (the
+  // trampoline's frame, and the alternate stack it ran on, if any): a handler may be left
+  // by a jump (siglongjmp) instead of a return, and is then found left by the stack
+  // (in_program_handler, Signals.cpp).
+  struct HandlerFrame {
+    uintptr_t frame = 0;
+    uintptr_t alt_low = 0, alt_high = 0;  // both 0: on the thread's own stack
+  };
+  static constexpr int kHandlerFrames = 8;
+  HandlerFrame handler_frames[kHandlerFrames];
   // The program's return address of the interposed call being run (null outside one): the
   // trace records it so that ppios-report can name the call's source line.
   const void *call_site = nullptr;
@@ -40,12 +51,18 @@ extern thread_local ThreadState t_thread __attribute__((tls_model("initial-exec"
 // held by threads that do not exist in it, so every call passes straight through.
 extern std::atomic<bool> g_forked_child;
 
+// Whether the thread still runs a program signal handler (handler_depth > 0): forgets
+// those it left by a jump (Signals.cpp). Async-signal-safe.
+bool in_program_handler();
+
 // True when an interposed call must go straight to the real call: not an MT, already
-// inside the runtime, inside a program signal handler, or in a forked child.
+// inside the runtime, inside a program signal handler, or in a forked child. The call
+// still tells the node's change table what it changes (dispatch, WrapSupport.h).
 inline bool pass_through() {
   const ThreadState &t = t_thread;
-  return t.role != ThreadRole::MT || t.runtime_depth > 0 || t.handler_depth > 0 ||
-         g_forked_child.load(std::memory_order_relaxed);
+  if (t.role != ThreadRole::MT || t.runtime_depth > 0 || g_forked_child.load(std::memory_order_relaxed))
+    return true;
+  return t.handler_depth > 0 && in_program_handler();
 }
 
 // Marks the thread as inside the runtime for its lifetime.
