@@ -9,6 +9,7 @@ namespace ppios {
 
 std::atomic<uint64_t> Coherence::children_noted_{0};
 std::atomic<uint64_t> Coherence::children_settled_{0};
+std::atomic<int64_t> Coherence::unknown_writes_{0};
 
 Coherence::Coherence(PrefetchCache &cache, ChangeGenerations &generations, bool generations_cover_job)
     : cache_(cache),
@@ -70,7 +71,16 @@ void Coherence::unhold(const FileKey &key) {
   cache_.unhold_file(key);
 }
 
+void Coherence::changed_unknown() {
+  generations_.bump_everything();  // after the change: as end_change's bump
+  drop_everything();
+}
+
+void Coherence::unknown_writes_begin() { unknown_writes_.fetch_add(1, std::memory_order_seq_cst); }
+void Coherence::unknown_writes_end() { unknown_writes_.fetch_sub(1, std::memory_order_seq_cst); }
+
 void Coherence::release_point() {
+  if (unknown_writes_.load(std::memory_order_seq_cst) > 0) generations_.bump_everything();
   if (!children_may_write()) return;
   generations_.bump_everything();  // after whatever the children did that this one knows of
   settle_children();
@@ -89,7 +99,9 @@ std::string Coherence::mode() const {
 }
 
 void Coherence::acquire_point() {
-  const bool children = children_may_write();
+  const bool unknown = unknown_writes_.load(std::memory_order_seq_cst) > 0;
+  if (unknown) generations_.bump_everything();  // a nonblocking write may have completed
+  const bool children = children_may_write() || unknown;
   // Nothing bumped or held anywhere since the last look that completed: nothing moved.
   // The total is read before the files' generations, and each bump or hold raises it
   // after them, so a change this look misses leaves the total it stores behind the

@@ -28,8 +28,8 @@ class Coherence {
   // table sees all of their changes (else every acquire point drops everything).
   Coherence(PrefetchCache &cache, ChangeGenerations &generations, bool generations_cover_job);
 
-  // Brackets an own change of `key`. end_change drops every entry of the file, bumps its
-  // generation for the other processes, and trims the MT's streams of it.
+  // Brackets an own change of `key`. end_change drops every entry of the file and bumps
+  // its generation for the other processes.
   void begin_change(const FileKey &key);
   void end_change(const FileKey &key);
   // An own change that is over already (it cannot be bracketed: the file is known only
@@ -38,6 +38,17 @@ class Coherence {
     begin_change(key);
     end_change(key);
   }
+
+  // An own change of a file the runtime cannot name (an MPI handle whose name may lead to
+  // either of two files, or one opened where the runtime was not entered): every file
+  // counts as changed, in this process (every entry dropped) and on the node
+  // (ChangeGenerations::bump_everything). Unknown is never taken to be unchanged.
+  void changed_unknown();
+  // While such a file has nonblocking writes in flight (from the first to its handle's
+  // close), every release and acquire point is such a change too: the writes complete at
+  // moments the runtime does not see, and the program learns it through a synchronization.
+  static void unknown_writes_begin();
+  static void unknown_writes_end();
 
   // A file that changes through a channel whose changes the runtime cannot bracket (a
   // stdio stream that writes it, a shared writable mapping, a nonblocking MPI-IO write)
@@ -80,6 +91,7 @@ class Coherence {
   ChangeGenerations &generations_;
   const bool exact_;  // the table is there and sees every process of the job
   const bool one_node_;
+  static std::atomic<int64_t> unknown_writes_;
   // The table's total() at the last acquire point that looked (UINT64_MAX: none yet).
   std::atomic<uint64_t> seen_total_{UINT64_MAX};
   // note_child()s so far, and how many of them a look found gone (no child left).

@@ -9,6 +9,7 @@
 // runtime may not be entered (a signal handler, a forked child), the change still bumps
 // the file's generation, lock-free, for the other processes.
 #include <aio.h>
+#include <stdio.h>
 #include <fcntl.h>
 #include <sys/sendfile.h>
 #include <sys/stat.h>
@@ -24,6 +25,8 @@
 #include "Runtime.h"
 #include "ThreadState.h"
 #include "WrapSupport.h"
+
+extern "C" int __vdprintf_chk(int fd, int flag, const char *format, va_list ap);
 
 using ppios::FileKey;
 using ppios::Runtime;
@@ -204,6 +207,35 @@ ssize_t __wrap_splice(int in_fd, off64_t *in_off, int out_fd, off64_t *out_off, 
   if (!ppios::on_pt() && ppios::pts_own(in_fd)) return -1;
   return write_fd(out_fd, __builtin_return_address(0),
                   [&] { return splice(in_fd, in_off, out_fd, out_off, length, flags); });
+}
+
+// dprintf builds a stream on the descriptor for the call, writes through it and flushes
+// it before it returns: a write of the descriptor (its stream holds nothing after it).
+int __wrap_vdprintf(int fd, const char *format, va_list ap) {
+  return static_cast<int>(write_fd(fd, __builtin_return_address(0), [&] { return vdprintf(fd, format, ap); }));
+}
+
+int __wrap_dprintf(int fd, const char *format, ...) {
+  va_list ap;
+  va_start(ap, format);
+  const int r = static_cast<int>(write_fd(fd, __builtin_return_address(0), [&] { return vdprintf(fd, format, ap); }));
+  va_end(ap);
+  return r;
+}
+
+// _FORTIFY_SOURCE's names of the same calls.
+int __wrap___vdprintf_chk(int fd, int flag, const char *format, va_list ap) {
+  return static_cast<int>(
+      write_fd(fd, __builtin_return_address(0), [&] { return __vdprintf_chk(fd, flag, format, ap); }));
+}
+
+int __wrap___dprintf_chk(int fd, int flag, const char *format, ...) {
+  va_list ap;
+  va_start(ap, format);
+  const int r = static_cast<int>(
+      write_fd(fd, __builtin_return_address(0), [&] { return __vdprintf_chk(fd, flag, format, ap); }));
+  va_end(ap);
+  return r;
 }
 
 // ------------------------------------------------------------------ size and blocks

@@ -14,6 +14,7 @@
 #include <cerrno>
 #include <cstdarg>
 #include <cstdint>
+#include <type_traits>
 
 #include "ChangeGenerations.h"
 #include "ErrnoGuard.h"
@@ -22,6 +23,7 @@
 #include "PtThread.h"
 #include "Runtime.h"
 #include "Signals.h"
+#include "StreamHolds.h"
 #include "ThreadState.h"
 #include "WrapSupport.h"
 #include "ppios/ppios.h"
@@ -39,12 +41,96 @@ extern "C" char *__fgets_chk(char *s, size_t size, int n, FILE *stream);
 extern "C" ssize_t __getdelim(char **lineptr, size_t *n, int delim, FILE *stream);
 extern "C" int __isoc99_vfscanf(FILE *stream, const char *format, va_list ap);
 
+namespace ppios {
+void mpi_file_written_passing(MPI_File fh);
+}
+
 namespace {
 
+using ppios::StreamHolds;
+
+// The effects of the calls below on the node's change table where they pass straight
+// through (dispatch, WrapSupport.h); the runtime's versions do the same with its cache.
+
+// An open: O_TRUNC emptied the file; the descriptor may be stdout's or stderr's.
+struct Opened {
+  int flags;
+  void before() {}
+  void after(int fd) {
+    if (fd < 0) return;
+    if (flags & O_TRUNC) ppios::ChangeGenerations::node().bump_file_of(fd);
+    ppios::fd_repointed(fd, false);
+  }
+};
+
+// A call that made `fd` (its result, or -1) lead to another file: dup, dup2, dup3.
+struct Repointed {
+  void before() {}
+  void after(int fd) {
+    if (fd >= 0) ppios::fd_repointed(fd, false);
+  }
+};
+
+struct Closed {
+  int fd;
+  void before() {}
+  void after(int rc) {
+    if (rc == 0) ppios::fd_repointed(fd, false);
+  }
+};
+
+// A stream opened (fopen, fdopen, tmpfile) with `mode`: one that may write holds its file.
+struct StreamOpened {
+  const char *mode;
+  bool truncates;
+  void before() {}
+  void after(FILE *stream) { StreamHolds::get().opened(stream, mode, truncates, false); }
+};
+
+// A stream closed, or reopened (freopen: `mode` non-null): its hold is taken before and
+// given back after (its buffered bytes are in the file then).
+struct StreamClosed {
+  explicit StreamClosed(FILE *s, const char *m = nullptr) : stream(s), mode(m) {}
+  FILE *stream;
+  const char *mode;
+  StreamHolds::Taken taken;
+  void before() { taken = StreamHolds::get().take(stream); }
+  template <class R>
+  void after(const R &result) {
+    StreamHolds::get().give_back(taken, false);
+    if constexpr (std::is_same_v<R, FILE *>) {
+      if (mode != nullptr) StreamHolds::get().opened(result, mode, truncating(mode), false);
+    }
+  }
+  static bool truncating(const char *m) { return m != nullptr && m[0] == 'w'; }
+};
+
+// The runtime's side of an open, dup or close that may have re-pointed descriptor 1 or 2.
+template <class Call>
+int repointing(int fd_of_call, Call call) {
+  const int r = call();
+  if (r >= 0 && fd_of_call >= 0) {
+    ppios::ErrnoGuard errno_guard;
+    ppios::fd_repointed(fd_of_call, true);
+  }
+  return r;
+}
+
+// A blocking MPI-IO write through `fh` (MpiIo.cpp).
+struct MpiWritten {
+  MPI_File fh;
+  void before() {}
+  void after(int) { ppios::mpi_file_written_passing(fh); }
+};
 
 int open_any(const char *path, int flags, mode_t mode, const void *site) {
-  return ppios::dispatch(site, [&] { return ppios_pt_open(path, flags); },
-                         [&] { return open(path, flags, mode); }, [&] { return ppios_open(path, flags, mode); });
+  return ppios::dispatch(
+      site, [&] { return ppios_pt_open(path, flags); }, [&] { return open(path, flags, mode); },
+      [&] {
+        const int fd = ppios_open(path, flags, mode);
+        return fd < 0 ? fd : repointing(fd, [&] { return fd; });
+      },
+      Opened{flags});
 }
 
 // openat() relative to a directory descriptor: the PT opens only what open() would (an
@@ -58,7 +144,12 @@ int openat_any(int dirfd, const char *path, int flags, mode_t mode, const void *
         errno = EBADF;
         return -1;
       },
-      [&] { return openat(dirfd, path, flags, mode); }, [&] { return ppios_openat(dirfd, path, flags, mode); });
+      [&] { return openat(dirfd, path, flags, mode); },
+      [&] {
+        const int fd = ppios_openat(dirfd, path, flags, mode);
+        return fd < 0 ? fd : repointing(fd, [&] { return fd; });
+      },
+      Opened{flags});
 }
 
 // What _FORTIFY_SOURCE's __open_2 checks: creating a file needs a mode.
@@ -144,8 +235,41 @@ int __wrap_creat64(const char *path, mode_t mode) {
 
 int __wrap_close(int fd) {
   if (!on_pt() && pts_own(fd)) return -1;
-  return ppios::dispatch(__builtin_return_address(0), [&] { return ppios_pt_close(fd); },
-                         [&] { return close(fd); }, [&] { return ppios_close(fd); });
+  return ppios::dispatch(
+      __builtin_return_address(0), [&] { return ppios_pt_close(fd); }, [&] { return close(fd); },
+      [&] {
+        const int rc = ppios_close(fd);
+        return rc != 0 ? rc : repointing(fd, [&] { return rc; });
+      },
+      Closed{fd});
+}
+
+// Descriptors made by the program: the stdout or stderr stream writes whatever file 1 or
+// 2 leads to (StreamHolds). The PT makes none.
+int __wrap_dup(int fd) {
+  if (!on_pt() && pts_own(fd)) return -1;
+  return ppios::dispatch(
+      __builtin_return_address(0), [&] { return pt_owns(fd) ? dup(fd) : (errno = EBADF, -1); },
+      [&] { return dup(fd); },
+      [&] {
+        const int r = dup(fd);
+        return repointing(r, [&] { return r; });
+      },
+      Repointed{});
+}
+
+int __wrap_dup2(int fd, int to) {
+  if (!on_pt() && pts_own(fd)) return -1;
+  return ppios::dispatch(
+      __builtin_return_address(0), [&] { return (errno = EBADF, -1); }, [&] { return dup2(fd, to); },
+      [&] { return repointing(to, [&] { return dup2(fd, to); }); }, Repointed{});
+}
+
+int __wrap_dup3(int fd, int to, int flags) {
+  if (!on_pt() && pts_own(fd)) return -1;
+  return ppios::dispatch(
+      __builtin_return_address(0), [&] { return (errno = EBADF, -1); }, [&] { return dup3(fd, to, flags); },
+      [&] { return repointing(to, [&] { return dup3(fd, to, flags); }); }, Repointed{});
 }
 
 void *__wrap_mmap(void *addr, size_t length, int prot, int flags, int fd, off_t offset) {
@@ -261,27 +385,46 @@ PPIOS_WRAP_STREAM(off_t, ftello, ppios_ftello, -1, (FILE *stream), (stream), str
 
 FILE *__wrap_fopen(const char *path, const char *mode) {
   return ppios::dispatch(__builtin_return_address(0), [&] { return ppios_pt_fopen(path, mode); },
-                         [&] { return fopen(path, mode); }, [&] { return ppios_fopen(path, mode); });
+                         [&] { return fopen(path, mode); }, [&] { return ppios_fopen(path, mode); },
+                         StreamOpened{mode, StreamClosed::truncating(mode)});
 }
 
 FILE *__wrap_fdopen(int fd, const char *mode) {
   if (!on_pt() && pts_own(fd)) return nullptr;
   return ppios::dispatch(__builtin_return_address(0),
                          [&]() -> FILE * { return pt_owns(fd) ? fdopen(fd, mode) : nullptr; },
-                         [&] { return fdopen(fd, mode); }, [&] { return ppios_fdopen(fd, mode); });
+                         [&] { return fdopen(fd, mode); }, [&] { return ppios_fdopen(fd, mode); },
+                         StreamOpened{mode, false});
 }
 
 // The PT never reopens a stream: only its own, and ppios-cc never emits it.
 FILE *__wrap_freopen(const char *path, const char *mode, FILE *stream) {
   return ppios::dispatch(__builtin_return_address(0), [&]() -> FILE * { return nullptr; },
                          [&] { return freopen(path, mode, stream); },
-                         [&] { return ppios_freopen(path, mode, stream); });
+                         [&] { return ppios_freopen(path, mode, stream); }, StreamClosed(stream, mode));
 }
 
 int __wrap_fclose(FILE *stream) {
   return ppios::dispatch(__builtin_return_address(0), [&] { return ppios_pt_fclose(stream); },
-                         [&] { return fclose(stream); }, [&] { return ppios_fclose(stream); });
+                         [&] { return fclose(stream); }, [&] { return ppios_fclose(stream); },
+                         StreamClosed(stream));
 }
+
+// An anonymous file that its stream writes ("w+"): held as any stream's. The PT opens none.
+FILE *__wrap_tmpfile(void) {
+  return ppios::dispatch(
+      __builtin_return_address(0), [&]() -> FILE * { return (errno = EACCES, nullptr); },
+      [&] { return tmpfile(); },
+      [&] {
+        FILE *stream = tmpfile();
+        ppios::ErrnoGuard errno_guard;
+        StreamHolds::get().opened(stream, "w+", false, true);
+        return stream;
+      },
+      StreamOpened{"w+", false});
+}
+
+FILE *__wrap_tmpfile64(void) { return __wrap_tmpfile(); }
 
 // The PT's seeks read nothing ahead (seek_stream): its stream buffers what it prefetches.
 int __wrap_fseeko(FILE *stream, off_t offset, int whence) {
@@ -355,6 +498,13 @@ int __wrap___isoc99_fscanf(FILE *stream, const char *format, ...) {
     return ppios::dispatch(__builtin_return_address(0), [&] { return int{MPI_ERR_OTHER}; },     \
                            [&] { return name args; }, [&] { return ppios_##name args; });       \
   }
+// A write: where it passes straight through, its file (or, unknown, every file) changed.
+#define PPIOS_WRAP_MPI_WRITE(name, params, args)                                                \
+  int __wrap_##name params {                                                                    \
+    return ppios::dispatch(__builtin_return_address(0), [&] { return int{MPI_ERR_OTHER}; },     \
+                           [&] { return name args; }, [&] { return ppios_##name args; },        \
+                           MpiWritten{fh});                                                     \
+  }
 
 PPIOS_WRAP_MPI(MPI_File_open, (MPI_Comm comm, const char *filename, int amode, MPI_Info info, MPI_File *fh),
                (comm, filename, amode, info, fh))
@@ -369,17 +519,17 @@ PPIOS_WRAP_MPI(MPI_File_read_all, (MPI_File fh, void *buf, int count, MPI_Dataty
 PPIOS_WRAP_MPI(MPI_File_read_at_all,
                (MPI_File fh, MPI_Offset offset, void *buf, int count, MPI_Datatype datatype, MPI_Status *status),
                (fh, offset, buf, count, datatype, status))
-PPIOS_WRAP_MPI(MPI_File_write,
+PPIOS_WRAP_MPI_WRITE(MPI_File_write,
                (MPI_File fh, const void *buf, int count, MPI_Datatype datatype, MPI_Status *status),
                (fh, buf, count, datatype, status))
-PPIOS_WRAP_MPI(MPI_File_write_at,
+PPIOS_WRAP_MPI_WRITE(MPI_File_write_at,
                (MPI_File fh, MPI_Offset offset, const void *buf, int count, MPI_Datatype datatype,
                 MPI_Status *status),
                (fh, offset, buf, count, datatype, status))
-PPIOS_WRAP_MPI(MPI_File_write_all,
+PPIOS_WRAP_MPI_WRITE(MPI_File_write_all,
                (MPI_File fh, const void *buf, int count, MPI_Datatype datatype, MPI_Status *status),
                (fh, buf, count, datatype, status))
-PPIOS_WRAP_MPI(MPI_File_write_at_all,
+PPIOS_WRAP_MPI_WRITE(MPI_File_write_at_all,
                (MPI_File fh, MPI_Offset offset, const void *buf, int count, MPI_Datatype datatype,
                 MPI_Status *status),
                (fh, offset, buf, count, datatype, status))

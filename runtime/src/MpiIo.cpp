@@ -34,6 +34,10 @@
 #include "WrapSupport.h"
 #include "ppios/ppios.h"
 
+namespace ppios {
+void mpi_file_written_passing(MPI_File fh);
+}
+
 using ppios::CachedFile;
 using ppios::FileKey;
 using ppios::MtStorageAccess;
@@ -55,12 +59,31 @@ struct MpiFileInfo {
 std::mutex g_files_mu;
 ppios::Immortal<std::map<MPI_File, MpiFileInfo>> g_files;
 
-// ROMIO accepts "ufs:/path", "nfs:/path", ...; the prefix names a driver, not the file.
-std::string strip_driver_prefix(const char *filename) {
+// MPI says through which name it opens a file, and the MPI-IO components read names
+// differently: Open MPI's OMPIO takes every name as it is ("ufs:a.dat" is a file of that
+// name); ROMIO takes what precedes a colon after two or more characters as a file-system
+// prefix, opens what follows if it knows the prefix (ufs:, nfs:, lustre:, in any case)
+// and refuses the name otherwise. So a name leads to the file named by itself or, with
+// such a colon, to the file named by what follows it: one file when only one of the two
+// exists, or both are the same file; otherwise the runtime cannot tell which one MPI
+// opened, and the handle is one of an unknown file (never prefetched; its writes change
+// every file: Coherence::changed_unknown).
+enum class NameLeads { One, Several, None };
+
+NameLeads resolve_mpi_name(const char *filename, std::string *path, FileKey *key) {
+  ppios::ErrnoGuard errno_guard;
+  struct stat whole, after_colon;
+  const bool whole_exists = stat(filename, &whole) == 0;
   const char *colon = std::strchr(filename, ':');
-  if (colon != nullptr && colon - filename >= 2 && std::strchr(filename, '/') > colon)
-    return std::string(colon + 1);
-  return filename;
+  const bool prefixed = colon != nullptr && colon - filename >= 2;
+  const bool rest_exists = prefixed && stat(colon + 1, &after_colon) == 0;
+  if (whole_exists && rest_exists && !(ppios::key_of(whole) == ppios::key_of(after_colon)))
+    return NameLeads::Several;
+  const struct stat *st = whole_exists ? &whole : rest_exists ? &after_colon : nullptr;
+  if (st == nullptr || !S_ISREG(st->st_mode)) return NameLeads::None;
+  *path = whole_exists ? std::string(filename) : std::string(colon + 1);
+  *key = ppios::key_of(*st);
+  return NameLeads::One;
 }
 
 // How a file view maps the offsets of reads (etypes) onto bytes of the file.
@@ -234,30 +257,68 @@ int mpi_read_transfer(Transfer how, MPI_File fh, MPI_Offset at, void *buf, int c
   return rc;
 }
 
-// The file of `fh`, which the caller is about to change through it (false: not a handle
-// of a regular file the runtime knows).
-bool handle_written(MPI_File fh, FileKey *key) {
-  std::lock_guard<std::mutex> lock(g_files_mu);
+// Handles of unknown files (not in g_files: a name that may lead to two files, an open
+// the runtime did not see) that wrote, until their close: true once one of their writes
+// was nonblocking (Coherence::unknown_writes_begin, ended at the close).
+ppios::Immortal<std::map<MPI_File, bool>> g_unknown_writers;  // guarded by g_files_mu
+
+// Called with g_files_mu held: a write through `fh`, of an unknown file.
+void note_unknown_writer(MPI_File fh, bool nonblocking) {
+  bool &async = (*g_unknown_writers)[fh];
+  if (nonblocking && !async) {
+    async = true;
+    ppios::Coherence::unknown_writes_begin();
+  }
+}
+
+// The file of `fh`, which the caller is about to change through it (false: a handle of a
+// file the runtime does not know, whose change is one of every file). Where the runtime
+// may not be entered (`entered` false) the handle's lock may be held by frames a jump
+// abandoned: then the file is unknown too.
+bool handle_written(MPI_File fh, FileKey *key, bool entered = true) {
+  std::unique_lock<std::mutex> lock(g_files_mu, std::defer_lock);
+  if (entered) lock.lock();
+  else if (!lock.try_lock()) return false;
   auto it = g_files->find(fh);
-  if (it == g_files->end()) return false;
+  if (it == g_files->end()) {
+    note_unknown_writer(fh, false);
+    return false;
+  }
   it->second.wrote = true;
   *key = it->second.key;
   return true;
 }
 
 // A nonblocking or split write through `fh`: its bytes land when MPI completes it, which
-// the runtime does not see, so the file is held until the handle is closed.
-void hold_for_nonblocking_write(MPI_File fh) {
+// the runtime does not see, so the file is held until the handle is closed. A handle of
+// an unknown file makes every release and acquire point a change of every file instead.
+void hold_for_nonblocking_write(MPI_File fh, bool entered) {
   FileKey key;
   {
-    std::lock_guard<std::mutex> lock(g_files_mu);
+    std::unique_lock<std::mutex> lock(g_files_mu, std::defer_lock);
+    if (entered) lock.lock();
+    else if (!lock.try_lock()) return ppios::Coherence::unknown_writes_begin();  // never ended: drops more
     auto it = g_files->find(fh);
-    if (it == g_files->end() || it->second.held) return;
+    if (it == g_files->end()) return note_unknown_writer(fh, true);
+    if (it->second.held) return;
     it->second.held = true;
     key = it->second.key;
   }
   ppios::ErrnoGuard errno_guard;
-  Runtime::get().coherence().hold(key);
+  if (entered) Runtime::get().coherence().hold(key);
+  else ppios::ChangeGenerations::node().hold(key);  // held for the process (the close gives back only its own)
+}
+
+// An own change through `fh` is over: of its file, or of every file.
+void handle_changed(bool known, const FileKey &key, bool entered) {
+  ppios::ErrnoGuard errno_guard;
+  if (known) {
+    if (entered) Runtime::get().coherence().changed(key);
+    else ppios::ChangeGenerations::node().bump(key);
+  } else {
+    if (entered) Runtime::get().coherence().changed_unknown();
+    else ppios::ChangeGenerations::node().bump_everything();
+  }
 }
 
 int mpi_write(Transfer how, MPI_File fh, MPI_Offset at, const void *buf, int count,
@@ -281,21 +342,35 @@ int mpi_write(Transfer how, MPI_File fh, MPI_Offset at, const void *buf, int cou
                 return transferred_bytes(rc, st);
               },
               how == Transfer::Independent ? ppios::Reaches::Storage : ppios::Reaches::Other);
+  if (!known) handle_changed(false, key, true);
   if (how == Transfer::Collective) ppios::acquire_point(nullptr);
   return rc;
 }
 
 enum class FileChange { Change, Hold };
 
+// Where the runtime may not be entered (an MPI callback the runtime's own call runs, the
+// rest of a thread that jumped out of a handler inside the runtime), a change still tells
+// the table (dispatch's effects, WrapSupport.h).
 template <class Call>
 int mpi_file_change(MPI_File fh, FileChange how, const void *site, Call call) {
-  if (ppios::pass_through()) return call();
+  if (ppios::pass_through()) {
+    FileKey key;
+    if (how == FileChange::Hold) {
+      hold_for_nonblocking_write(fh, false);
+      return call();
+    }
+    const int rc = call();
+    const bool known = handle_written(fh, &key, false);
+    handle_changed(known, key, false);
+    return rc;
+  }
   RuntimeScope scope(site);
   ppios::release_point(nullptr);
   int rc;
   FileKey key;
   if (how == FileChange::Hold) {
-    hold_for_nonblocking_write(fh);
+    hold_for_nonblocking_write(fh, true);
     rc = call();
   } else if (handle_written(fh, &key)) {
     ppios::Coherence &coherence = Runtime::get().coherence();
@@ -305,12 +380,20 @@ int mpi_file_change(MPI_File fh, FileChange how, const void *site, Call call) {
     coherence.end_change(key);
   } else {
     rc = call();
+    handle_changed(false, key, true);
   }
   ppios::acquire_point(nullptr);
   return rc;
 }
 
 }  // namespace
+
+// A blocking MPI-IO write that passed straight through (dispatch's effect, Interpose.cpp).
+void ppios::mpi_file_written_passing(MPI_File fh) {
+  FileKey key;
+  const bool known = handle_written(fh, &key, false);
+  handle_changed(known, key, false);
+}
 
 extern "C" {
 
@@ -334,25 +417,20 @@ int ppios_MPI_Type_free(MPI_Datatype *datatype) {
 int ppios_MPI_File_open(MPI_Comm comm, const char *filename, int amode, MPI_Info info,
                         MPI_File *fh) {
   ppios::release_point(nullptr);
-  const std::string path = strip_driver_prefix(filename);
-  struct stat before;
-  bool named = false;
-  {
-    ppios::ErrnoGuard errno_guard;
-    named = stat(path.c_str(), &before) == 0 && S_ISREG(before.st_mode);
-  }
+  std::string path_before, path;
+  FileKey before, key;
+  const bool named = filename != nullptr && resolve_mpi_name(filename, &path_before, &before) == NameLeads::One;
   int rc = MPI_File_open(comm, filename, amode, info, fh);
   Runtime &rt = Runtime::get();
-  struct stat st;
   ppios::ErrnoGuard errno_guard;
-  if (rc == MPI_SUCCESS && stat(path.c_str(), &st) == 0 && S_ISREG(st.st_mode)) {
+  if (rc == MPI_SUCCESS && filename != nullptr && resolve_mpi_name(filename, &path, &key) == NameLeads::One) {
     if (rt.trace().enabled()) {
       char *absolute = realpath(path.c_str(), nullptr);
-      rt.trace().name_path(ppios::key_of(st), absolute != nullptr ? absolute : path);
+      rt.trace().name_path(key, absolute != nullptr ? absolute : path);
       free(absolute);
     }
-    MpiFileInfo file{path, ppios::key_of(st)};
-    file.identity_sure = named && ppios::key_of(before) == file.key;
+    MpiFileInfo file{path, key};
+    file.identity_sure = named && before == key && path_before == path;
     std::lock_guard<std::mutex> lock(g_files_mu);
     (*g_files)[*fh] = file;
   }
@@ -364,7 +442,7 @@ int ppios_MPI_File_open(MPI_Comm comm, const char *filename, int amode, MPI_Info
 // behind), and one with nonblocking writes gives its hold back.
 int ppios_MPI_File_close(MPI_File *fh) {
   MpiFileInfo info;
-  bool known = false;
+  bool known = false, unknown_writer = false, unknown_async = false;
   {
     std::lock_guard<std::mutex> lock(g_files_mu);
     auto it = g_files->find(*fh);
@@ -373,9 +451,20 @@ int ppios_MPI_File_close(MPI_File *fh) {
       known = true;
       g_files->erase(it);
     }
+    auto unknown = g_unknown_writers->find(*fh);
+    if (unknown != g_unknown_writers->end()) {
+      unknown_writer = true;
+      unknown_async = unknown->second;
+      g_unknown_writers->erase(unknown);
+    }
   }
   ppios::release_point(nullptr);
   int rc = MPI_File_close(fh);
+  if (unknown_writer) {  // its writes are in (drivers may write behind): a last change
+    ppios::ErrnoGuard errno_guard;
+    Runtime::get().coherence().changed_unknown();
+    if (unknown_async) ppios::Coherence::unknown_writes_end();
+  }
   if (known) {
     ppios::ErrnoGuard errno_guard;
     ppios::Coherence &coherence = Runtime::get().coherence();
@@ -516,7 +605,12 @@ static PtView pt_view(int fd) {
 
 int ppios_pt_MPI_File_open(const char *filename, int /*amode*/, ppios_pt_mpi_file *fh) {
   ppios::pt_checkpoint();
-  int fd = ppios::PtResources::get().open_regular(strip_driver_prefix(filename).c_str());
+  // Only a name that leads to one file: the PT must not read another one than MPI's.
+  std::string path;
+  FileKey key;
+  const NameLeads leads = resolve_mpi_name(filename, &path, &key);
+  int fd = leads == NameLeads::One ? ppios::PtResources::get().open_regular(path.c_str()) : -1;
+  if (leads != NameLeads::One) errno = leads == NameLeads::None ? ENOENT : EACCES;
   *fh = pt_token(fd);
   if (fd >= 0) {
     set_pt_view(fd, nullptr);

@@ -33,6 +33,7 @@
 #include "ChangeGenerations.h"
 #include "Clock.h"
 #include "OutputFile.h"
+#include "StreamHolds.h"
 #include "ThreadState.h"
 
 namespace ppios {
@@ -125,7 +126,16 @@ void Runtime::load() {
   PtResources::get();
   ChangeGenerations::node();
   pthread_atfork(nullptr, [] { Coherence::note_child(); },
-                 [] { g_forked_child.store(true, std::memory_order_relaxed); });
+                 [] {
+                   g_forked_child.store(true, std::memory_order_relaxed);
+                   StreamHolds::get().adopt_after_fork();
+                 });
+  // The standard streams write what descriptors 1 and 2 lead to: a file, when the program
+  // was started with its output redirected to one (StreamHolds.h).
+  {
+    RuntimeScope scope;
+    StreamHolds::get().hold_standard_streams(true);
+  }
   std::atexit([] {
     if (!g_forked_child.load(std::memory_order_relaxed)) g_runtime->shutdown();
   });

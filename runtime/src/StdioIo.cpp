@@ -24,6 +24,7 @@
 
 #include "ErrnoGuard.h"
 #include "ScanFormat.h"
+#include "StreamHolds.h"
 #include "FileProbe.h"
 #include "GlibcStream.h"
 #include "Immortal.h"
@@ -45,10 +46,6 @@ extern "C" char *__fgets_chk(char *s, size_t size, int n, FILE *stream);
 extern "C" int __isoc99_vfscanf(FILE *stream, const char *format, va_list ap);
 
 namespace {
-
-// Streams that wrote to a regular file, and the file each holds back from the cache.
-std::mutex g_writers_mu;
-ppios::Immortal<std::map<FILE *, FileKey>> g_writers;
 
 // A formatted read cannot tell where it stops: its stream's next block is filled from
 // the cache only when the call starts close to the end of the bytes it holds, within
@@ -212,42 +209,16 @@ bool refill_last_block(FILE *stream, const CachedFile &file, off_t read_from, of
 }
 
 // A stream that may write a regular file holds the file out of every process's cache
-// from its open to its close (docs/design/coherence.md): whatever call writes through it (fwrite,
-// fputs, fprintf, putc and its macro), its bytes reach the file at a time only glibc
-// knows. The close is an own change.
-void hold_for_writer(FILE *stream, const FileKey &key) {
-  std::lock_guard<std::mutex> lock(g_writers_mu);
-  if (g_writers->emplace(stream, key).second) Runtime::get().coherence().hold(key);
-}
-
-// Before the stream's close: whether it held a file, and which.
-bool take_writer(FILE *stream, FileKey *key) {
-  std::lock_guard<std::mutex> lock(g_writers_mu);
-  auto it = g_writers->find(stream);
-  if (it == g_writers->end()) return false;
-  *key = it->second;
-  g_writers->erase(it);
-  return true;
-}
-
-// After it: the buffered bytes are in the file now.
-void release_writer(const FileKey &key) {
-  ppios::ErrnoGuard errno_guard;
-  Runtime::get().coherence().unhold(key);
-}
-
-bool writing_mode(const char *mode) {
-  return mode != nullptr && (mode[0] == 'w' || mode[0] == 'a' || std::strchr(mode, '+') != nullptr);
-}
-
-// A stream just opened (or reopened, or fdopen'ed: `may_truncate` false) with `mode`.
+// from its open to its close (docs/design/coherence.md, StreamHolds.h): whatever call
+// writes through it (fwrite, fputs, fprintf, putc and its macro), its bytes reach the
+// file at a time only glibc knows. The close is an own change.
 FILE *opened(FILE *stream, const char *mode, bool may_truncate = true) {
-  if (stream == nullptr || !writing_mode(mode)) return stream;
   ppios::ErrnoGuard errno_guard;
-  FileKey key;
-  if (!ppios::probe_regular_file(fileno(stream), &key)) return stream;
-  if (may_truncate && truncating_mode(mode)) Runtime::get().coherence().changed(key);
-  hold_for_writer(stream, key);
+  if (stream != nullptr && Runtime::get().trace().enabled()) {
+    FileKey key;
+    ppios::probe_regular_file(fileno(stream), &key);  // names the file in the trace
+  }
+  ppios::StreamHolds::get().opened(stream, mode, may_truncate && truncating_mode(mode), true);
   return stream;
 }
 
@@ -264,10 +235,10 @@ FILE *ppios_fdopen(int fd, const char *mode) { return opened(fdopen(fd, mode), m
 // The stream keeps its address (and mostly its descriptor number) for another file.
 FILE *ppios_freopen(const char *path, const char *mode, FILE *stream) {
   auto line_buffer = ppios::take_line_buffer(stream);  // the old file's, freed after
-  FileKey old;
-  const bool wrote = take_writer(stream, &old);
+  ppios::StreamHolds &holds = ppios::StreamHolds::get();
+  const ppios::StreamHolds::Taken old = holds.take(stream);
   FILE *reopened = freopen(path, mode, stream);
-  if (wrote) release_writer(old);  // freopen closed the old file
+  holds.give_back(old, true);  // freopen closed the old file
   return opened(reopened, mode);
 }
 
@@ -281,10 +252,10 @@ int ppios_fclose(FILE *stream) {
     if (locked) ppios::release_point(nullptr);  // as ppios_close
   }
   auto line_buffer = ppios::take_line_buffer(stream);  // freed after the close
-  FileKey written;
-  const bool wrote = take_writer(stream, &written);
+  ppios::StreamHolds &holds = ppios::StreamHolds::get();
+  const ppios::StreamHolds::Taken written = holds.take(stream);
   int r = fclose(stream);
-  if (wrote) release_writer(written);
+  holds.give_back(written, true);
   if (locked) resources.program_closed(key);  // the close released its record locks
   return r;
 }
@@ -413,7 +384,9 @@ size_t ppios_fwrite(const void *ptr, size_t size, size_t nmemb, FILE *stream) {
     ppios::ErrnoGuard errno_guard;
     int fd = fileno(stream);
     regular = fd >= 0 && ppios::probe_regular_file(fd, &key);
-    if (regular) hold_for_writer(stream, key);  // a stream opened before main (stdout)
+    // A stream the runtime did not see opened (none of glibc's ways is left out, but a
+    // library may hand one over): it holds its file from its first fwrite on.
+    if (regular) ppios::StreamHolds::get().hold_unless_held(stream, key, true);
     if (!regular && fd >= 0) reaches = ppios::what_reaches(fd);  // stdout to a pipe or tty
   }
   size_t items = 0;
@@ -617,7 +590,7 @@ bool pt_top_up(FILE *stream, size_t bound, ppios_seq_t seq, unsigned flags, cons
   ppios::pt_checkpoint();
   if (stream == nullptr || !ppios::pt_owns(stream)) return false;
   bool stopped = false;
-  if (ppios::stream_unbuffered(stream)) ppios::give_line_buffer(stream);  // as the MT's
+  if (ppios::stream_unbuffered(stream)) ppios::give_line_buffer(stream);
   {
     ppios::StreamLock lock(stream);
     const ppios::StreamRoom room = ppios::stream_room(stream, bound);

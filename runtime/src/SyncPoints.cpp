@@ -32,6 +32,7 @@
 #include "ErrnoGuard.h"
 #include "FileKey.h"
 #include "PtThread.h"
+#include "StreamHolds.h"
 #include "SyncPoints.h"
 #include "Runtime.h"
 #include "ThreadState.h"
@@ -237,7 +238,10 @@ pid_t __wrap__Fork(void) {
   }
   ppios::Coherence::note_child();
   const pid_t pid = _Fork();
-  if (pid == 0) ppios::g_forked_child.store(true, std::memory_order_relaxed);
+  if (pid == 0) {
+    ppios::g_forked_child.store(true, std::memory_order_relaxed);
+    ppios::StreamHolds::get().adopt_after_fork();
+  }
   return pid;
 }
 
@@ -345,6 +349,8 @@ static int fcntl_any(int fd, int cmd, void *arg, const void *site) {
   if (locking && process_lock(cmd) && !ppios::pass_through()) ppios::PtResources::get().note_program_lock(fd);
   const int rc = fcntl(fd, cmd, arg);
   if (rc != -1 && locking) acquire_point(site);
+  if (rc >= 0 && (cmd == F_DUPFD || cmd == F_DUPFD_CLOEXEC))  // a new descriptor: maybe 1 or 2
+    ppios::coherence_effect(site, [&](bool entered) { ppios::fd_repointed(rc, entered); });
   return rc;
 }
 }  // namespace
