@@ -96,6 +96,9 @@ ChangeGenerations *ChangeGenerations::open_segment(const std::string &path, std:
     close(fd);
     return fail(reason + "; prefetched bytes are dropped at every synchronization instead");
   }
+  table->path_ = path;
+  table->segment_dev_ = st.st_dev;
+  table->segment_ino_ = st.st_ino;
   void *mem = mmap(nullptr, sizeof(Layout), PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
   close(fd);
   if (mem == MAP_FAILED) return fail(std::string("cannot be mapped: ") + std::strerror(errno));
@@ -214,6 +217,15 @@ void ChangeGenerations::bump_everything() {
   if (!counters_) return;
   everything_->fetch_add(1, std::memory_order_seq_cst);
   total_->fetch_add(1, std::memory_order_seq_cst);  // after: see total()
+}
+
+bool ChangeGenerations::replaced() const {
+  if (!counters_ || path_.empty()) return false;
+  const int saved_errno = errno;
+  struct stat st;
+  const bool same = stat(path_.c_str(), &st) == 0 && st.st_dev == segment_dev_ && st.st_ino == segment_ino_;
+  errno = saved_errno;
+  return !same;
 }
 
 uint64_t ChangeGenerations::everything() const {

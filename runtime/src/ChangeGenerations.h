@@ -20,6 +20,8 @@
 #include <cstdint>
 #include <string>
 
+#include <sys/types.h>
+
 #include "FileKey.h"
 
 namespace ppios {
@@ -69,6 +71,13 @@ class ChangeGenerations {
   void bump_file_of(int fd) { for_file_of(fd, &ChangeGenerations::bump); }
   // Why the table is unavailable ("" if it is available).
   const std::string &unavailable_reason() const { return why_; }
+  // Whether the segment this table maps is no longer the one at its path (removed, or
+  // replaced by a new one, while this process ran: a tmp cleaner, logind's RemoveIPC).
+  // Processes that open the table from then on map another one, and neither sees the
+  // other's holds and bumps. One stat; false for a table of no segment.
+  bool replaced() const;
+  // The path of the segment ("" for a table of none).
+  const std::string &path() const { return path_; }
 
   static constexpr size_t kCounters = 1u << 16;
   static constexpr size_t kHoldRecords = 4096;
@@ -85,6 +94,9 @@ class ChangeGenerations {
   std::atomic<uint32_t> *holders_ = nullptr;  // per counter: holds now
   HoldRecord *records_ = nullptr;             // kHoldRecords: who holds which counter
   std::string why_;
+  std::string path_;
+  dev_t segment_dev_ = 0;
+  ino_t segment_ino_ = 0;
 };
 
 }  // namespace ppios

@@ -5,6 +5,8 @@
 #include <cerrno>
 #include <cstdint>
 
+#include "Clock.h"
+
 namespace ppios {
 
 std::atomic<uint64_t> Coherence::children_noted_{0};
@@ -79,7 +81,25 @@ void Coherence::changed_unknown() {
 void Coherence::unknown_writes_begin() { unknown_writes_.fetch_add(1, std::memory_order_seq_cst); }
 void Coherence::unknown_writes_end() { unknown_writes_.fetch_sub(1, std::memory_order_seq_cst); }
 
+void Coherence::check_segment() {
+  if (!exact_.load(std::memory_order_relaxed)) return;
+  const uint64_t now = now_ns();
+  if (now - segment_looked_ns_.load(std::memory_order_relaxed) < 1000000) return;
+  segment_looked_ns_.store(now, std::memory_order_relaxed);
+  if (!generations_.replaced()) return;
+  // The other processes of the job that opened the table since see none of this one's
+  // holds and bumps, nor it theirs: it falls back to what holds without a table, and tells
+  // the new table's processes at its release points that anything may have changed.
+  bool first = false;
+  if (!replaced_.compare_exchange_strong(first, true)) return;  // another thread's look
+  ChangeGenerations *successor = ChangeGenerations::open_segment(generations_.path(), nullptr);
+  successor_.store(successor, std::memory_order_release);
+  exact_.store(false, std::memory_order_release);
+  successor->bump_everything();
+}
+
 void Coherence::release_point() {
+  if (ChangeGenerations *successor = successor_.load(std::memory_order_acquire)) successor->bump_everything();
   if (unknown_writes_.load(std::memory_order_seq_cst) > 0) generations_.bump_everything();
   if (!children_may_write()) return;
   generations_.bump_everything();  // after whatever the children did that this one knows of
@@ -93,12 +113,16 @@ void Coherence::child_reaped() {
 }
 
 std::string Coherence::mode() const {
+  if (replaced_.load(std::memory_order_acquire))
+    return "drop at every synchronization: the node's change table " + generations_.path() +
+           " was removed or replaced while the job ran";
   if (exact_) return "exact";
   if (!one_node_) return "drop at every synchronization: the job spans several nodes";
   return "drop at every synchronization: the node's change table " + generations_.unavailable_reason();
 }
 
 void Coherence::acquire_point() {
+  check_segment();
   const bool unknown = unknown_writes_.load(std::memory_order_seq_cst) > 0;
   if (unknown) generations_.bump_everything();  // a nonblocking write may have completed
   const bool children = children_may_write() || unknown;

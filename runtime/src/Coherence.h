@@ -87,10 +87,20 @@ class Coherence {
   void settle_children();
   void drop_everything();
 
+  // Whether the table's segment was removed or replaced under the job (looked at most
+  // once a millisecond, at acquire points): from then on this process drops everything at
+  // every acquire point, and tells the new table's processes at every release point.
+  void check_segment();
+
   PrefetchCache &cache_;
   ChangeGenerations &generations_;
-  const bool exact_;  // the table is there and sees every process of the job
+  // The table is there and sees every process of the job; false from a replacement on.
+  std::atomic<bool> exact_;
   const bool one_node_;
+  std::atomic<bool> replaced_{false};
+  // The segment at the table's path once its own was found replaced (or null).
+  std::atomic<ChangeGenerations *> successor_{nullptr};
+  std::atomic<uint64_t> segment_looked_ns_{0};
   static std::atomic<int64_t> unknown_writes_;
   // The table's total() at the last acquire point that looked (UINT64_MAX: none yet).
   std::atomic<uint64_t> seen_total_{UINT64_MAX};
