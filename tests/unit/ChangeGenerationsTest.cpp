@@ -268,3 +268,68 @@ TEST(Coherence, WhileAChildMayRunEverySynchronizationDropsEverything) {
   coherence.release_point();
   EXPECT_EQ(table->everything(), everything + 2) << "settled: no more news";
 }
+
+TEST(ChangeGenerations, ASegmentRemovedOrReplacedIsNoticed) {
+  const std::string path = scratch_path("replaced");
+  Unlink cleanup{path};
+  std::string why;
+  std::unique_ptr<ChangeGenerations> table(ChangeGenerations::open_segment(path, &why));
+  ASSERT_TRUE(table->available()) << why;
+  EXPECT_FALSE(table->replaced());
+  ASSERT_EQ(unlink(path.c_str()), 0);  // a tmp cleaner, logind's RemoveIPC
+  EXPECT_TRUE(table->replaced());
+  std::unique_ptr<ChangeGenerations> successor(ChangeGenerations::open_segment(path, &why));
+  ASSERT_TRUE(successor->available()) << why;
+  EXPECT_TRUE(table->replaced()) << "a new segment under the name is another table";
+  EXPECT_FALSE(successor->replaced());
+}
+
+TEST(Coherence, ATableReplacedUnderTheJobDropsEverythingFromThenOn) {
+  const std::string path = scratch_path("replaced-job");
+  Unlink cleanup{path};
+  std::string why;
+  std::unique_ptr<ChangeGenerations> table(ChangeGenerations::open_segment(path, &why));
+  ASSERT_TRUE(table->available()) << why;
+  PrefetchCache cache(1 << 20);
+  Coherence coherence(cache, *table, true);
+  const FileKey file{8, 900};
+  ASSERT_TRUE(fetch(cache, file, 0, 512, 1));
+  coherence.acquire_point();
+  EXPECT_EQ(served(cache, file, 0, 512), 512u) << "nothing changed";
+  ASSERT_EQ(unlink(path.c_str()), 0);
+  std::unique_ptr<ChangeGenerations> successor(ChangeGenerations::open_segment(path, &why));
+  ASSERT_TRUE(successor->available()) << why;
+  usleep(2000);  // the segment is looked at once a millisecond at most
+  ASSERT_TRUE(fetch(cache, file, 512, 512, 2));
+  coherence.acquire_point();
+  EXPECT_EQ(served(cache, file, 512, 512), 0u) << "a change bumped in the new table is unseen";
+  EXPECT_NE(coherence.mode().find("removed or replaced"), std::string::npos) << coherence.mode();
+  EXPECT_GE(successor->everything(), 1u) << "the new table's processes are told";
+  const uint64_t everything = successor->everything();
+  coherence.release_point();
+  EXPECT_EQ(successor->everything(), everything + 1) << "and at every release point";
+}
+
+TEST(Coherence, AChangeOfAnUnknownFileChangesEveryFile) {
+  PrefetchCache cache(1 << 20);
+  std::unique_ptr<ChangeGenerations> table(ChangeGenerations::make_private());
+  Coherence coherence(cache, *table, true);
+  const FileKey file{8, 950};
+  ASSERT_TRUE(fetch(cache, file, 0, 512, 1));
+  const uint64_t everything = table->everything();
+  coherence.changed_unknown();
+  EXPECT_EQ(served(cache, file, 0, 512), 0u);
+  EXPECT_EQ(table->everything(), everything + 1) << "the other processes are told";
+  // Nonblocking writes of an unknown file: every synchronization is such a change.
+  Coherence::unknown_writes_begin();
+  ASSERT_TRUE(fetch(cache, file, 0, 512, 2));
+  coherence.acquire_point();
+  EXPECT_EQ(served(cache, file, 0, 512), 0u);
+  EXPECT_EQ(table->everything(), everything + 2);
+  coherence.release_point();
+  EXPECT_EQ(table->everything(), everything + 3);
+  Coherence::unknown_writes_end();
+  ASSERT_TRUE(fetch(cache, file, 0, 512, 3));
+  coherence.acquire_point();
+  EXPECT_EQ(served(cache, file, 0, 512), 512u) << "closed: nothing is in flight any more";
+}
