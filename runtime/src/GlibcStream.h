@@ -46,11 +46,11 @@ int seek_stream(FILE *stream, off_t offset, int whence);
 // it is empty, in the middle of a call: a line that straddles the buffer's end makes the
 // stream read the next block itself, from the file. So before such a call the buffer is
 // topped up: its unread bytes move to its start and the bytes after them are appended
-// (from the cache for the MT, from a prefetch for the PT) as glibc's own refill would,
-// with the descriptor's offset moved past them, so that ftell, a later refill and a seek
-// are exactly as if glibc had read them. Both threads top up at the same points (when
-// fewer than `want` bytes are unread, at most half a buffer), so the PT prefetches the
-// ranges the MT asks the cache for.
+// (from a prefetch) as glibc's own refill would, with the descriptor's offset moved past
+// them, so that ftell, a later refill and a seek are exactly as if glibc had read them.
+// Only the PT's streams are topped up (when fewer than `want` bytes are unread, at most
+// half a buffer): the MT's keep the original's buffer (below, "the MT's streams"), whose
+// refills ask the cache for blocks inside the ranges the PT's top-ups prefetched.
 //
 // Only for the streams seek_stream() understands, without the end-of-file flag (glibc
 // reads nothing more then), with the stream's lock held by the caller (StreamLock)
@@ -64,13 +64,14 @@ struct StreamRoom {
 };
 StreamRoom stream_room(FILE *stream, size_t want);
 
-// A regular file's stream whose first read is a line read gets a buffer of this size
-// instead of glibc's (st_blksize, at most BUFSIZ): with 4 KiB blocks, the top-up, the
-// PT's prefetch and the check of the file (an fstat: a round trip on a network file
-// system) would come once per 4 KiB and cost more than the bytes. Both threads give it
-// to their streams, so their top-ups stay the same ranges. The buffer is the runtime's
-// (setvbuf) until the stream's fclose or freopen: take_line_buffer() before it, and the
-// buffer is freed when the result goes out of scope, after the close.
+// A regular file's stream of the PT's whose first read is a line read gets a buffer of
+// this size instead of glibc's (st_blksize, at most BUFSIZ): with 4 KiB blocks, the
+// top-up, the prefetch and the check of the file (an fstat: a round trip on a network file
+// system) would come once per 4 KiB and cost more than the bytes. Only the PT gives it
+// to its streams: the MT's keep the original's block size (give_mirror_buffer). The
+// buffer is the runtime's (setvbuf) until the stream's fclose or freopen:
+// take_line_buffer() before it, and the buffer is freed when the result goes out of
+// scope, after the close.
 constexpr size_t kLineBufferBytes = 64 * 1024;
 // True for a stream stream_room() understands that has not read anything yet.
 bool stream_unbuffered(FILE *stream);
