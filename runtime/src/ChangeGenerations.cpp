@@ -26,7 +26,7 @@ constexpr uint32_t kReclaiming = UINT32_MAX;
 uint64_t record_word(uint32_t pid, uint32_t index) { return (static_cast<uint64_t>(pid) << 32) | index; }
 
 constexpr uint64_t kMagic = 0x7070696f7367656eULL;  // "ppiosgen"
-constexpr uint64_t kVersion = 4;
+constexpr uint64_t kVersion = 5;
 
 struct Layout {
   std::atomic<uint64_t> magic;
@@ -143,10 +143,17 @@ ChangeGenerations *ChangeGenerations::make_unavailable() {
   return table;
 }
 
+// A file's counter is picked by its inode number alone, not its device: one file can show
+// two device numbers (a file of an overlay's layer, seen through the overlay and through
+// the layer; one NFS export mounted twice), and its holds and bumps must meet under
+// either. An overlay that spans file systems (xino) puts the layer's index in the inode
+// number's top bits: the low 48 bits are the file's own. Files of other devices that share
+// those bits share a counter, which only drops more.
 size_t ChangeGenerations::index_of(const FileKey &key) const {
-  uint64_t h = static_cast<uint64_t>(key.ino) * 0x9e3779b97f4a7c15ULL;
-  h ^= static_cast<uint64_t>(key.dev) + 0x7f4a7c159e3779b9ULL + (h << 6) + (h >> 2);
+  uint64_t h = (static_cast<uint64_t>(key.ino) & ((uint64_t{1} << 48) - 1)) * 0x9e3779b97f4a7c15ULL;
   h ^= h >> 29;
+  h *= 0xbf58476d1ce4e5b9ULL;
+  h ^= h >> 32;
   return static_cast<size_t>(h & (kCounters - 1));
 }
 

@@ -1,5 +1,5 @@
 // The node's change generations (docs/design/coherence.md, rule 2): one counter per file
-// (device and inode, hashed into a fixed table), in a shared-memory segment of the user's
+// (its inode number, hashed into a fixed table), in a shared-memory segment of the user's
 // that every process running under ppios on the node maps. A process bumps a file's
 // counter after each change it made to the file; a prefetched entry records the file's
 // generation at its fetch start and is served only while the generation is still that.

@@ -333,3 +333,19 @@ TEST(Coherence, AChangeOfAnUnknownFileChangesEveryFile) {
   coherence.acquire_point();
   EXPECT_EQ(served(cache, file, 0, 512), 512u) << "closed: nothing is in flight any more";
 }
+
+TEST(ChangeGenerations, OneFileUnderTwoDevicesSharesItsCounter) {
+  // An overlay shows a file of its upper layer with the overlay's device and the layer's
+  // inode; across file systems (xino) the layer's index goes into the top bits.
+  std::unique_ptr<ChangeGenerations> table(ChangeGenerations::make_private());
+  const FileKey layer{65024, 5521420}, merged{42, 5521420};
+  const FileKey merged_xino{42, static_cast<ino_t>(5521420 | (uint64_t{1} << 62))};
+  const uint64_t before = table->current(merged);
+  table->bump(layer);
+  EXPECT_NE(table->current(merged), before);
+  table->hold(layer);
+  EXPECT_EQ(table->current(merged), ChangeGenerations::kHeld);
+  EXPECT_EQ(table->current(merged_xino), ChangeGenerations::kHeld);
+  table->unhold(layer);
+  EXPECT_NE(table->current(merged), ChangeGenerations::kHeld);
+}
