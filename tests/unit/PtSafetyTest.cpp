@@ -434,16 +434,19 @@ TEST(PtSafetyTest, FaultingSliceEscapesAndReleasesEverything) {
   std::snprintf(path, sizeof path, "%s", file.c_str());
   testing::internal::CaptureStderr();
   ASSERT_EQ(ppios_pt_start(faulting_slice, path, std::strlen(path) + 1), 0);
-  // Released once the PT has ended: the owned descriptors are closed again.
-  bool released = false;
-  for (int i = 0; i < 5000 && !released; ++i) {
+  // The PT has ended once pt_running() says so: pt_ended() releases everything first and
+  // then clears the flag under the lifecycle lock, so this wait also orders the release
+  // before the checks (and before the next test's PT allocates).
+  bool ended = false;
+  for (int i = 0; i < 5000 && !ended; ++i) {
     usleep(1000);
-    released = g_pt_fd >= 0 && g_pt_stream_fd >= 0 && !PtResources::get().owns_fd(g_pt_fd) &&
-               !PtResources::get().owns_fd(g_pt_stream_fd);
+    ended = !Runtime::get().pt_running();
   }
-  usleep(20000);
   std::string err = testing::internal::GetCapturedStderr();
-  ASSERT_TRUE(released);
+  ASSERT_TRUE(ended);
+  ASSERT_TRUE(g_pt_fd >= 0 && g_pt_stream_fd >= 0);
+  EXPECT_FALSE(PtResources::get().owns_fd(g_pt_fd));
+  EXPECT_FALSE(PtResources::get().owns_fd(g_pt_stream_fd));
   EXPECT_EQ(fcntl(g_pt_fd, F_GETFD), -1);
   EXPECT_EQ(fcntl(g_pt_stream_fd, F_GETFD), -1);
   EXPECT_EQ(Runtime::get().cache().counters().external_bytes, 0u);  // the table is freed
