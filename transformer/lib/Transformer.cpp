@@ -231,14 +231,19 @@ public:
   std::vector<FoundCall> Calls;
   const FunctionDecl *Main = nullptr;
 
+  // Only definitions hold calls. A declaration inside a function (`long offset_of(int);`
+  // in a block of main()) leaves the scan of that function going on: Current is restored,
+  // never cleared.
   bool TraverseFunctionDecl(FunctionDecl *FD) {
-    if (!FD->hasBody() || !SM.isWrittenInMainFile(SM.getExpansionLoc(FD->getBeginLoc())))
+    if (!FD->doesThisDeclarationHaveABody() ||
+        !SM.isWrittenInMainFile(SM.getExpansionLoc(FD->getBeginLoc())))
       return true;
     if (FD->isMain())
       Main = FD;
+    const FunctionDecl *Outer = Current;
     Current = FD;
     RecursiveASTVisitor::TraverseFunctionDecl(FD);
-    Current = nullptr;
+    Current = Outer;
     return true;
   }
   bool VisitCallExpr(CallExpr *Call) {
@@ -274,9 +279,10 @@ public:
         !SM.isWrittenInMainFile(SM.getExpansionLoc(FD->getBeginLoc())))
       return true;
     Defined.push_back(FD);
+    const FunctionDecl *Outer = Current;
     Current = FD;
     RecursiveASTVisitor::TraverseFunctionDecl(FD);
-    Current = nullptr;
+    Current = Outer;
     return true;
   }
   // sizeof and _Alignof evaluate nothing, unless their operand's type is variably
