@@ -5,6 +5,7 @@
 
 add_library(ppios_transformer STATIC
   lib/CompilerDriver.cpp
+  lib/FileScopeType.cpp
   lib/IoCallTable.cpp
   lib/PrefetchPlanner.cpp
   lib/PlannerBounds.cpp

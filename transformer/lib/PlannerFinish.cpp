@@ -106,7 +106,7 @@ std::string PrefetchPlanner::unbuildable(const ThreadPlan &P) const {
   std::string Fn = Units.function()->getNameAsString();
   std::set<std::string> Names;
   for (const VarDecl *VD : P.Captured) {
-    if (!nameableAtFileScope(VD->getType()))
+    if (!nameableAtFileScope(VD->getASTContext(), VD->getType()))
       return "the type of '" + VD->getNameAsString() + "' cannot be named outside " + Fn + "()";
     if (!Names.insert(VD->getNameAsString()).second)
       return "two variables named '" + VD->getNameAsString() + "' are needed";
@@ -116,14 +116,47 @@ std::string PrefetchPlanner::unbuildable(const ThreadPlan &P) const {
   }
   if (AsClone) {
     for (const ParmVarDecl *Param : Units.function()->parameters())
-      if (!nameableAtFileScope(Param->getType()))
+      if (!nameableAtFileScope(Param->getASTContext(), Param->getType()))
         return "the type of parameter '" + Param->getNameAsString() + "' cannot be named";
     return "";
   }
   for (const VarDecl *VD : P.PrologueDeclared)
-    if (!nameableAtFileScope(VD->getType()) || VD->getType()->isIncompleteType())
+    if (!nameableAtFileScope(VD->getASTContext(), VD->getType()) || VD->getType()->isIncompleteType())
       return "the type of '" + VD->getNameAsString() + "' cannot be named outside " + Fn + "()";
+  for (const FunctionDecl *FD : P.BlockFunctions)
+    if (!nameableAtFileScope(FD->getASTContext(), FD->getType()))
+      return "the type of function '" + FD->getNameAsString() + "', which " + Fn +
+             "() declares in a block, cannot be named outside " + Fn + "()";
   return "";
+}
+
+// The functions main()'s PT calls that are declared only in main()'s blocks before
+// main() ends: the PT's function precedes main(), so it declares them itself.
+std::vector<const FunctionDecl *> PrefetchPlanner::blockFunctions() const {
+  const FunctionDecl *Fn = Units.function();
+  const SourceManager &SM = Fn->getASTContext().getSourceManager();
+  std::vector<const FunctionDecl *> Out;
+  const auto &Top = Units.topLevel();
+  for (int I = Start; I < static_cast<int>(Top.size()); ++I) {
+    if (!Top[I]->InSlice)
+      continue;
+    forEachStmtIn(Top[I]->S, [&](const Stmt *S) {
+      const auto *DRE = dyn_cast<DeclRefExpr>(S);
+      const auto *FD = DRE ? dyn_cast<FunctionDecl>(DRE->getDecl()) : nullptr;
+      if (!FD || FD->isImplicit() || !FD->getLexicalDeclContext()->isFunctionOrMethod() ||
+          llvm::is_contained(Out, FD))
+        return;
+      for (const FunctionDecl *R : FD->redecls())
+        if (!R->getLexicalDeclContext()->isFunctionOrMethod() &&
+            SM.isBeforeInTranslationUnit(R->getLocation(), Fn->getBeginLoc()))
+          return; // declared at file scope before main()
+      Out.push_back(FD);
+    });
+  }
+  std::sort(Out.begin(), Out.end(), [&](const FunctionDecl *A, const FunctionDecl *B) {
+    return SM.isBeforeInTranslationUnit(A->getLocation(), B->getLocation());
+  });
+  return Out;
 }
 
 // What the PT makes of U (see UnitPlan::Form), with what goes with it.
@@ -252,7 +285,7 @@ static std::string unprintableSizes(const VarDecl *VD, const TranslationUnitFact
           Named = Cast->getTypeAsWritten();
         else if (const auto *Trait = dyn_cast<UnaryExprOrTypeTraitExpr>(S); Trait && Trait->isArgumentType())
           Named = Trait->getArgumentType();
-        if (!Named.isNull() && !nameableAtFileScope(Named))
+        if (!Named.isNull() && !nameableAsWritten(Named))
           Why = "its size names a type of the function's own";
         const auto *DRE = dyn_cast<DeclRefExpr>(S);
         const auto *Var = DRE ? dyn_cast<VarDecl>(DRE->getDecl()) : nullptr;
@@ -265,7 +298,7 @@ static std::string unprintableSizes(const VarDecl *VD, const TranslationUnitFact
     }
     T = AT->getElementType();
   }
-  if (!nameableAtFileScope(T))
+  if (!nameableAsWritten(T))
     return "its element type cannot be named outside the function";
   return "";
 }
@@ -274,7 +307,7 @@ std::string PrefetchPlanner::heapUnplaceable(const VarDecl *VD) const {
   if (VD->getType()->isVariableArrayType()) {
     if (std::string Why = unprintableSizes(VD, Facts); !Why.empty())
       return Why;
-  } else if (!nameableAtFileScope(VD->getType()))
+  } else if (!nameableAtFileScope(VD->getASTContext(), VD->getType()))
     return "its type cannot be named outside " + Units.function()->getNameAsString() + "()";
   const SourceManager &SM = VD->getASTContext().getSourceManager();
   std::string Why;
@@ -402,6 +435,7 @@ void PrefetchPlanner::buildThreadPlan() {
     }
     std::sort(P.PrologueDeclared.begin(), P.PrologueDeclared.end(),
               [](const VarDecl *A, const VarDecl *B) { return A->getLocation() < B->getLocation(); });
+    P.BlockFunctions = blockFunctions();
   }
   placeBigLocals(P);
   planBounds(P);

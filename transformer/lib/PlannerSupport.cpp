@@ -1,5 +1,6 @@
 // See PlannerSupport.h.
 #include "PlannerSupport.h"
+#include "FileScopeType.h"
 #include "SourceText.h"
 
 #include "clang/Basic/SourceManager.h"
@@ -28,7 +29,11 @@ bool isLocalMpiQuery(llvm::StringRef Name) {
 
 std::string quoted(const VarDecl *VD) { return "'" + VD->getNameAsString() + "'"; }
 
-bool nameableAtFileScope(QualType T) {
+bool nameableAtFileScope(const ASTContext &Ctx, QualType T) {
+  return !fileScopeType(Ctx, T).isNull();
+}
+
+bool nameableAsWritten(QualType T) {
   while (true) {
     if (const auto *TT = T->getAs<TypedefType>())
       if (TT->getDecl()->getDeclContext()->isFunctionOrMethod())
@@ -133,7 +138,7 @@ std::string describe(const Decl *D) {
 
 bool declarableInPt(const VarDecl *VD) {
   QualType T = VD->getType();
-  return nameableAtFileScope(T) && !T->isIncompleteType() && !T->isVariablyModifiedType() &&
+  return nameableAtFileScope(VD->getASTContext(), T) && !T->isIncompleteType() && !T->isVariablyModifiedType() &&
          !T->isFunctionType();
 }
 

@@ -80,8 +80,14 @@ void conjunctsOf(const clang::Expr *E, llvm::SmallVectorImpl<const clang::Expr *
 // S names VD.
 bool mentions(const clang::Stmt *S, const clang::VarDecl *VD);
 
-// A local struct or typedef cannot be named at file scope, where the thread function lives.
-bool nameableAtFileScope(clang::QualType T);
+// The generated code can write T outside the function (the context struct, the PT's
+// prologue, a clone's parameters): FileScopeType.h finds it a spelling there. A struct of
+// the function cannot be named there; a typedef of the function or a `__typeof__` of its
+// locals is written as the type it stands for.
+bool nameableAtFileScope(const clang::ASTContext &Ctx, clang::QualType T);
+// T as written (a type in an expression the PT's text copies: a cast, a sizeof) names
+// nothing of the function's own: no typedef, struct or variable-length array of it.
+bool nameableAsWritten(clang::QualType T);
 
 // The PT may declare a variable of VD's type as its own (zeroed): a type it can name, of
 // a known size.

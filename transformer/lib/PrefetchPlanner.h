@@ -263,6 +263,7 @@ private:
   bool capturedOnly(const clang::Expr *E) const;
   bool pathCaptured(const IoCallSite &Site) const;
   std::string unbuildable(const ThreadPlan &P) const;
+  std::vector<const clang::FunctionDecl *> blockFunctions() const;
   // Why the PT cannot keep VD in a heap block of its own (empty if it can): every name of
   // it in the PT's text becomes (*block), so each must be spelled in the file.
   std::string heapUnplaceable(const clang::VarDecl *VD) const;

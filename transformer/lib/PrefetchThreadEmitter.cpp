@@ -1,5 +1,6 @@
 // See PrefetchThreadEmitter.h: the finished plan (ThreadPlan.h) rendered as text.
 #include "PrefetchThreadEmitter.h"
+#include "FileScopeType.h"
 
 #include "clang/AST/ASTContext.h"
 #include "clang/AST/Attr.h"
@@ -135,9 +136,13 @@ std::string PrefetchThreadEmitter::keptCalls(const Unit &U) {
   return Out;
 }
 
+// VD declared as the PT's own, wherever the declaration stands (FileScopeType.h): without
+// qualifiers (the PT assigns it), an MPI file as the runtime's token.
 std::string PrefetchThreadEmitter::declare(const VarDecl *VD) {
   ASTContext &Ctx = VD->getASTContext();
-  QualType T = VD->getType();
+  QualType T = fileScopeType(Ctx, VD->getType());
+  if (T.isNull())
+    T = VD->getType();
   if (T->isArrayType()) {
     Qualifiers Quals;
     T = Ctx.getUnqualifiedArrayType(T, Quals);
@@ -146,11 +151,7 @@ std::string PrefetchThreadEmitter::declare(const VarDecl *VD) {
   }
   if (isMpiFileType(T))
     return "ppios_pt_mpi_file " + VD->getNameAsString();
-  PrintingPolicy Policy(Ctx.getLangOpts());
-  std::string Out;
-  llvm::raw_string_ostream OS(Out);
-  T.print(OS, Policy, VD->getName());
-  return OS.str();
+  return spellAtFileScope(Ctx, T, VD->getName());
 }
 
 // A declaration of VD as the PT's own: zeroed (a static local stays static, which zeroes
@@ -670,7 +671,6 @@ std::string PrefetchThreadEmitter::heapName(const HeapLocal &H, const char *Pref
 std::string PrefetchThreadEmitter::heapDeclarations(const std::string &Before,
                                                     const std::string &After) const {
   std::string Out;
-  PrintingPolicy Policy(Units.function()->getASTContext().getLangOpts());
   for (const HeapLocal &H : Plan.HeapLocals) {
     std::string Slot = heapName(H, "ppios_pt_hs");
     if (H.Sized) {  // allocated where it is declared (ownDeclaration)
@@ -678,13 +678,13 @@ std::string PrefetchThreadEmitter::heapDeclarations(const std::string &Before,
       continue;
     }
     ASTContext &Ctx = H.Var->getASTContext();
-    QualType T = H.Var->getType();
+    QualType T = fileScopeType(Ctx, H.Var->getType());
+    if (T.isNull())
+      T = H.Var->getType();
     Qualifiers Quals;
     T = T->isArrayType() ? Ctx.getUnqualifiedArrayType(T, Quals) : T.getUnqualifiedType();
-    std::string Pointer;
-    llvm::raw_string_ostream OS(Pointer);
-    Ctx.getPointerType(T).print(OS, Policy, H.Name);
-    Out += Before + "static void *" + Slot + "; " + OS.str() + " = " + Slot + " ? " + Slot +
+    std::string Pointer = spellAtFileScope(Ctx, Ctx.getPointerType(T), H.Name);
+    Out += Before + "static void *" + Slot + "; " + Pointer + " = " + Slot + " ? " + Slot +
            " : (" + Slot + " = ppios_pt_calloc(1, sizeof *" + H.Name + "));" + After;
   }
   return Out;
@@ -783,6 +783,14 @@ bool PrefetchThreadEmitter::emit() {
   for (const PathCapture &P : Paths)
     Struct += "  char " + P.Field + "[4096];\n";
   Struct += "};\n";
+  // The functions main() declares only in its blocks, which the thread function (written
+  // before main()) calls.
+  std::string Prototypes;
+  for (const FunctionDecl *FD : Plan.BlockFunctions)
+    Prototypes += spellAtFileScope(FD->getASTContext(), FD->getType(), FD->getName()) +
+                  "; /* declared in a block of " + Fn + "() */\n";
+  if (!Prototypes.empty())
+    Prototypes += "\n";
 
   Definition =
       "/* ppios-cc: the prefetch thread of " + Fn + "(). It runs the statements of " + Fn +
@@ -800,7 +808,7 @@ bool PrefetchThreadEmitter::emit() {
                                    "      to[n] = from[n];\n"
                                    "  to[n] = '\\0';\n"
                                    "}\n\n")) +
-      (UsesStdio && !HelpersProvided ? StdioHelpers : std::string()) +
+      (UsesStdio && !HelpersProvided ? StdioHelpers : std::string()) + Prototypes +
       "static void ppios_pt_" + Fn + "(void *ppios_arg) {\n"
       "  const struct ppios_pt_ctx_" + Fn + " *ppios_ctx = ppios_arg;\n"
       "  ppios_seq_t ppios_seq = ppios_ctx->ppios_seq0;\n" +

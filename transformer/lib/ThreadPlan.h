@@ -26,6 +26,7 @@ namespace clang {
 class CallExpr;
 class Expr;
 class FieldDecl;
+class FunctionDecl;
 class VarDecl;
 } // namespace clang
 
@@ -178,6 +179,10 @@ struct ThreadPlan {
   std::vector<const clang::VarDecl *> Captured;
   std::vector<ReopenedHandle> Reopened;
   std::vector<const clang::VarDecl *> PrologueDeclared;
+  // main()'s PT: the functions its text calls whose only declarations before main() are
+  // in main()'s blocks (`long offset_of(int);`): the thread function, written before
+  // main(), declares them at file scope first, in source order.
+  std::vector<const clang::FunctionDecl *> BlockFunctions;
   // Global handles: every reference of the PT's text is to its shadow (shadowName).
   llvm::DenseSet<const clang::VarDecl *> GlobalHandles;
   std::vector<HeapLocal> HeapLocals; // in source order

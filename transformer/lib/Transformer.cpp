@@ -41,6 +41,7 @@
 // anything but an open's result.
 #include "Transformer.h"
 
+#include "FileScopeType.h"
 #include "IoCallTable.h"
 #include "PrefetchPlanner.h"
 #include "PrefetchThreadEmitter.h"
@@ -158,15 +159,18 @@ std::string fieldKey(const FieldDecl *F) {
 class SourceInserts {
 public:
   SourceInserts(const SourceManager &SM, const std::string &Name) : SM(SM), Name(Name) {}
-  // Text goes at Offset; at the same offset, a First insertion precedes the others.
-  void insert(unsigned Offset, std::string Text, bool First = false) {
-    Inserts.push_back({Offset, !First, Inserts.size(), std::move(Text)});
+  // At the same offset, insertions go in the order of their places, then in the order
+  // they were made: the runtime's header first, then prototypes, then the rest.
+  enum Place { Header, Prototype, Anywhere };
+  // Text goes at Offset.
+  void insert(unsigned Offset, std::string Text, Place P = Anywhere) {
+    Inserts.push_back({Offset, P, Inserts.size(), std::move(Text)});
   }
   // Only the main file is rewritten: text at a location in a header is dropped.
-  void insert(SourceLocation Loc, std::string Text, bool First = false) {
+  void insert(SourceLocation Loc, std::string Text, Place P = Anywhere) {
     SourceLocation At = SM.getExpansionLoc(Loc);
     if (SM.isWrittenInMainFile(At))
-      insert(SM.getFileOffset(At), std::move(Text), First);
+      insert(SM.getFileOffset(At), std::move(Text), P);
   }
   bool empty() const { return Inserts.empty(); }
   // The file in pieces: the user's text and, at each offset, the insertions made there.
@@ -201,7 +205,7 @@ public:
 private:
   struct Insert {
     unsigned Offset;
-    bool Rank;
+    Place Rank;
     size_t Order;
     std::string Text;
   };
@@ -683,7 +687,7 @@ public:
     insertClones(Ctx, R, U.Clones);
     judgeHelperReads(U);
     reportReads(U);
-    R.insert(includeOffset(U), headerText(U), /*First=*/true);
+    R.insert(includeOffset(U), headerText(U), SourceInserts::Header);
     Result.Pieces = R.render();
     Result.Changed = true;
   }
@@ -716,15 +720,11 @@ private:
       S.HandleInterfaces = E.HandleInterfaces;
       S.Score = E.Score;
       U.Facts.Clones[FD->getCanonicalDecl()] = S;
-      PrintingPolicy Policy(U.Ctx.getLangOpts());
+      // Types only: no parameter name for the program's macros to rewrite.
       std::string Proto = "void " + S.Name + "(";
-      for (const ParmVarDecl *P : FD->parameters()) {
-        std::string Param;
-        llvm::raw_string_ostream OS(Param);
-        P->getType().print(OS, Policy, P->getName());
-        Proto += OS.str() + ", ";
-      }
-      U.ImportedClones[FD->getCanonicalDecl()] = Proto + "ppios_seq_t *ppios_seq);";
+      for (const ParmVarDecl *P : FD->parameters())
+        Proto += spellAtFileScope(U.Ctx, P->getType(), "") + ", ";
+      U.ImportedClones[FD->getCanonicalDecl()] = Proto + "ppios_seq_t *);";
       U.AnyRead = true; // its calls may lead to reads
     }
   }
@@ -777,11 +777,7 @@ private:
       }
       return;
     }
-    const FunctionDecl *Main = U.Collector.Main;
-    SourceLocation Before = Main->getBeginLoc();
-    if (const RawComment *Comment = U.Ctx.getRawCommentForDeclNoCache(Main))
-      Before = Comment->getBeginLoc();
-    R.insert(Before, Emitter.threadDefinition());
+    R.insert(functionStart(U.Ctx, U.Collector.Main), Emitter.threadDefinition());
     R.insert(Emitter.startOffset(), Emitter.startBlock());
     for (const auto &[Offset, Call] : Emitter.handoffs())
       R.insert(Offset, Call);
@@ -984,13 +980,26 @@ private:
     }
   }
 
+  // Where generated text that precedes a function goes: before its comment, if any.
+  static SourceLocation functionStart(ASTContext &Ctx, const FunctionDecl *FD) {
+    if (const RawComment *Comment = Ctx.getRawCommentForDeclNoCache(FD))
+      return Comment->getBeginLoc();
+    return FD->getBeginLoc();
+  }
+
   // Each reached clone goes right after the definition of its function (whose types and
-  // globals it uses), with a prototype after the function's first declaration when that
-  // comes earlier (callers may precede the definition).
+  // globals it uses), with a prototype after the function's first declaration at file
+  // scope when that comes earlier (callers may precede the definition). A function first
+  // declared in a block of another function (`long offset_of(int);` in main()) gets the
+  // prototype before that function, where the thread function of main() goes too: the
+  // calls of the clone there precede every declaration of the program's.
   void insertClones(ASTContext &Ctx, SourceInserts &R,
                     std::vector<std::unique_ptr<ClonePlan>> &Clones) {
     SourceManager &SM = Ctx.getSourceManager();
     const LangOptions &LO = Ctx.getLangOpts();
+    auto Earlier = [&](const FunctionDecl *A, const FunctionDecl *B) {
+      return !B || SM.isBeforeInTranslationUnit(A->getLocation(), B->getLocation());
+    };
     for (const auto &C : Clones) {
       if (!C->Emitted || !C->Reached)
         continue;
@@ -998,8 +1007,24 @@ private:
       const auto *Body = cast<CompoundStmt>(FD->getBody());
       R.insert(SM.getExpansionLoc(Body->getRBracLoc()).getLocWithOffset(1),
                "\n" + C->Emitter->cloneDefinition(C->Exported));
-      const FunctionDecl *First = FD->getFirstDecl();
-      if (First != FD && !First->doesThisDeclarationHaveABody())
+      const FunctionDecl *First = nullptr, *InBlock = nullptr;
+      for (const FunctionDecl *D : FD->redecls()) {
+        if (!D->getLexicalDeclContext()->isFunctionOrMethod()) {
+          if (Earlier(D, First))
+            First = D;
+        } else if (Earlier(D, InBlock)) {
+          InBlock = D;
+        }
+      }
+      if (InBlock && Earlier(InBlock, First)) {
+        if (const auto *Around = dyn_cast<FunctionDecl>(InBlock->getLexicalDeclContext()))
+          R.insert(functionStart(Ctx, Around),
+                   C->Emitter->clonePrototype(C->Exported) + " /* " + FD->getNameAsString() +
+                       "() is declared in a block of " + Around->getNameAsString() + "() */",
+                   SourceInserts::Prototype);
+        continue;
+      }
+      if (First && First != FD && !First->doesThisDeclarationHaveABody())
         if (std::optional<Token> Semi =
                 Lexer::findNextToken(SM.getExpansionLoc(First->getEndLoc()), SM, LO))
           if (Semi->is(tok::semi))
