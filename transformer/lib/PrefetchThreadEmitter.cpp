@@ -41,52 +41,95 @@ std::string countStatement(const std::string &Seq, unsigned N, const std::string
 } // namespace
 
 // fseeko/ftello through the runtime's declarations: under -std=c99 <stdio.h> declares
-// neither, and an implicit declaration would truncate offsets to int.
+// neither, and an implicit declaration would truncate offsets to int. Like all the text
+// ppios-cc writes, the helpers name nothing but the runtime's, the C library's and their
+// own ppios_* identifiers (parameters too): they follow the program's macros (`#define n
+// 16` would otherwise rewrite a parameter n).
 const char *const StdioHelpers =
     "/* ppios-cc: the prefetch thread's stdio calls, safe on a stream it could not open. */\n"
-    "#define PPIOS_CC_HELPER static __attribute__((unused))\n"
-    "PPIOS_CC_HELPER int ppios_cc_fseek(FILE *f, long o, int w) { return f ? fseek(f, o, w) : -1; }\n"
-    "PPIOS_CC_HELPER int ppios_cc_fseeko(FILE *f, off_t o, int w) { return f ? ppios_fseeko(f, o, w) : -1; }\n"
-    "PPIOS_CC_HELPER long ppios_cc_ftell(FILE *f) { return f ? ftell(f) : -1; }\n"
-    "PPIOS_CC_HELPER off_t ppios_cc_ftello(FILE *f) { return f ? ppios_ftello(f) : -1; }\n"
-    "PPIOS_CC_HELPER int ppios_cc_feof(FILE *f) { return f ? feof(f) : 1; }\n"
-    "PPIOS_CC_HELPER int ppios_cc_ferror(FILE *f) { return f ? ferror(f) : 0; }\n"
-    "PPIOS_CC_HELPER void ppios_cc_rewind(FILE *f) { if (f) rewind(f); }\n"
-    "PPIOS_CC_HELPER int ppios_cc_pt_fclose(FILE *f) { return f ? ppios_pt_fclose(f) : -1; }\n"
-    "PPIOS_CC_HELPER size_t ppios_cc_prefetch_fread(size_t s, size_t n, FILE *f, ppios_seq_t q,\n"
-    "                                               unsigned fl, const char *at) {\n"
-    "  return f ? ppios_prefetch_fread(s, n, f, q, fl, at) : 0;\n"
+    "#define PPIOS_CC_HELPER static __attribute__((__unused__))\n"
+    "PPIOS_CC_HELPER int ppios_cc_fseek(FILE *ppios_f, long ppios_o, int ppios_w) {\n"
+    "  return ppios_f ? fseek(ppios_f, ppios_o, ppios_w) : -1;\n"
     "}\n"
-    "PPIOS_CC_HELPER size_t ppios_cc_prefetch_fread_copy(void *b, size_t s, size_t n, FILE *f,\n"
-    "                                                    ppios_seq_t q, unsigned fl,\n"
-    "                                                    const char *at) {\n"
-    "  return f ? ppios_prefetch_fread_copy(b, s, n, f, q, fl, at) : 0;\n"
+    "PPIOS_CC_HELPER int ppios_cc_fseeko(FILE *ppios_f, off_t ppios_o, int ppios_w) {\n"
+    "  return ppios_f ? ppios_fseeko(ppios_f, ppios_o, ppios_w) : -1;\n"
     "}\n"
-    "PPIOS_CC_HELPER char *ppios_cc_prefetch_fgets(int n, FILE *f, ppios_seq_t q, unsigned fl,\n"
-    "                                              const char *at) {\n"
-    "  return f ? ppios_prefetch_fgets(n, f, q, fl, at) : NULL;\n"
+    "PPIOS_CC_HELPER long ppios_cc_ftell(FILE *ppios_f) { return ppios_f ? ftell(ppios_f) : -1; }\n"
+    "PPIOS_CC_HELPER off_t ppios_cc_ftello(FILE *ppios_f) {\n"
+    "  return ppios_f ? ppios_ftello(ppios_f) : -1;\n"
     "}\n"
-    "PPIOS_CC_HELPER char *ppios_cc_prefetch_fgets_copy(char *b, int n, FILE *f, ppios_seq_t q,\n"
-    "                                                   unsigned fl, const char *at) {\n"
-    "  return f ? ppios_prefetch_fgets_copy(b, n, f, q, fl, at) : NULL;\n"
+    "PPIOS_CC_HELPER int ppios_cc_feof(FILE *ppios_f) { return ppios_f ? feof(ppios_f) : 1; }\n"
+    "PPIOS_CC_HELPER int ppios_cc_ferror(FILE *ppios_f) { return ppios_f ? ferror(ppios_f) : 0; }\n"
+    "PPIOS_CC_HELPER void ppios_cc_rewind(FILE *ppios_f) { if (ppios_f) rewind(ppios_f); }\n"
+    "PPIOS_CC_HELPER int ppios_cc_pt_fclose(FILE *ppios_f) {\n"
+    "  return ppios_f ? ppios_pt_fclose(ppios_f) : -1;\n"
     "}\n"
-    "PPIOS_CC_HELPER ssize_t ppios_cc_prefetch_getline(FILE *f, ppios_seq_t q, unsigned fl,\n"
-    "                                                  const char *at) {\n"
-    "  return f ? ppios_prefetch_getline(f, q, fl, at) : -1;\n"
+    "PPIOS_CC_HELPER size_t ppios_cc_prefetch_fread(size_t ppios_s, size_t ppios_n, FILE *ppios_f,\n"
+    "                                               ppios_seq_t ppios_q, unsigned ppios_fl,\n"
+    "                                               const char *ppios_at) {\n"
+    "  return ppios_f ? ppios_prefetch_fread(ppios_s, ppios_n, ppios_f, ppios_q, ppios_fl, ppios_at)\n"
+    "                 : 0;\n"
     "}\n"
-    "PPIOS_CC_HELPER ssize_t ppios_cc_prefetch_getdelim(int d, FILE *f, ppios_seq_t q,\n"
-    "                                                   unsigned fl, const char *at) {\n"
-    "  return f ? ppios_prefetch_getdelim(d, f, q, fl, at) : -1;\n"
+    "PPIOS_CC_HELPER size_t ppios_cc_prefetch_fread_copy(void *ppios_b, size_t ppios_s, size_t ppios_n,\n"
+    "                                                    FILE *ppios_f, ppios_seq_t ppios_q,\n"
+    "                                                    unsigned ppios_fl, const char *ppios_at) {\n"
+    "  return ppios_f ? ppios_prefetch_fread_copy(ppios_b, ppios_s, ppios_n, ppios_f, ppios_q,\n"
+    "                                             ppios_fl, ppios_at)\n"
+    "                 : 0;\n"
+    "}\n"
+    "PPIOS_CC_HELPER char *ppios_cc_prefetch_fgets(int ppios_n, FILE *ppios_f, ppios_seq_t ppios_q,\n"
+    "                                              unsigned ppios_fl, const char *ppios_at) {\n"
+    "  return ppios_f ? ppios_prefetch_fgets(ppios_n, ppios_f, ppios_q, ppios_fl, ppios_at) : NULL;\n"
+    "}\n"
+    "PPIOS_CC_HELPER char *ppios_cc_prefetch_fgets_copy(char *ppios_b, int ppios_n, FILE *ppios_f,\n"
+    "                                                   ppios_seq_t ppios_q, unsigned ppios_fl,\n"
+    "                                                   const char *ppios_at) {\n"
+    "  return ppios_f ? ppios_prefetch_fgets_copy(ppios_b, ppios_n, ppios_f, ppios_q, ppios_fl,\n"
+    "                                             ppios_at)\n"
+    "                 : NULL;\n"
+    "}\n"
+    "PPIOS_CC_HELPER ssize_t ppios_cc_prefetch_getline(FILE *ppios_f, ppios_seq_t ppios_q,\n"
+    "                                                  unsigned ppios_fl, const char *ppios_at) {\n"
+    "  return ppios_f ? ppios_prefetch_getline(ppios_f, ppios_q, ppios_fl, ppios_at) : -1;\n"
+    "}\n"
+    "PPIOS_CC_HELPER ssize_t ppios_cc_prefetch_getdelim(int ppios_d, FILE *ppios_f, ppios_seq_t ppios_q,\n"
+    "                                                   unsigned ppios_fl, const char *ppios_at) {\n"
+    "  return ppios_f ? ppios_prefetch_getdelim(ppios_d, ppios_f, ppios_q, ppios_fl, ppios_at) : -1;\n"
     "}\n\n";
+
+// The file-name copy of the start block (IoCallPlan::CapturePath).
+static const char *const CopyString =
+    "static void ppios_cc_copy_string(char *ppios_to, size_t ppios_size, const char *ppios_from) {\n"
+    "  size_t ppios_n = 0;\n"
+    "  if (ppios_from != NULL)\n"
+    "    for (; ppios_n + 1 < ppios_size && ppios_from[ppios_n] != '\\0'; ++ppios_n)\n"
+    "      ppios_to[ppios_n] = ppios_from[ppios_n];\n"
+    "  ppios_to[ppios_n] = '\\0';\n"
+    "}\n\n";
+
+// The PT's own names that may also be the program's: its context, counter and argument,
+// the context's fields. One the program uses (a local `long ppios_seq`) is ppios_pt_<rest>
+// instead; a program name starting with ppios_pt_ gets the file no thread at all (see
+// Transformer.cpp), so that one is free.
+static bool ownName(llvm::StringRef Name) {
+  if (Name == "ppios_seq" || Name == "ppios_ctx" || Name == "ppios_arg" || Name == "ppios_seq0")
+    return true;
+  return Name.consume_front("ppios_path") && !Name.empty() &&
+         Name.find_first_not_of("0123456789") == llvm::StringRef::npos;
+}
+
+bool PrefetchThreadEmitter::renamesOwnName(llvm::StringRef Name) { return ownName(Name); }
+
+std::string PrefetchThreadEmitter::own(const std::string &Base) const {
+  if (!ProgramNames || !ProgramNames->count(Base))
+    return Base;
+  return "ppios_pt_" + Base.substr(std::string("ppios_").size());
+}
 
 PrefetchThreadEmitter::PrefetchThreadEmitter(const SourceText &Text, const FunctionUnits &Units,
                                              const ThreadPlan &Plan)
     : Text(Text), Units(Units), Plan(Plan) {
   Fn = Units.function()->getNameAsString();
-  if (Plan.Clone) {
-    Seq = "*ppios_seq";
-    SeqPointer = "ppios_seq";
-  }
 }
 
 // A call to a function with a clone: ppios_pt_<name>(same arguments, 0 for those the clone
@@ -186,9 +229,9 @@ std::string PrefetchThreadEmitter::pathArgument(const IoCallSite &Site) {
   if (!P || !P->CapturePath)
     return "";
   const Expr *Path = Site.Call->getArg(Site.Info->PathArg);
-  std::string Field = "ppios_path" + std::to_string(Paths.size());
+  std::string Field = own("ppios_path" + std::to_string(Paths.size()));
   Paths.push_back({Field, Text.text(Path->getSourceRange())});
-  return "ppios_ctx->" + Field;
+  return CtxName + "->" + Field;
 }
 
 void PrefetchThreadEmitter::editCall(const IoCallSite &Site) {
@@ -434,7 +477,7 @@ void PrefetchThreadEmitter::emitUnit(const Unit &U) {
       // frees the PT's blocks when it ends).
       if (const auto *A = VD->getAttr<CleanupAttr>(); A && llvm::is_contained(P.StripCleanup, VD))
         Edits.replace(Text.offset(A->getRange().getBegin()), Text.tokenEnd(A->getRange().getEnd()),
-                      "unused");
+                      "__unused__");
       // MPI_File variables of the PT are ppios_pt_mpi_file.
       if (isMpiFileType(VD->getType()) && VD->getTypeSourceInfo()) {
         SourceRange R = VD->getTypeSourceInfo()->getTypeLoc().getSourceRange();
@@ -487,8 +530,8 @@ bool PrefetchThreadEmitter::emitClone() {
   const auto *Body = cast<CompoundStmt>(FD->getBody());
   std::string Text_ = Edits.render(Text.buffer(), Text.offset(Body->getLBracLoc()) + 1,
                                    Text.offset(Body->getRBracLoc()));
-  CloneSignature = "__attribute__((unused)) void ppios_pt_" + Fn + "(" + Params +
-                   "ppios_seq_t *ppios_seq)";
+  CloneSignature = "__attribute__((__unused__)) void ppios_pt_" + Fn + "(" + Params +
+                   "ppios_seq_t *" + SeqPointer + ")";
   CloneBody = "{" + heapDeclarations(" ", "") + Text_ + "}";
   Definition = cloneDefinition(/*External=*/false);
   return true;
@@ -501,7 +544,7 @@ std::string PrefetchThreadEmitter::clonePrototype(bool External) const {
 std::string PrefetchThreadEmitter::cloneDefinition(bool External) const {
   return "/* ppios-cc: the prefetch-thread clone of " + Fn + "(): its statements that "
          "decide which reads\n * happen, with reads pre-executed as ppios_prefetch_* "
-         "calls numbered on the caller's\n * counter *ppios_seq, and nothing else. */\n" +
+         "calls numbered on the caller's\n * counter " + Seq + ", and nothing else. */\n" +
          (External ? "" : "static ") + CloneSignature + " " + CloneBody + "\n";
 }
 
@@ -714,6 +757,10 @@ bool PrefetchThreadEmitter::emit() {
     Why = Plan.Unbuildable;
     return false;
   }
+  CtxName = own("ppios_ctx");
+  std::string SeqName = own("ppios_seq"), ArgName = own("ppios_arg"), Seq0 = own("ppios_seq0");
+  Seq = Plan.Clone ? "*" + SeqName : SeqName;
+  SeqPointer = Plan.Clone ? SeqName : "&" + SeqName;
 
   // Global handles: every reference of the PT is to its shadow; big locals are heap
   // blocks. First, so that the edits computed from renderings include them.
@@ -747,11 +794,11 @@ bool PrefetchThreadEmitter::emit() {
     std::string Name = VD->getNameAsString();
     if (Plan.isGlobalHandle(VD)) {
       // Reopened by the start block into the context; the PT's is the shadow.
-      Prologue += Indent + shadowName(VD) + " = ppios_ctx->" + Name + ";\n";
+      Prologue += Indent + shadowName(VD) + " = " + CtxName + "->" + Name + ";\n";
       continue;
     }
     Prologue += Indent + declare(VD) + ";\n" + Indent + "__builtin_memcpy(&" + Name +
-                ", &ppios_ctx->" + Name + ", sizeof " + Name + ");\n";
+                ", &" + CtxName + "->" + Name + ", sizeof " + Name + ");\n";
   }
   // Locals declared before the start whose values the PT does not need but which its
   // statements name (C89 style: `int i, fd;` at the top, set after the start): declared,
@@ -770,14 +817,14 @@ bool PrefetchThreadEmitter::emit() {
     std::string Name = H.Var->getNameAsString();
     if (H.Field)
       Name += "." + H.Field->getNameAsString();
-    Reopens.push_back("ppios_ctx." + Name + " = ppios_pt_reopen_" +
+    Reopens.push_back(CtxName + "." + Name + " = ppios_pt_reopen_" +
                       handleSuffix(H.Interface) + "(" + Name + ");");
   }
 
   // The context the MT fills in. ppios_seq0: the transfers the MT has started when it
   // starts the PT, counted by the runtime (exact, where counting the statements before
   // the start would have to guess how often their loops and branches ran).
-  std::string Struct = "struct ppios_pt_ctx_" + Fn + " {\n  ppios_seq_t ppios_seq0;\n";
+  std::string Struct = "struct ppios_pt_ctx_" + Fn + " {\n  ppios_seq_t " + Seq0 + ";\n";
   for (const VarDecl *VD : Plan.Captured)
     Struct += "  " + declare(VD) + ";\n";
   for (const PathCapture &P : Paths)
@@ -799,20 +846,12 @@ bool PrefetchThreadEmitter::emit() {
       "numbered like\n * the main thread's I/O. It has no side effects: it counts writes "
       "instead of doing them. */\n" +
       Struct + "\n" +
-      (Paths.empty() ? std::string()
-                     : std::string("static void ppios_cc_copy_string(char *to, size_t size, "
-                                   "const char *from) {\n"
-                                   "  size_t n = 0;\n"
-                                   "  if (from != NULL)\n"
-                                   "    for (; n + 1 < size && from[n] != '\\0'; ++n)\n"
-                                   "      to[n] = from[n];\n"
-                                   "  to[n] = '\\0';\n"
-                                   "}\n\n")) +
+      (Paths.empty() ? std::string() : std::string(CopyString)) +
       (UsesStdio && !HelpersProvided ? StdioHelpers : std::string()) + Prototypes +
-      "static void ppios_pt_" + Fn + "(void *ppios_arg) {\n"
-      "  const struct ppios_pt_ctx_" + Fn + " *ppios_ctx = ppios_arg;\n"
-      "  ppios_seq_t ppios_seq = ppios_ctx->ppios_seq0;\n" +
-      "  (void)ppios_ctx;\n" + Prologue + Body + "}\n\n";
+      "static void ppios_pt_" + Fn + "(void *" + ArgName + ") {\n"
+      "  const struct ppios_pt_ctx_" + Fn + " *" + CtxName + " = " + ArgName + ";\n"
+      "  ppios_seq_t " + SeqName + " = " + CtxName + "->" + Seq0 + ";\n" +
+      "  (void)" + CtxName + ";\n" + Prologue + Body + "}\n\n";
 
   // The MT's side, right after the last statement the PT depends on.
   std::string In;
@@ -826,8 +865,9 @@ bool PrefetchThreadEmitter::emit() {
   }
   // Only with libppios linked (a plain mpicc link of this object runs the original).
   Start = "\n" + In + "if (ppios_linked()) { /* ppios-cc: start the prefetch thread of " + Fn + "() */\n";
-  Start += In + "  struct ppios_pt_ctx_" + Fn + " ppios_ctx;\n";
-  Start += In + "  __builtin_memset(&ppios_ctx, 0, sizeof ppios_ctx);\n";
+  const std::string &C = CtxName;
+  Start += In + "  struct ppios_pt_ctx_" + Fn + " " + C + ";\n";
+  Start += In + "  __builtin_memset(&" + C + ", 0, sizeof " + C + ");\n";
   for (const VarDecl *VD : Plan.Captured) {
     std::string Name = VD->getNameAsString();
     bool Reopened = false;
@@ -835,18 +875,18 @@ bool PrefetchThreadEmitter::emit() {
       Reopened |= H.Var == VD && !H.Field;
     // (A `register` variable has no address: its value is assigned.)
     if (!Reopened && VD->getStorageClass() == SC_Register && !VD->getType()->isArrayType())
-      Start += In + "  ppios_ctx." + Name + " = " + Name + ";\n";
+      Start += In + "  " + C + "." + Name + " = " + Name + ";\n";
     else if (!Reopened)
-      Start += In + "  __builtin_memcpy(&ppios_ctx." + Name + ", &" + Name +
-               ", sizeof ppios_ctx." + Name + ");\n";
+      Start += In + "  __builtin_memcpy(&" + C + "." + Name + ", &" + Name + ", sizeof " + C +
+               "." + Name + ");\n";
   }
   for (const PathCapture &P : Paths)
-    Start += In + "  ppios_cc_copy_string(ppios_ctx." + P.Field + ", sizeof ppios_ctx." +
+    Start += In + "  ppios_cc_copy_string(" + C + "." + P.Field + ", sizeof " + C + "." +
              P.Field + ", " + P.Expression + ");\n";
   for (const std::string &R : Reopens)
     Start += In + "  " + R + "\n";
-  Start += In + "  ppios_ctx.ppios_seq0 = ppios_mt_seq();\n";
-  Start += In + "  ppios_pt_start(ppios_pt_" + Fn + ", &ppios_ctx, sizeof ppios_ctx);\n";
+  Start += In + "  " + C + "." + Seq0 + " = ppios_mt_seq();\n";
+  Start += In + "  ppios_pt_start(ppios_pt_" + Fn + ", &" + C + ", sizeof " + C + ");\n";
   Start += In + "}";
   return true;
 }

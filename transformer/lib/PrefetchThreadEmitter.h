@@ -12,6 +12,7 @@
 #include "StatementUnits.h"
 #include "ThreadPlan.h"
 
+#include <set>
 #include <string>
 #include <utility>
 #include <vector>
@@ -44,6 +45,11 @@ public:
   bool usesStdio() const { return UsesStdio; }
   // The helpers are defined once per file, by the caller (clones and main() share them).
   void setStdioHelpersProvided() { HelpersProvided = true; }
+  // The program's own names that start with ppios_ (declared or defined as macros): the
+  // PT's own names that are among them are spelled ppios_pt_<rest> instead.
+  void setProgramNames(const std::set<std::string> *Names) { ProgramNames = Names; }
+  // Name is one of the PT's own names that the emitter renames when the program uses it.
+  static bool renamesOwnName(llvm::StringRef Name);
 
 private:
   void editCloneCall(const CloneCallPlan &C);
@@ -63,6 +69,7 @@ private:
   std::string pathArgument(const IoCallSite &Site);
   std::string declare(const clang::VarDecl *VD);
   std::string ownDeclaration(const clang::VarDecl *VD);
+  std::string own(const std::string &Base) const;
 
   const SourceText &Text;
   const FunctionUnits &Units;
@@ -74,7 +81,9 @@ private:
   unsigned StartAt = 0;
   bool UsesStdio = false;
   bool HelpersProvided = false;
-  std::string Seq = "ppios_seq", SeqPointer = "&ppios_seq";
+  const std::set<std::string> *ProgramNames = nullptr;
+  // The PT's counter as an lvalue and as a pointer, its context (set by emit()).
+  std::string Seq = "ppios_seq", SeqPointer = "&ppios_seq", CtxName = "ppios_ctx";
   std::string Fn; // name of the function, for generated names
   struct PathCapture {
     std::string Field, Expression;

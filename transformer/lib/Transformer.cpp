@@ -270,6 +270,68 @@ private:
   const FunctionDecl *Current = nullptr;
 };
 
+// The names starting with ppios_ (or PPIOS_) that the program declares or defines as
+// macros, outside system headers (the runtime's header is one), each with where it first
+// appears. The generated code's own names start with ppios_: the PT's locals among them
+// are renamed (PrefetchThreadEmitter::renamesOwnName); any other is reserved, a name of
+// the runtime or of the generated helpers, and the file gets no prefetch thread. Of the
+// PPIOS_ names only the macros the generated code and the runtime's header define are
+// reserved (a program's include guard PPIOS_..._H is not).
+class ProgramNames : public RecursiveASTVisitor<ProgramNames> {
+public:
+  ProgramNames(const SourceManager &SM) : SM(SM) {}
+  std::map<std::string, SourceLocation> Names;
+
+  void collect(ASTContext &Ctx, Preprocessor &PP) {
+    TraverseDecl(Ctx.getTranslationUnitDecl());
+    for (const auto &M : PP.macros())
+      for (const MacroDirective *MD = PP.getLocalMacroDirectiveHistory(M.first); MD;
+           MD = MD->getPrevious())
+        if (isa<DefMacroDirective>(MD))
+          add(M.first->getName(), MD->getLocation());
+  }
+  bool VisitNamedDecl(NamedDecl *ND) {
+    // Fields and labels have namespaces of their own, which the generated code never adds to.
+    if (ND->getIdentifier() && !ND->isImplicit() && !isa<FieldDecl, LabelDecl>(ND))
+      add(ND->getName(), ND->getLocation());
+    return true;
+  }
+  std::set<std::string> all() const {
+    std::set<std::string> Out;
+    for (const auto &N : Names)
+      Out.insert(N.first);
+    return Out;
+  }
+  // The first of them the generated code cannot rename its own around, if any.
+  std::optional<std::pair<std::string, SourceLocation>> conflict() const {
+    std::optional<std::pair<std::string, SourceLocation>> First;
+    for (const auto &[Name, Loc] : Names)
+      if (reserved(Name) &&
+          (!First || SM.isBeforeInTranslationUnit(Loc, First->second)))
+        First = std::make_pair(Name, Loc);
+    return First;
+  }
+
+private:
+  static bool reserved(StringRef Name) {
+    if (Name.startswith("ppios_"))
+      return !PrefetchThreadEmitter::renamesOwnName(Name);
+    return Name.startswith("PPIOS_CC_") || Name.startswith("PPIOS_PF_") || Name == "PPIOS_API" ||
+           Name == "PPIOS_NORETURN" || Name == "PPIOS_PPIOS_H";
+  }
+  void add(StringRef Name, SourceLocation Loc) {
+    if (!Name.startswith("ppios_") && !Name.startswith("PPIOS_"))
+      return;
+    if (Loc.isValid() && SM.isInSystemHeader(SM.getExpansionLoc(Loc)))
+      return;
+    auto It = Names.find(Name.str());
+    if (It == Names.end() ||
+        (Loc.isValid() && It->second.isValid() && SM.isBeforeInTranslationUnit(Loc, It->second)))
+      Names[Name.str()] = Loc;
+  }
+  const SourceManager &SM;
+};
+
 // Facts about the file for clones: descriptor fields (assigned only from opens), globals
 // that functions other than main() change (or whose address is taken), and the call graph.
 class FileFacts : public RecursiveASTVisitor<FileFacts> {
@@ -637,6 +699,8 @@ struct UnitState {
   std::vector<const PrefetchPlanner *> Roots; // whose clone calls the emitted code makes
   // reachClones: prototypes of other units' clones the emitted code calls.
   std::set<std::string> Prototypes;
+  // The program's ppios_ names (ProgramNames): the emitters rename their own around them.
+  std::set<std::string> ProgramNames;
   // Every pass: the reads, prefetched or not (with the reason).
   std::vector<std::pair<const CallExpr *, std::string>> Missed;
   std::vector<const CallExpr *> Prefetched;
@@ -660,6 +724,8 @@ public:
     findIoCalls(U);
     for (const auto &[Call, Why] : U.Collector.UnhandledReads)
       reportMissed(CI.getDiagnostics(), Call->getBeginLoc(), Why);
+    if (!takeProgramNames(U))
+      return;
     importOtherUnits(U);
     if (!U.AnyRead && !Export)
       return;
@@ -667,7 +733,7 @@ public:
     // runtime/include/ppios/interpose.def); only the prefetch thread and its glue are added.
     SourceInserts R(U.SM, Result.PresumedName);
     if (U.Collector.Main || Import || Export)
-      planClones(Ctx, U.Oracle, U.Text, U.Facts, U.Clones, U.CloneOf);
+      planClones(Ctx, U, U.Clones, U.CloneOf);
     if (Export)
       exportFunctions(Ctx, U.Oracle, U.Facts, U.Clones);
     if (!U.AnyRead)
@@ -693,6 +759,29 @@ public:
   }
 
 private:
+  // The program's ppios_ names. One that is not a PT local the emitters rename (a runtime
+  // call's name, a generated helper's, a macro of the runtime's header) would change what
+  // the generated code means: the file gets no prefetch thread, and each read says why.
+  bool takeProgramNames(UnitState &U) {
+    ProgramNames Names(U.SM);
+    Names.collect(U.Ctx, CI.getPreprocessor());
+    U.ProgramNames = Names.all();
+    std::optional<std::pair<std::string, SourceLocation>> Conflict = Names.conflict();
+    if (!Conflict)
+      return true;
+    std::string Where;
+    if (Conflict->second.isValid() && U.SM.isWrittenInMainFile(U.SM.getExpansionLoc(Conflict->second)))
+      Where = " (line " + std::to_string(U.SM.getPresumedLineNumber(
+                              U.SM.getExpansionLoc(Conflict->second))) + ")";
+    for (const FoundCall &F : U.Collector.Calls)
+      if (F.Info->Kind == IoKind::Read)
+        reportMissed(CI.getDiagnostics(), F.Call->getBeginLoc(),
+                     "the program names '" + Conflict->first + "'" + Where +
+                         ", a name of ppios-cc's generated code (names starting with ppios_ "
+                         "are reserved for it): the file gets no prefetch thread");
+    return false;
+  }
+
   void findIoCalls(UnitState &U) {
     U.Collector.TraverseDecl(U.Ctx.getTranslationUnitDecl());
     for (const FoundCall &F : U.Collector.Calls)
@@ -745,6 +834,7 @@ private:
     bool Planned = Plan.plan();
     U.MainEmitter = std::make_unique<PrefetchThreadEmitter>(U.Text, *U.MainUnits, Plan.threadPlan());
     PrefetchThreadEmitter &Emitter = *U.MainEmitter;
+    Emitter.setProgramNames(&U.ProgramNames);
     if (U.CloneStdio)
       Emitter.setStdioHelpersProvided();
     std::string Failure;
@@ -885,7 +975,7 @@ private:
     if (!Shadows.empty())
       Include += "/* ppios-cc: the prefetch thread's own copies of global descriptors */\n";
     for (const auto &[G, Iface] : Shadows)
-      Include += std::string("static __attribute__((unused)) ") +
+      Include += std::string("static __attribute__((__unused__)) ") +
                  (Iface == IoInterface::Posix   ? "int "
                   : Iface == IoInterface::Stdio ? "FILE *"
                                                 : "MPI_File ") +
@@ -911,9 +1001,11 @@ private:
 
   // Plans a clone for every function of the file that leads to reads, callees first (a
   // caller needs its callees' summaries); functions on a call cycle get none.
-  void planClones(ASTContext &Ctx, SideEffectOracle &Oracle, const SourceText &Text,
-                  TranslationUnitFacts &Facts, std::vector<std::unique_ptr<ClonePlan>> &Clones,
+  void planClones(ASTContext &Ctx, UnitState &U, std::vector<std::unique_ptr<ClonePlan>> &Clones,
                   llvm::DenseMap<const FunctionDecl *, ClonePlan *> &CloneOf) {
+    SideEffectOracle &Oracle = U.Oracle;
+    const SourceText &Text = U.Text;
+    TranslationUnitFacts &Facts = U.Facts;
     FileFacts Scan(Ctx.getSourceManager(), Facts);
     Scan.TraverseDecl(Ctx.getTranslationUnitDecl());
     Scan.finish(Export, Import);
@@ -951,6 +1043,7 @@ private:
         continue;
       C->Emitter =
           std::make_unique<PrefetchThreadEmitter>(Text, *C->Units, C->Planner->threadPlan());
+      C->Emitter->setProgramNames(&U.ProgramNames);
       // A body the linker may replace (a weak one, an inline-only one) is not what a call
       // runs: its clone would pre-execute other reads, and clash with the clone another
       // file exports for the definition that does run.

@@ -52,6 +52,11 @@
  * Configuration comes from PPIOS_* environment variables, read once when the library is
  * loaded (see README.md). All functions are thread-safe; ppios_pt_malloc and friends are
  * for the PT thread only.
+ *
+ * ppios-cc includes this header after the program's last #include, so the program's own
+ * macros defined before that (`#define size 4096`) reach it: every identifier it declares,
+ * parameters included, starts with ppios_ or PPIOS_ (`ppios_size`; the comments name the
+ * parameters without the prefix).
  */
 #ifndef PPIOS_PPIOS_H
 #define PPIOS_PPIOS_H
@@ -111,7 +116,8 @@ typedef uint64_t ppios_seq_t;
  * entry runs under the PT's escape (see above); the PT blocks every asynchronous signal
  * (the program's handlers run on the program's threads) and has a fault net for
  * SIGSEGV, SIGBUS, SIGFPE and SIGILL. */
-PPIOS_API int ppios_pt_start(void (*entry)(void *ctx), const void *ctx, size_t ctx_size);
+PPIOS_API int ppios_pt_start(void (*ppios_entry)(void *ppios_context), const void *ppios_context,
+                             size_t ppios_context_size);
 
 /* The number of data transfers (reads and writes through ppios_* calls) the MT has
  * started so far: the sequence number a PT started now counts on from. */
@@ -137,7 +143,7 @@ PPIOS_API void ppios_pt_poll(void);
  * the data read, which it speculates is false): `seq` is the PT's sequence number. The PT
  * waits while the MT has not started transfer seq - 16, so at most 16 prefetches are
  * wasted when the program leaves the loop. PPIOS_STATS pt_speculation_wait_s. */
-PPIOS_API void ppios_pt_speculate(ppios_seq_t seq);
+PPIOS_API void ppios_pt_speculate(ppios_seq_t ppios_sequence);
 
 /* The PT's own heap memory (copies of the program's tables), counted against the same
  * PPIOS_CACHE_MB budget as the prefetch cache. They never return NULL: over budget or out
@@ -145,16 +151,16 @@ PPIOS_API void ppios_pt_speculate(ppios_seq_t seq);
  * ppios_pt_free(NULL) does nothing. Every block still allocated when the PT ends (or
  * escapes) is freed then. A pointer that is not such a block (the program's memory) is
  * never freed: ppios_pt_free ignores it, ppios_pt_realloc escapes. */
-PPIOS_API void *ppios_pt_malloc(size_t size);
-PPIOS_API void *ppios_pt_calloc(size_t nmemb, size_t size);
-PPIOS_API void *ppios_pt_realloc(void *ptr, size_t size);
-PPIOS_API void ppios_pt_free(void *ptr);
+PPIOS_API void *ppios_pt_malloc(size_t ppios_size);
+PPIOS_API void *ppios_pt_calloc(size_t ppios_nmemb, size_t ppios_size);
+PPIOS_API void *ppios_pt_realloc(void *ppios_ptr, size_t ppios_size);
+PPIOS_API void ppios_pt_free(void *ppios_ptr);
 
 /* The block of a variable-length array the PT declares (no limit on its size can be
  * checked against its thread stack before it runs): one block per declaration, kept in
  * *slot (a static of the PT's function), resized to `bytes` and zeroed each time the
  * declaration runs. Within PPIOS_CACHE_MB like ppios_pt_malloc. */
-PPIOS_API void *ppios_pt_vla(void **slot, size_t bytes);
+PPIOS_API void *ppios_pt_vla(void **ppios_slot, size_t ppios_bytes);
 
 /* The escape of ppios_pt_index (pt_stop "bounds"); not called directly. */
 PPIOS_API void ppios_pt_out_of_bounds(void) PPIOS_NORETURN;
@@ -162,8 +168,9 @@ PPIOS_API void ppios_pt_out_of_bounds(void) PPIOS_NORETURN;
 /* Bounds check the transformer emits around subscripts of the PT's arrays of constant size:
  * returns i if 0 <= i < n, else the PT escapes quietly. __inline__, not inline: this header
  * is compiled with the program's flags, and under -std=c89/-ansi `inline` is no keyword. */
-static __inline__ long long ppios_pt_index(long long i, long long n) {
-  if (__builtin_expect(i >= 0 && i < n, 1)) return i;
+static __inline__ long long ppios_pt_index(long long ppios_i, long long ppios_n) {
+  if (__builtin_expect(ppios_i >= 0 && ppios_i < ppios_n, 1))
+    return ppios_i;
   ppios_pt_out_of_bounds();
 }
 
@@ -210,34 +217,41 @@ static __inline__ long long ppios_pt_object_index(const void *p, long long i, si
 }
 
 /* ---------------------------------------------------------------- MT: POSIX */
-PPIOS_API int ppios_open(const char *path, int flags, ...);
-PPIOS_API int ppios_openat(int dirfd, const char *path, int flags, mode_t mode);
-PPIOS_API int ppios_close(int fd);
-PPIOS_API ssize_t ppios_read(int fd, void *buf, size_t count);
-PPIOS_API ssize_t ppios_pread(int fd, void *buf, size_t count, off_t offset);
-PPIOS_API ssize_t ppios_write(int fd, const void *buf, size_t count);
-PPIOS_API ssize_t ppios_pwrite(int fd, const void *buf, size_t count, off_t offset);
-PPIOS_API off_t ppios_lseek(int fd, off_t offset, int whence);
+PPIOS_API int ppios_open(const char *ppios_path, int ppios_flags, ...);
+PPIOS_API int ppios_openat(int ppios_dirfd, const char *ppios_path, int ppios_flags,
+                           mode_t ppios_mode);
+PPIOS_API int ppios_close(int ppios_fd);
+PPIOS_API ssize_t ppios_read(int ppios_fd, void *ppios_buf, size_t ppios_count);
+PPIOS_API ssize_t ppios_pread(int ppios_fd, void *ppios_buf, size_t ppios_count,
+                              off_t ppios_offset);
+PPIOS_API ssize_t ppios_write(int ppios_fd, const void *ppios_buf, size_t ppios_count);
+PPIOS_API ssize_t ppios_pwrite(int ppios_fd, const void *ppios_buf, size_t ppios_count,
+                               off_t ppios_offset);
+PPIOS_API off_t ppios_lseek(int ppios_fd, off_t ppios_offset, int ppios_whence);
 
 /* ---------------------------------------------------------------- MT: stdio */
-PPIOS_API FILE *ppios_fopen(const char *path, const char *mode);
-PPIOS_API FILE *ppios_fdopen(int fd, const char *mode);
-PPIOS_API FILE *ppios_freopen(const char *path, const char *mode, FILE *stream);
-PPIOS_API int ppios_fclose(FILE *stream);
-PPIOS_API size_t ppios_fread(void *ptr, size_t size, size_t nmemb, FILE *stream);
-PPIOS_API size_t ppios_fwrite(const void *ptr, size_t size, size_t nmemb, FILE *stream);
+PPIOS_API FILE *ppios_fopen(const char *ppios_path, const char *ppios_mode);
+PPIOS_API FILE *ppios_fdopen(int ppios_fd, const char *ppios_mode);
+PPIOS_API FILE *ppios_freopen(const char *ppios_path, const char *ppios_mode, FILE *ppios_stream);
+PPIOS_API int ppios_fclose(FILE *ppios_stream);
+PPIOS_API size_t ppios_fread(void *ppios_ptr, size_t ppios_size, size_t ppios_nmemb,
+                             FILE *ppios_stream);
+PPIOS_API size_t ppios_fwrite(const void *ppios_ptr, size_t ppios_size, size_t ppios_nmemb,
+                              FILE *ppios_stream);
 /* Line reads: the stream's buffer is topped up from the cache before the original call. */
-PPIOS_API char *ppios_fgets(char *s, int n, FILE *stream);
-PPIOS_API char *ppios_fgets_chk(char *s, size_t size, int n, FILE *stream);
-PPIOS_API ssize_t ppios_getline(char **lineptr, size_t *n, FILE *stream);
-PPIOS_API ssize_t ppios_getdelim(char **lineptr, size_t *n, int delim, FILE *stream);
+PPIOS_API char *ppios_fgets(char *ppios_s, int ppios_n, FILE *ppios_stream);
+PPIOS_API char *ppios_fgets_chk(char *ppios_s, size_t ppios_size, int ppios_n, FILE *ppios_stream);
+PPIOS_API ssize_t ppios_getline(char **ppios_lineptr, size_t *ppios_n, FILE *ppios_stream);
+PPIOS_API ssize_t ppios_getdelim(char **ppios_lineptr, size_t *ppios_n, int ppios_delim,
+                                 FILE *ppios_stream);
 /* fscanf (c99: glibc's __isoc99_fscanf; else the GNU one), topped up the same way. */
-PPIOS_API int ppios_vfscanf(FILE *stream, const char *format, va_list ap, int c99);
-PPIOS_API int ppios_fseek(FILE *stream, long offset, int whence);
-PPIOS_API int ppios_fseeko(FILE *stream, off_t offset, int whence);
-PPIOS_API long ppios_ftell(FILE *stream);
-PPIOS_API off_t ppios_ftello(FILE *stream);
-PPIOS_API void ppios_rewind(FILE *stream);
+PPIOS_API int ppios_vfscanf(FILE *ppios_stream, const char *ppios_format, va_list ppios_ap,
+                            int ppios_c99);
+PPIOS_API int ppios_fseek(FILE *ppios_stream, long ppios_offset, int ppios_whence);
+PPIOS_API int ppios_fseeko(FILE *ppios_stream, off_t ppios_offset, int ppios_whence);
+PPIOS_API long ppios_ftell(FILE *ppios_stream);
+PPIOS_API off_t ppios_ftello(FILE *ppios_stream);
+PPIOS_API void ppios_rewind(FILE *ppios_stream);
 
 /* ---------------------------------------------------------------- MT: MPI-IO
  * Reads through a contiguous file view (a displacement, contiguous etype and filetype)
@@ -246,28 +260,32 @@ PPIOS_API void ppios_rewind(FILE *stream);
  * Other views pass straight through. Datatypes: predefined, or derived, contiguous and
  * committed through ppios_MPI_Type_commit (the runtime measures them there for the PT,
  * which never calls MPI); reads with any other type pass straight through. */
-PPIOS_API int ppios_MPI_Type_commit(MPI_Datatype *datatype);
-PPIOS_API int ppios_MPI_Type_free(MPI_Datatype *datatype);
-PPIOS_API int ppios_MPI_File_open(MPI_Comm comm, const char *filename, int amode, MPI_Info info,
-                        MPI_File *fh);
-PPIOS_API int ppios_MPI_File_close(MPI_File *fh);
-PPIOS_API int ppios_MPI_File_read(MPI_File fh, void *buf, int count, MPI_Datatype datatype,
-                        MPI_Status *status);
-PPIOS_API int ppios_MPI_File_read_at(MPI_File fh, MPI_Offset offset, void *buf, int count,
-                           MPI_Datatype datatype, MPI_Status *status);
-PPIOS_API int ppios_MPI_File_read_all(MPI_File fh, void *buf, int count, MPI_Datatype datatype,
-                            MPI_Status *status);
-PPIOS_API int ppios_MPI_File_read_at_all(MPI_File fh, MPI_Offset offset, void *buf, int count,
-                               MPI_Datatype datatype, MPI_Status *status);
-PPIOS_API int ppios_MPI_File_write(MPI_File fh, const void *buf, int count, MPI_Datatype datatype,
-                         MPI_Status *status);
-PPIOS_API int ppios_MPI_File_write_at(MPI_File fh, MPI_Offset offset, const void *buf, int count,
-                            MPI_Datatype datatype, MPI_Status *status);
-PPIOS_API int ppios_MPI_File_write_all(MPI_File fh, const void *buf, int count, MPI_Datatype datatype,
-                             MPI_Status *status);
-PPIOS_API int ppios_MPI_File_write_at_all(MPI_File fh, MPI_Offset offset, const void *buf, int count,
-                                MPI_Datatype datatype, MPI_Status *status);
-PPIOS_API int ppios_MPI_File_seek(MPI_File fh, MPI_Offset offset, int whence);
+PPIOS_API int ppios_MPI_Type_commit(MPI_Datatype *ppios_datatype);
+PPIOS_API int ppios_MPI_Type_free(MPI_Datatype *ppios_datatype);
+PPIOS_API int ppios_MPI_File_open(MPI_Comm ppios_comm, const char *ppios_filename, int ppios_amode,
+                                  MPI_Info ppios_info, MPI_File *ppios_fh);
+PPIOS_API int ppios_MPI_File_close(MPI_File *ppios_fh);
+PPIOS_API int ppios_MPI_File_read(MPI_File ppios_fh, void *ppios_buf, int ppios_count,
+                                  MPI_Datatype ppios_datatype, MPI_Status *ppios_status);
+PPIOS_API int ppios_MPI_File_read_at(MPI_File ppios_fh, MPI_Offset ppios_offset, void *ppios_buf,
+                                     int ppios_count, MPI_Datatype ppios_datatype,
+                                     MPI_Status *ppios_status);
+PPIOS_API int ppios_MPI_File_read_all(MPI_File ppios_fh, void *ppios_buf, int ppios_count,
+                                      MPI_Datatype ppios_datatype, MPI_Status *ppios_status);
+PPIOS_API int ppios_MPI_File_read_at_all(MPI_File ppios_fh, MPI_Offset ppios_offset,
+                                         void *ppios_buf, int ppios_count,
+                                         MPI_Datatype ppios_datatype, MPI_Status *ppios_status);
+PPIOS_API int ppios_MPI_File_write(MPI_File ppios_fh, const void *ppios_buf, int ppios_count,
+                                   MPI_Datatype ppios_datatype, MPI_Status *ppios_status);
+PPIOS_API int ppios_MPI_File_write_at(MPI_File ppios_fh, MPI_Offset ppios_offset,
+                                      const void *ppios_buf, int ppios_count,
+                                      MPI_Datatype ppios_datatype, MPI_Status *ppios_status);
+PPIOS_API int ppios_MPI_File_write_all(MPI_File ppios_fh, const void *ppios_buf, int ppios_count,
+                                       MPI_Datatype ppios_datatype, MPI_Status *ppios_status);
+PPIOS_API int ppios_MPI_File_write_at_all(MPI_File ppios_fh, MPI_Offset ppios_offset,
+                                          const void *ppios_buf, int ppios_count,
+                                          MPI_Datatype ppios_datatype, MPI_Status *ppios_status);
+PPIOS_API int ppios_MPI_File_seek(MPI_File ppios_fh, MPI_Offset ppios_offset, int ppios_whence);
 
 /* ---------------------------------------------------------------- PT: POSIX and stdio */
 
@@ -277,10 +295,10 @@ PPIOS_API int ppios_MPI_File_seek(MPI_File fh, MPI_Offset offset, int whence);
  * without being read (opened with O_NONBLOCK so that a FIFO never blocks) and the result
  * is -1/NULL with errno ENXIO. ppios_pt_close/ppios_pt_fclose refuse (-1/EOF, EBADF) a
  * descriptor or stream the PT does not own. */
-PPIOS_API int ppios_pt_open(const char *path, int flags, ...);
-PPIOS_API int ppios_pt_close(int fd);
-PPIOS_API FILE *ppios_pt_fopen(const char *path, const char *mode);
-PPIOS_API int ppios_pt_fclose(FILE *stream);  /* a NULL stream is allowed (the open failed) */
+PPIOS_API int ppios_pt_open(const char *ppios_path, int ppios_flags, ...);
+PPIOS_API int ppios_pt_close(int ppios_fd);
+PPIOS_API FILE *ppios_pt_fopen(const char *ppios_path, const char *ppios_mode);
+PPIOS_API int ppios_pt_fclose(FILE *ppios_stream); /* a NULL stream is allowed (the open failed) */
 
 /* Pre-execute read/pread/fread (a NULL stream fetches nothing and returns 0): fetch what the original call would read into the cache
  * and return what it is predicted to return (bytes for read/pread, items for fread).
@@ -288,12 +306,14 @@ PPIOS_API int ppios_pt_fclose(FILE *stream);  /* a NULL stream is allowed (the o
  * position by the predicted amount, as the original call would. A read that cannot be
  * predicted (not a regular file, bad descriptor) returns -1 (0 for fread) and fetches
  * nothing. */
-PPIOS_API ssize_t ppios_prefetch_read(int fd, size_t count, ppios_seq_t seq, unsigned flags,
-                            const char *site);
-PPIOS_API ssize_t ppios_prefetch_pread(int fd, size_t count, off_t offset, ppios_seq_t seq,
-                             unsigned flags, const char *site);
-PPIOS_API size_t ppios_prefetch_fread(size_t size, size_t nmemb, FILE *stream, ppios_seq_t seq,
-                            unsigned flags, const char *site);
+PPIOS_API ssize_t ppios_prefetch_read(int ppios_fd, size_t ppios_count, ppios_seq_t ppios_sequence,
+                                      unsigned ppios_flags, const char *ppios_site);
+PPIOS_API ssize_t ppios_prefetch_pread(int ppios_fd, size_t ppios_count, off_t ppios_offset,
+                                       ppios_seq_t ppios_sequence, unsigned ppios_flags,
+                                       const char *ppios_site);
+PPIOS_API size_t ppios_prefetch_fread(size_t ppios_size, size_t ppios_nmemb, FILE *ppios_stream,
+                                      ppios_seq_t ppios_sequence, unsigned ppios_flags,
+                                      const char *ppios_site);
 
 /* Variants for a PT that needs the bytes themselves (e.g. an index file whose values are
  * the offsets of later reads): they read into `buf`, which must be the PT's own memory,
@@ -303,12 +323,15 @@ PPIOS_API size_t ppios_prefetch_fread(size_t size, size_t nmemb, FILE *stream, p
  * completed every transfer before `seq`; with PPIOS_PF_AFTER_SYNC until it has started
  * transfer `seq`. The bytes of `buf` the read will fill are touched first, so a bad
  * buffer is a fault of the slice (an escape), not of the runtime. */
-PPIOS_API ssize_t ppios_prefetch_pread_copy(int fd, void *buf, size_t count, off_t offset,
-                                  ppios_seq_t seq, unsigned flags, const char *site);
-PPIOS_API ssize_t ppios_prefetch_read_copy(int fd, void *buf, size_t count, ppios_seq_t seq,
-                                 unsigned flags, const char *site);
-PPIOS_API size_t ppios_prefetch_fread_copy(void *buf, size_t size, size_t nmemb, FILE *stream,
-                                 ppios_seq_t seq, unsigned flags, const char *site);
+PPIOS_API ssize_t ppios_prefetch_pread_copy(int ppios_fd, void *ppios_buf, size_t ppios_count,
+                                            off_t ppios_offset, ppios_seq_t ppios_sequence,
+                                            unsigned ppios_flags, const char *ppios_site);
+PPIOS_API ssize_t ppios_prefetch_read_copy(int ppios_fd, void *ppios_buf, size_t ppios_count,
+                                           ppios_seq_t ppios_sequence, unsigned ppios_flags,
+                                           const char *ppios_site);
+PPIOS_API size_t ppios_prefetch_fread_copy(void *ppios_buf, size_t ppios_size, size_t ppios_nmemb,
+                                           FILE *ppios_stream, ppios_seq_t ppios_sequence,
+                                           unsigned ppios_flags, const char *ppios_site);
 
 /* Line reads (fgets, getline, getdelim): the PT's stream is topped up by a prefetch of
  * what the MT's stream will take from the cache before the same call (each once per half
@@ -316,21 +339,24 @@ PPIOS_API size_t ppios_prefetch_fread_copy(void *buf, size_t size, size_t nmemb,
  * the lines exactly. The line goes to `s` (_copy: the PT's own memory) or to a buffer of
  * the runtime's; the result is the original call's (NULL / -1 on a stream the PT could
  * not open). */
-PPIOS_API char *ppios_prefetch_fgets(int n, FILE *stream, ppios_seq_t seq, unsigned flags,
-                                     const char *site);
-PPIOS_API char *ppios_prefetch_fgets_copy(char *s, int n, FILE *stream, ppios_seq_t seq,
-                                          unsigned flags, const char *site);
-PPIOS_API ssize_t ppios_prefetch_getline(FILE *stream, ppios_seq_t seq, unsigned flags,
-                                         const char *site);
-PPIOS_API ssize_t ppios_prefetch_getdelim(int delim, FILE *stream, ppios_seq_t seq,
-                                          unsigned flags, const char *site);
+PPIOS_API char *ppios_prefetch_fgets(int ppios_n, FILE *ppios_stream, ppios_seq_t ppios_sequence,
+                                     unsigned ppios_flags, const char *ppios_site);
+PPIOS_API char *ppios_prefetch_fgets_copy(char *ppios_s, int ppios_n, FILE *ppios_stream,
+                                          ppios_seq_t ppios_sequence, unsigned ppios_flags,
+                                          const char *ppios_site);
+PPIOS_API ssize_t ppios_prefetch_getline(FILE *ppios_stream, ppios_seq_t ppios_sequence,
+                                         unsigned ppios_flags, const char *ppios_site);
+PPIOS_API ssize_t ppios_prefetch_getdelim(int ppios_delim, FILE *ppios_stream,
+                                          ppios_seq_t ppios_sequence, unsigned ppios_flags,
+                                          const char *ppios_site);
 /* fscanf: the PT's stream is topped up the same way, then scanned with every conversion
  * suppressed, so it matches exactly the input the program's call matches; the result is
  * the count the program's call returns (EOF on a NULL stream). The destinations after
  * `format` are never written (ppios-cc passes null pointers). A format it cannot follow
  * (%n, the m modifier, n$ arguments, more than 32 conversions) ends the PT. */
-PPIOS_API int ppios_prefetch_fscanf(FILE *stream, ppios_seq_t seq, unsigned flags, const char *site,
-                                    const char *format, ...);
+PPIOS_API int ppios_prefetch_fscanf(FILE *ppios_stream, ppios_seq_t ppios_sequence,
+                                    unsigned ppios_flags, const char *ppios_site,
+                                    const char *ppios_format, ...);
 
 /* ---------------------------------------------------------------- PT: reopening
  * Called by the MT where the PT starts, for a descriptor, stream or MPI file the MT opened
@@ -340,17 +366,17 @@ PPIOS_API int ppios_prefetch_fscanf(FILE *stream, ppios_seq_t seq, unsigned flag
  * never touched by the PT. Only regular files are reopened; otherwise (or if the MT's
  * handle is invalid) the result is -1 / NULL / the null token, on which the PT's calls do
  * nothing. */
-PPIOS_API int ppios_pt_reopen_fd(int mt_fd);
-PPIOS_API FILE *ppios_pt_reopen_stream(FILE *mt_stream);
+PPIOS_API int ppios_pt_reopen_fd(int ppios_mt_fd);
+PPIOS_API FILE *ppios_pt_reopen_stream(FILE *ppios_mt_stream);
 
 /* A handle the MT sets after the PT started (a helper opens a file later): right after
  * that statement the MT hands the PT a reopened copy in `slot`; the PT, arriving at the
  * same statement, takes it, waiting until the MT got there or the runtime stops (then
  * -1 / NULL / the null token). Without a running PT the MT's call does nothing. */
-PPIOS_API void ppios_mt_handoff_fd(unsigned slot, int mt_fd);
-PPIOS_API void ppios_mt_handoff_stream(unsigned slot, FILE *mt_stream);
-PPIOS_API int ppios_pt_take_fd(unsigned slot);
-PPIOS_API FILE *ppios_pt_take_stream(unsigned slot);
+PPIOS_API void ppios_mt_handoff_fd(unsigned ppios_slot, int ppios_mt_fd);
+PPIOS_API void ppios_mt_handoff_stream(unsigned ppios_slot, FILE *ppios_mt_stream);
+PPIOS_API int ppios_pt_take_fd(unsigned ppios_slot);
+PPIOS_API FILE *ppios_pt_take_stream(unsigned ppios_slot);
 
 /* ---------------------------------------------------------------- PT: MPI-IO
  * The PT may not call MPI, so it sees an MPI file as a read-only POSIX descriptor of its
@@ -366,45 +392,57 @@ PPIOS_API FILE *ppios_pt_take_stream(unsigned slot);
 typedef MPI_File ppios_pt_mpi_file;
 
 /* Returns MPI_SUCCESS and sets *fh, or an MPI error class. */
-PPIOS_API int ppios_pt_MPI_File_open(const char *filename, int amode, ppios_pt_mpi_file *fh);
+PPIOS_API int ppios_pt_MPI_File_open(const char *ppios_filename, int ppios_amode,
+                                     ppios_pt_mpi_file *ppios_fh);
 /* See "PT: reopening": an MPI file the MT opened through ppios_MPI_File_open. */
-PPIOS_API ppios_pt_mpi_file ppios_pt_reopen_MPI_File(MPI_File mt_fh);
-PPIOS_API void ppios_mt_handoff_MPI_File(unsigned slot, MPI_File mt_fh);
-PPIOS_API ppios_pt_mpi_file ppios_pt_take_MPI_File(unsigned slot);
-PPIOS_API int ppios_pt_MPI_File_close(ppios_pt_mpi_file *fh);
-PPIOS_API int ppios_pt_MPI_File_seek(ppios_pt_mpi_file fh, MPI_Offset offset, int whence);
-PPIOS_API int ppios_pt_MPI_File_get_size(ppios_pt_mpi_file fh, MPI_Offset *size);
+PPIOS_API ppios_pt_mpi_file ppios_pt_reopen_MPI_File(MPI_File ppios_mt_fh);
+PPIOS_API void ppios_mt_handoff_MPI_File(unsigned ppios_slot, MPI_File ppios_mt_fh);
+PPIOS_API ppios_pt_mpi_file ppios_pt_take_MPI_File(unsigned ppios_slot);
+PPIOS_API int ppios_pt_MPI_File_close(ppios_pt_mpi_file *ppios_fh);
+PPIOS_API int ppios_pt_MPI_File_seek(ppios_pt_mpi_file ppios_fh, MPI_Offset ppios_offset,
+                                     int ppios_whence);
+PPIOS_API int ppios_pt_MPI_File_get_size(ppios_pt_mpi_file ppios_fh, MPI_Offset *ppios_size);
 /* Like MPI_File_set_view, for the PT's handle (moves its file pointer to the view's
  * start). Returns MPI_SUCCESS, or MPI_ERR_FILE for a handle the PT does not own. */
-PPIOS_API int ppios_pt_MPI_File_set_view(ppios_pt_mpi_file fh, MPI_Offset disp, MPI_Datatype etype,
-                               MPI_Datatype filetype, const char *datarep, MPI_Info info);
+PPIOS_API int ppios_pt_MPI_File_set_view(ppios_pt_mpi_file ppios_fh, MPI_Offset ppios_disp,
+                                         MPI_Datatype ppios_etype, MPI_Datatype ppios_filetype,
+                                         const char *ppios_datarep, MPI_Info ppios_info);
 /* Return what the MT's read is predicted to return: MPI_SUCCESS (at the end of the file
  * too, with fewer items), or MPI_ERR_UNKNOWN when the PT cannot tell (a handle it does not
  * own, a view with holes, a derived datatype). `status` (or MPI_STATUS_IGNORE) is the
  * PT's own: its fields are set to zero and its count, for ppios_pt_MPI_Get_count, to the
  * whole items predicted. */
-PPIOS_API int ppios_prefetch_MPI_File_read(ppios_pt_mpi_file fh, int count, MPI_Datatype datatype,
-                                 MPI_Status *status, ppios_seq_t seq, unsigned flags,
-                                 const char *site);
-PPIOS_API int ppios_prefetch_MPI_File_read_at(ppios_pt_mpi_file fh, MPI_Offset offset, int count,
-                                    MPI_Datatype datatype, MPI_Status *status, ppios_seq_t seq,
-                                    unsigned flags, const char *site);
+PPIOS_API int ppios_prefetch_MPI_File_read(ppios_pt_mpi_file ppios_fh, int ppios_count,
+                                           MPI_Datatype ppios_datatype, MPI_Status *ppios_status,
+                                           ppios_seq_t ppios_sequence, unsigned ppios_flags,
+                                           const char *ppios_site);
+PPIOS_API int ppios_prefetch_MPI_File_read_at(ppios_pt_mpi_file ppios_fh, MPI_Offset ppios_offset,
+                                              int ppios_count, MPI_Datatype ppios_datatype,
+                                              MPI_Status *ppios_status, ppios_seq_t ppios_sequence,
+                                              unsigned ppios_flags, const char *ppios_site);
 /* This process's part of a collective read, prefetched with independent reads. */
-PPIOS_API int ppios_prefetch_MPI_File_read_all(ppios_pt_mpi_file fh, int count, MPI_Datatype datatype,
-                                     MPI_Status *status, ppios_seq_t seq, unsigned flags,
-                                     const char *site);
-PPIOS_API int ppios_prefetch_MPI_File_read_at_all(ppios_pt_mpi_file fh, MPI_Offset offset, int count,
-                                        MPI_Datatype datatype, MPI_Status *status,
-                                        ppios_seq_t seq, unsigned flags, const char *site);
+PPIOS_API int ppios_prefetch_MPI_File_read_all(ppios_pt_mpi_file ppios_fh, int ppios_count,
+                                               MPI_Datatype ppios_datatype,
+                                               MPI_Status *ppios_status, ppios_seq_t ppios_sequence,
+                                               unsigned ppios_flags, const char *ppios_site);
+PPIOS_API int ppios_prefetch_MPI_File_read_at_all(ppios_pt_mpi_file ppios_fh,
+                                                  MPI_Offset ppios_offset, int ppios_count,
+                                                  MPI_Datatype ppios_datatype,
+                                                  MPI_Status *ppios_status,
+                                                  ppios_seq_t ppios_sequence, unsigned ppios_flags,
+                                                  const char *ppios_site);
 
 /* The PT needs the items themselves: see ppios_prefetch_pread_copy. Returns as above. */
-PPIOS_API int ppios_prefetch_MPI_File_read_at_copy(ppios_pt_mpi_file fh, MPI_Offset offset, void *buf,
-                                         int count, MPI_Datatype datatype, MPI_Status *status,
-                                         ppios_seq_t seq, unsigned flags, const char *site);
-PPIOS_API int ppios_prefetch_MPI_File_read_at_all_copy(ppios_pt_mpi_file fh, MPI_Offset offset, void *buf,
-                                             int count, MPI_Datatype datatype,
-                                             MPI_Status *status, ppios_seq_t seq, unsigned flags,
-                                             const char *site);
+PPIOS_API int ppios_prefetch_MPI_File_read_at_copy(ppios_pt_mpi_file ppios_fh,
+                                                   MPI_Offset ppios_offset, void *ppios_buf,
+                                                   int ppios_count, MPI_Datatype ppios_datatype,
+                                                   MPI_Status *ppios_status,
+                                                   ppios_seq_t ppios_sequence, unsigned ppios_flags,
+                                                   const char *ppios_site);
+PPIOS_API int ppios_prefetch_MPI_File_read_at_all_copy(
+    ppios_pt_mpi_file ppios_fh, MPI_Offset ppios_offset, void *ppios_buf, int ppios_count,
+    MPI_Datatype ppios_datatype, MPI_Status *ppios_status, ppios_seq_t ppios_sequence,
+    unsigned ppios_flags, const char *ppios_site);
 
 /* MPI_Get_count / MPI_Get_elements on a status a PT prefetch set: the predicted number of
  * whole items (MPI_UNDEFINED if the bytes are not known or not whole items). A program
@@ -413,10 +451,12 @@ PPIOS_API int ppios_prefetch_MPI_File_read_at_all_copy(ppios_pt_mpi_file fh, MPI
 /* MPI_Comm_rank and MPI_Comm_size for the PT: answered for MPI_COMM_WORLD (measured by
  * the MT when the PT started) and MPI_COMM_SELF. For any other communicator the PT cannot
  * know the answer: it ends there, as at the program's end (pt_stop "exit"). */
-PPIOS_API int ppios_pt_MPI_Comm_rank(MPI_Comm comm, int *rank);
-PPIOS_API int ppios_pt_MPI_Comm_size(MPI_Comm comm, int *size);
-PPIOS_API int ppios_pt_MPI_Get_count(const MPI_Status *status, MPI_Datatype datatype, int *count);
-PPIOS_API int ppios_pt_MPI_Get_elements(const MPI_Status *status, MPI_Datatype datatype, int *count);
+PPIOS_API int ppios_pt_MPI_Comm_rank(MPI_Comm ppios_comm, int *ppios_rank);
+PPIOS_API int ppios_pt_MPI_Comm_size(MPI_Comm ppios_comm, int *ppios_size);
+PPIOS_API int ppios_pt_MPI_Get_count(const MPI_Status *ppios_status, MPI_Datatype ppios_datatype,
+                                     int *ppios_count);
+PPIOS_API int ppios_pt_MPI_Get_elements(const MPI_Status *ppios_status, MPI_Datatype ppios_datatype,
+                                        int *ppios_count);
 
 #ifdef __cplusplus
 }
