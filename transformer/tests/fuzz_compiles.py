@@ -7,7 +7,10 @@ It takes the C programs of tests/corpus, tests/hazards/src and the inputs of
 transformer/tests/lit, applies random mutations that keep the program C (rename an
 identifier, move a declaration to the top of its block or to file scope, add `static`
 to a local, wrap a literal in a macro, change a storage class, split a declaration, add
-an unused helper), keeps the mutants that mpicc compiles, runs `ppios-cc -c` on each and
+an unused helper, spell a local's type as `__typeof__` of another local or as a typedef
+of the function, declare a helper only in a block of main() and define it after main(),
+name a local like the prefetch thread's own locals, define a lowercase object-like macro
+of a short name before the code), keeps the mutants that mpicc compiles, runs `ppios-cc -c` on each and
 counts its fallbacks (its "compiled without prefetching" warning, see
 transformer/lib/CompilerDriver.cpp) and its failures (a nonzero exit where mpicc
 succeeded). Mutants that fall back are written to --keep.
@@ -242,7 +245,121 @@ def m_helper(text, rng):
     return "".join(lines)
 
 
-MUTATIONS = [m_rename, m_hoist, m_file_scope, m_static, m_macro, m_storage, m_split, m_helper]
+def m_typeof(text, rng):
+    """A local's type is spelled through the function's scope: `__typeof__` of another
+    local declared just before it, or a typedef of the function."""
+    lines = text.splitlines(keepends=True)
+    cands = []
+    for k, l in enumerate(lines):
+        m = DECL.match(l)
+        if m and in_function(lines, k) and not (("*" in m.group("type") or "*" in m.group("rest"))
+                                                and "," in m.group("rest")):
+            cands.append(k)
+    if not cands:
+        return None
+    k = rng.choice(cands)
+    m = DECL.match(lines[k])
+    ty = m.group("type").strip()
+    tag = "fz_t%d" % rng.randrange(1000)
+    if rng.random() < 0.6:
+        first = "%s%s %s;\n" % (m.group("ind"), ty.replace("const", "").strip(), tag)
+        spelled = "__typeof__(%s)" % tag
+        if ty.startswith("const"):
+            spelled = "const " + spelled
+    else:
+        first = "%stypedef %s %s;\n" % (m.group("ind"), ty, tag)
+        spelled = tag
+    lines[k] = m.group("ind") + spelled + " " + m.group("rest") + ";\n"
+    lines.insert(k, first)
+    return "".join(lines)
+
+
+SIGNATURE = re.compile(r"^(?:static\s+)?(?P<sig>[A-Za-z_][\w\s\*]*?\b(?P<name>[A-Za-z_]\w*)\s*\([^()]*\))\s*\{\s*$")
+
+
+def m_block_fdecl(text, rng):
+    """A helper defined before main() moves after it, and main() declares it in one of its
+    blocks only (the top of its body, or the top of an inner block)."""
+    lines = text.splitlines(keepends=True)
+    spans = function_spans(lines)
+    main = [(a, b) for a, b in spans if re.match(r"^int\s+main\s*\(", lines[a])]
+    if not main:
+        return None
+    ma, mb = main[0]
+    helpers = [(a, b) for a, b in spans if b < ma and SIGNATURE.match(lines[a])
+               and SIGNATURE.match(lines[a]).group("name") != "main"]
+    if not helpers:
+        return None
+    a, b = rng.choice(helpers)
+    sig = SIGNATURE.match(lines[a])
+    name = sig.group("name")
+    named = re.compile(r"\b%s\b" % re.escape(name))
+    calls = [k for k in range(ma + 1, mb) if named.search(lines[k])]
+    # Only main() names it: elsewhere its use would precede every declaration (an implicit
+    # one, which clang rejects where gcc only warns).
+    if not calls or any(named.search(l) for k, l in enumerate(lines)
+                        if not (a <= k <= b or ma <= k <= mb)):
+        return None
+    body = lines[a:b + 1]
+    body[0] = body[0][len("static "):] if body[0].startswith("static ") else body[0]
+
+    def block_end(k):
+        depth = 0
+        for j in range(k, mb + 1):
+            depth += lines[j].count("{") - lines[j].count("}")
+            if depth <= 0:
+                return j
+        return mb
+
+    # A block that holds every call (the declaration is visible to each of them).
+    blocks = [k for k in range(ma, calls[0]) if lines[k].rstrip().endswith("{")
+              and block_end(k) >= calls[-1]]
+    if not blocks:
+        return None
+    at = rng.choice(blocks)
+    ind = re.match(r"^\s*", lines[at + 1]).group(0) or "  "
+    out = lines[:a] + lines[b + 1:at + 1] + [ind + sig.group("sig") + ";\n"] + lines[at + 1:mb + 1]
+    out += ["\n"] + body + lines[mb + 1:]
+    return "".join(out)
+
+
+OWN_NAMES = ["ppios_seq", "ppios_ctx", "ppios_arg", "ppios_seq0", "ppios_path0"]
+
+
+def m_own_name(text, rng):
+    """A local is named like one of the prefetch thread's own locals or context fields."""
+    names = [n for n in declared_names(text) if not n.startswith("ppios_")]
+    free = [n for n in OWN_NAMES if not re.search(r"\b%s\b" % n, text)]
+    if not names or not free:
+        return None
+    old, new = rng.choice(names), rng.choice(free)
+    return re.sub(r"(?<![\w\"'])\b%s\b" % re.escape(old), new, text)
+
+
+SHORT_MACROS = ["n", "size", "f", "o", "w", "s", "b", "q", "fl", "at", "d", "to", "from", "p",
+                "unused", "count", "len", "buf", "mode", "path", "offset", "fd", "stream", "ptr",
+                "site", "seq", "flags", "status", "slot", "nmemb", "whence", "delim", "format",
+                "c", "k", "x", "lineptr", "info", "comm", "rank", "bytes", "entry", "ctx"]
+
+
+def m_short_macro(text, rng):
+    """A lowercase object-like macro of a short name (a constant, or an attribute for
+    `unused`), defined after the includes or before the last one."""
+    name = rng.choice(SHORT_MACROS)
+    if re.search(r"\b%s\b" % name, text) and rng.random() < 0.7:
+        return None  # (mostly) a name the program does not use, so that it still compiles
+    value = "__attribute__((unused))" if name == "unused" else str(rng.choice([4, 16, 4096]))
+    lines = text.splitlines(keepends=True)
+    incs = [k for k, l in enumerate(lines) if l.startswith("#include")]
+    if not incs:
+        return None
+    at = incs[-1] + 1 if rng.random() < 0.6 else incs[-1]
+    lines.insert(at, "#define %s %s\n" % (name, value))
+    return "".join(lines)
+
+
+MUTATIONS = [m_rename, m_hoist, m_file_scope, m_static, m_macro, m_storage, m_split, m_helper,
+             m_typeof, m_block_fdecl, m_own_name, m_short_macro]
 
 
 def run(cmd, cwd, timeout=120):
@@ -284,10 +401,14 @@ def main():
     ap.add_argument("--count", type=int, default=40, help="mutants to try (that mpicc compiles)")
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--max-mutations", type=int, default=3)
+    ap.add_argument("--only", help="comma-separated mutations to use (default: all), e.g. typeof,block_fdecl")
     ap.add_argument("--keep", help="directory for the mutants that make ppios-cc fall back")
     ap.add_argument("-v", "--verbose", action="store_true")
     args = ap.parse_args()
     rng = random.Random(args.seed)
+    mutations = MUTATIONS
+    if args.only:
+        mutations = [m for m in MUTATIONS if m.__name__[2:] in args.only.split(",")]
     progs = sources(os.path.abspath(args.root))
     work = tempfile.mkdtemp(prefix="fuzz-compiles-")
     tried = invalid = fallbacks = failures = attempts = 0
@@ -306,7 +427,7 @@ def main():
             text = files[main_file]
             applied = []
             for _ in range(rng.randint(1, args.max_mutations)):
-                mut = rng.choice(MUTATIONS)
+                mut = rng.choice(mutations)
                 out = mut(text, rng)
                 if out is not None and out != text:
                     text = out
