@@ -316,8 +316,9 @@ private:
   static bool reserved(StringRef Name) {
     if (Name.startswith("ppios_"))
       return !PrefetchThreadEmitter::renamesOwnName(Name);
-    return Name.startswith("PPIOS_CC_") || Name.startswith("PPIOS_PF_") || Name == "PPIOS_API" ||
-           Name == "PPIOS_NORETURN" || Name == "PPIOS_PPIOS_H";
+    return Name.startswith("PPIOS_CC_") || Name.startswith("PPIOS_PF_") ||
+           Name.startswith("PPIOS_PT_") || Name == "PPIOS_API" || Name == "PPIOS_NORETURN" ||
+           Name == "PPIOS_PPIOS_H";
   }
   void add(StringRef Name, SourceLocation Loc) {
     if (!Name.startswith("ppios_") && !Name.startswith("PPIOS_"))

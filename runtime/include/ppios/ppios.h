@@ -94,7 +94,7 @@ typedef uint64_t ppios_seq_t;
  * (and hands it anything) only if ppios_linked(). With libppios, as ppios-cc links, the
  * references are resolved as usual. */
 #if defined(PPIOS_CC_WEAK) && (defined(__GNUC__) || defined(__clang__))
-#define PPIOS_API __attribute__((weak))
+#define PPIOS_API __attribute__((__weak__))
 #define ppios_linked() (ppios_pt_start != 0)
 #else
 #define PPIOS_API
@@ -102,7 +102,7 @@ typedef uint64_t ppios_seq_t;
 #endif
 
 #if defined(__GNUC__) || defined(__clang__)
-#define PPIOS_NORETURN __attribute__((noreturn))
+#define PPIOS_NORETURN __attribute__((__noreturn__))
 #else
 #define PPIOS_NORETURN
 #endif
@@ -178,8 +178,8 @@ static __inline__ long long ppios_pt_index(long long ppios_i, long long ppios_n)
  * (and ppios_pt_vla): `key` is the block's address xor PPIOS_PT_BLOCK_KEY (zero once the
  * block is freed), `bytes` its size. ppios_pt_block_index reads them. */
 struct ppios_pt_block_header {
-  uintptr_t key;
-  size_t bytes;
+  uintptr_t ppios_key;
+  size_t ppios_bytes;
 };
 #define PPIOS_PT_BLOCK_KEY ((uintptr_t)0x70705f626c6f636bUL)
 
@@ -191,28 +191,35 @@ struct ppios_pt_block_header {
  * freed it) escapes; a null one faults, and the fault net escapes. */
 /* The header that would precede p, out of the compiler's sight (p may be a variable: the
  * compiler must neither warn about nor optimise on what lies before it). */
-static __inline__ const struct ppios_pt_block_header *ppios_pt_block_header_of(const void *p) {
-  uintptr_t at = (uintptr_t)p - sizeof(struct ppios_pt_block_header);
-  __asm__("" : "+r"(at));
-  return (const struct ppios_pt_block_header *)at;
+static __inline__ const struct ppios_pt_block_header *
+ppios_pt_block_header_of(const void *ppios_p) {
+  uintptr_t ppios_at = (uintptr_t)ppios_p - sizeof(struct ppios_pt_block_header);
+  __asm__("" : "+r"(ppios_at));
+  return (const struct ppios_pt_block_header *)ppios_at;
 }
 
-static __inline__ long long ppios_pt_block_index(const void *p, long long i, size_t size) {
-  const struct ppios_pt_block_header *h = ppios_pt_block_header_of(p);
-  if (__builtin_expect(h->key == ((uintptr_t)p ^ PPIOS_PT_BLOCK_KEY) && i >= 0 &&
-                           (unsigned long long)i < h->bytes / (size ? size : 1),
+static __inline__ long long ppios_pt_block_index(const void *ppios_p, long long ppios_i,
+                                                 size_t ppios_size) {
+  const struct ppios_pt_block_header *ppios_h = ppios_pt_block_header_of(ppios_p);
+  if (__builtin_expect(ppios_h->ppios_key == ((uintptr_t)ppios_p ^ PPIOS_PT_BLOCK_KEY) &&
+                           ppios_i >= 0 &&
+                           (unsigned long long)ppios_i <
+                               ppios_h->ppios_bytes / (ppios_size ? ppios_size : 1),
                        1))
-    return i;
+    return ppios_i;
   ppios_pt_out_of_bounds();
 }
 
 /* The same for a clone's pointer parameter, whose callers pass only the start of memory the
  * PT owns: a block of its allocator (checked as above), or a whole variable of the PT's,
  * of which only element 0 is known to exist. */
-static __inline__ long long ppios_pt_object_index(const void *p, long long i, size_t size) {
-  const struct ppios_pt_block_header *h = ppios_pt_block_header_of(p);
-  if (h->key == ((uintptr_t)p ^ PPIOS_PT_BLOCK_KEY)) return ppios_pt_block_index(p, i, size);
-  if (__builtin_expect(i == 0, 1)) return 0;
+static __inline__ long long ppios_pt_object_index(const void *ppios_p, long long ppios_i,
+                                                  size_t ppios_size) {
+  const struct ppios_pt_block_header *ppios_h = ppios_pt_block_header_of(ppios_p);
+  if (ppios_h->ppios_key == ((uintptr_t)ppios_p ^ PPIOS_PT_BLOCK_KEY))
+    return ppios_pt_block_index(ppios_p, ppios_i, ppios_size);
+  if (__builtin_expect(ppios_i == 0, 1))
+    return 0;
   ppios_pt_out_of_bounds();
 }
 
