@@ -393,6 +393,35 @@ def original_ok(args, files, main_file, work):
     return ok
 
 
+def check_originals(args, progs, work):
+    """Every program mpicc compiles transforms without a fallback: the mutants start
+    from these, and a fallback here would otherwise only skip a program quietly."""
+    checked = rejected = 0
+    bad = []
+    for name, files, main_file in progs:
+        expects_fallback = False
+        if name.startswith("lit/"):  # its CHECK line names the file and the warning
+            lit = os.path.join(os.path.abspath(args.root), "transformer/tests", name.split(":")[0])
+            expects_fallback = any(FALLBACK in l and main_file in l for l in open(lit))
+        d = tempfile.mkdtemp(dir=work)
+        shutil.rmtree(d)
+        write_program(d, files, main_file, files[main_file])
+        if run([args.mpicc, "-c", main_file, "-o", "plain.o"], d)[0] != 0:
+            rejected += 1  # broken on purpose (a lit test of bad input)
+        elif not expects_fallback:
+            checked += 1
+            rc, err = run([args.ppios_cc, "-Rno-ppios-missed", "-c", main_file, "-o", "pf.o"], d)
+            if FALLBACK in err or rc != 0:
+                line = next((l for l in err.splitlines() if "ppios-cc" in l), err.strip()[:300])
+                bad.append(name)
+                print("%s: %s: %s" % ("fallback" if FALLBACK in err else "failure (exit %d)" % rc, name, line),
+                      flush=True)
+        shutil.rmtree(d, ignore_errors=True)
+    print("originals checked: %d (mpicc rejected %d, %d expect the fallback), fallbacks or failures: %d"
+          % (checked, rejected, len(progs) - checked - rejected, len(bad)))
+    return 1 if bad or checked == 0 else 0
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--ppios-cc", required=True)
@@ -403,6 +432,8 @@ def main():
     ap.add_argument("--max-mutations", type=int, default=3)
     ap.add_argument("--only", help="comma-separated mutations to use (default: all), e.g. typeof,block_fdecl")
     ap.add_argument("--keep", help="directory for the mutants that make ppios-cc fall back")
+    ap.add_argument("--originals", action="store_true",
+                    help="check every unmutated program instead of mutants")
     ap.add_argument("-v", "--verbose", action="store_true")
     args = ap.parse_args()
     rng = random.Random(args.seed)
@@ -411,6 +442,11 @@ def main():
         mutations = [m for m in MUTATIONS if m.__name__[2:] in args.only.split(",")]
     progs = sources(os.path.abspath(args.root))
     work = tempfile.mkdtemp(prefix="fuzz-compiles-")
+    if args.originals:
+        try:
+            return check_originals(args, progs, work)
+        finally:
+            shutil.rmtree(work, ignore_errors=True)
     tried = invalid = fallbacks = failures = attempts = 0
     reasons = {}
     baseline = {}
