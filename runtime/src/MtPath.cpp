@@ -41,8 +41,13 @@ MtStorageAccess::~MtStorageAccess() {
   }
 }
 
+void MtStorageAccess::may_wait() {
+  if (may_wait_from_ns_ == 0) may_wait_from_ns_ = now_ns();
+}
+
 void MtStorageAccess::reaches(Reaches what) {
   exempt_ = what != Reaches::Storage;
+  if (exempt_) may_wait();  // a pipe or a message may block without a slot
   if (what == Reaches::Messages && !message_) {
     message_ = true;
     ErrnoGuard errno_guard;
@@ -51,6 +56,7 @@ void MtStorageAccess::reaches(Reaches what) {
 }
 
 void MtStorageAccess::acquire() {
+  may_wait();
   if (slot_held_ || exempt_) return;
   ErrnoGuard errno_guard;
   if (!rt_.work_conserving()) take_token();
@@ -63,6 +69,7 @@ void MtStorageAccess::acquire() {
 }
 
 void MtStorageAccess::claim_in_flight(uint64_t seq) {
+  may_wait();
   ErrnoGuard errno_guard;
   if (rt_.work_conserving()) take_token(&seq);
   else acquire();
@@ -103,13 +110,17 @@ ssize_t Runtime::mt_read(const CachedFile *file, off_t offset, size_t length, ch
   const int saved_errno = errno;
   const uint64_t seq = mt_started_.fetch_add(1, std::memory_order_acq_rel) + 1;
   notify_progress();  // a PT may wait for this start (PPIOS_PF_AFTER_SYNC)
-  const uint64_t begin = now_ns();
+  // The wait is timed from where the call may first wait (MtStorageAccess::may_wait); a
+  // trace event needs the call's whole span.
+  const bool whole_span = trace_.enabled();
+  uint64_t begin = whole_span ? now_ns() : 0;
   size_t from_cache = 0;
   ssize_t result;
   {
     MtStorageAccess storage(*this);
     if (file != nullptr && length > 0 && caching()) {
       InFlightPolicy policy = mode() == Mode::PP ? InFlightPolicy::Wait : InFlightPolicy::NeedToken;
+      if (policy == InFlightPolicy::Wait) storage.may_wait();  // for a prefetch in flight
       ServeResult served = cache_.serve(file->key, file->stamp, offset, length, buffer, policy);
       if (served.needs_token) {
         // A prefetch of these bytes is in flight: claim it (waiting for at most its
@@ -123,9 +134,10 @@ ssize_t Runtime::mt_read(const CachedFile *file, off_t offset, size_t length, ch
     errno = saved_errno;  // the call's errno is the original call's, not our probes'
     result = complete(from_cache, storage);
     if (result > 0 && static_cast<size_t>(result) > from_cache) storage.add_bytes(static_cast<size_t>(result) - from_cache);
+    if (!whole_span) begin = storage.may_wait_from();
   }  // the slot's release keeps the call's errno
   ErrnoGuard call_errno;  // and so does the bookkeeping below
-  const uint64_t end = now_ns();
+  const uint64_t end = begin != 0 ? now_ns() : 0;
   stats_.mt_read_calls++;
   stats_.mt_read_wait_ns += end - begin;
   if (result >= 0) {

@@ -108,6 +108,11 @@ class MtStorageAccess {
   // Bytes moved from or to storage under the slot, reported at release (PPIOS_THRESHOLD=auto).
   void add_bytes(uint64_t n) { slot_.bytes += n; }
   void release();
+  // The transfer may wait from now on (a storage access, a channel that may block, a
+  // prefetch in flight): the MT's read wait is timed from the first such moment, so a
+  // call its stdio buffer or the cache answers reads no clock.
+  void may_wait();
+  uint64_t may_wait_from() const { return may_wait_from_ns_; }
 
  private:
   // The whole token, or with `claim_seq` a claim of that prefetch only.
@@ -120,6 +125,7 @@ class MtStorageAccess {
   SlotTicket slot_;
   uint64_t slot_asked_ns_ = 0, slot_granted_ns_ = 0;  // for the trace's `slot` event
   uint64_t storage_begin_ns_ = 0;  // the trace's `storage` event: from here to release()
+  uint64_t may_wait_from_ns_ = 0;
   TokenTimes token_;
 };
 
