@@ -17,7 +17,11 @@ target="cli-$$"
 redis_pid=
 cleanup() {
   if [ -n "$redis_pid" ]; then kill -9 "$redis_pid" 2>/dev/null || true; wait "$redis_pid" 2>/dev/null || true; fi
-  rm -f "/dev/shm/ppios-coord-v7.$(id -u).$target" "/dev/shm/ppios-coord-v7.$(id -u).$target".*
+  # The segments are removed by ppios-coord, which alone knows their names (a layout
+  # version, the node secret under $HOME): before $dir, which holds that secret, goes.
+  for t in "$target" "$target-pin"; do
+    timeout 10 "$coord" --coordinator shm --target "$t" reset --force >/dev/null 2>&1 || true
+  done
   rm -rf "$dir"
 }
 trap cleanup EXIT

@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
 # Two separate mpirun jobs with the same target must share one cap.
-# usage: mpi_two_jobs.sh shm|redis|node PROGRAM MPIRUN [MPIRUN_FLAGS...]
+# usage: mpi_two_jobs.sh shm|redis|node PROGRAM PPIOS_COORD MPIRUN [MPIRUN_FLAGS...]
 # node: the two-level backend, each job a simulated node of its own (PPIOS_SIM_NODE).
 set -euo pipefail
-backend=$1 program=$2 mpirun=$3
-shift 3
+backend=$1 program=$2 coord=$3 mpirun=$4
+shift 4
 mpirun_flags=("$@")
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 threshold=2
@@ -13,9 +13,15 @@ dir=$(mktemp -d /tmp/ppios-mpi2jobs.XXXXXX)
 coordinator=shm
 
 redis_pid=
+# The segments a failed job left are removed by ppios-coord, which alone knows their names
+# (layout version, node secret). node: resetting the target through the server also
+# removes the node-local segments of the nodes it still lists, so it goes first.
 cleanup() {
+  if [ "$backend" = node ] && [ -n "$redis_pid" ]; then
+    timeout 30 "$coord" --coordinator "$coordinator" --target "$target" reset --force >/dev/null 2>&1 || true
+  fi
+  timeout 30 "$coord" --coordinator shm --target "$target" reset --force >/dev/null 2>&1 || true
   if [ -n "$redis_pid" ]; then kill -9 "$redis_pid" 2>/dev/null || true; wait "$redis_pid" 2>/dev/null || true; fi
-  rm -f "/dev/shm/ppios-coord-v5.$(id -u).$target"
   rm -rf "$dir"
 }
 trap cleanup EXIT

@@ -14,9 +14,25 @@ dir=$(mktemp -d /tmp/ppios-scope.XXXXXX)
 chmod 755 "$dir"
 redis_pid=
 target=scope-$$
+# The segments are removed by ppios-coord, which alone knows their names (a layout
+# version, the node secret under $HOME): before $dir, which holds that secret, goes. The
+# node-local segment of node+ is removed by a reset through the server, so first.
+reset_target() {  # reset_target [-u VAR] ADDRESS TARGET [GROUP]: ppios-coord reset --force
+  local unset=(-u PPIOS_SHM_GROUP)
+  if [ "$1" = -u ]; then unset+=(-u "$2"); shift 2; fi
+  env "${unset[@]}" PPIOS_COORDINATOR="$1" PPIOS_TARGET="$2" ${3:+PPIOS_SHM_GROUP=$3} \
+    timeout 10 "$coord" reset --force >/dev/null 2>&1
+}
 cleanup() {
-  [ -n "$redis_pid" ] && kill "$redis_pid" 2>/dev/null && wait "$redis_pid" 2>/dev/null
-  rm -f /dev/shm/ppios-coord-v7.*"$target"*
+  if [ -n "$redis_pid" ]; then
+    reset_target "node+unix://$dir/r.sock" "$target"
+    kill "$redis_pid" 2>/dev/null && wait "$redis_pid" 2>/dev/null
+  fi
+  reset_target shm "$target"
+  reset_target shm "$target" 100
+  reset_target shm "$target-bad"
+  # The symlink planted under the predictable name: the name without a node secret.
+  reset_target -u HOME shm "$target-bad"
   rm -rf "$dir"
 }
 trap cleanup EXIT

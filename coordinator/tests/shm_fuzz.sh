@@ -17,7 +17,8 @@ pids=()
 cleanup() {
   for p in "${pids[@]}"; do kill -CONT "$p" 2>/dev/null; kill -9 "$p" 2>/dev/null; done
   wait 2>/dev/null
-  rm -f "/dev/shm/ppios-coord-v5.$(id -u).$target"
+  # ppios-coord removes the segment: it alone knows its name (layout version, node secret).
+  timeout 30 "$coord" reset --force >/dev/null 2>&1
   rm -rf "$dir"
 }
 trap cleanup EXIT
