@@ -4,14 +4,9 @@
 set -euo pipefail
 coord=$1
 # `gc` below removes every segment no process maps that the caller may remove: as root,
-# other tests' too. Where it can, the test runs in a private mount namespace with a
-# /dev/shm of its own.
-if [ "${PPIOS_CLI_INSIDE:-}" != 1 ] && [ "$(id -u)" = 0 ] && unshare -m --propagation private true 2>/dev/null; then
-  exec unshare -m --propagation private env PPIOS_CLI_INSIDE=1 "$0" "$@"
-fi
-if [ "${PPIOS_CLI_INSIDE:-}" = 1 ]; then
-  mount -t tmpfs -o size=64m,mode=1777 ppios-test-shm /dev/shm
-fi
+# other tests' too. Where it can, the test runs with a /dev/shm of its own.
+. "$(dirname "$0")/../../tests/private_shm.sh"
+private_shm 64m optional "$0" "$@"
 dir=$(mktemp -d /tmp/ppios-cli.XXXXXX)
 target="cli-$$"
 redis_pid=

@@ -15,21 +15,18 @@
 set -uo pipefail
 coord=$1 tool_src=$2
 skip() { echo "SKIP: $*"; exit 77; }
-if [ "${PPIOS_SHM_ATTACK_INSIDE:-}" != 1 ]; then
-  [ "$(id -u)" = 0 ] || skip "not root: cannot run an attacker as another uid"
-  unshare -m --propagation private true 2>/dev/null || skip "unshare -m is not allowed here"
-  exec unshare -m --propagation private env PPIOS_SHM_ATTACK_INSIDE=1 "$0" "$@"
-fi
-# Sticky and writable by all, as the real one: only a file's owner or root removes it.
-mount -t tmpfs -o size=64m,mode=1777 ppios-test-shm /dev/shm || skip "cannot mount a tmpfs on /dev/shm"
+[ "$(id -u)" = 0 ] || skip "not root: cannot run an attacker as another uid"
+# The /dev/shm of its own (above), sticky like the real one: only a file's owner or root removes it.
+. "$(dirname "$0")/../../tests/private_shm.sh"
+private_shm 64m required "$0" "$@"
 target="attack-$$"
 dir=$(mktemp -d /tmp/ppios-attack.XXXXXX)
 chmod 755 "$dir"
 pids=()
+# What is left in the private /dev/shm goes with it.
 cleanup() {
   for p in "${pids[@]}"; do kill -9 "$p" 2>/dev/null; done
   wait 2>/dev/null
-  rm -f /dev/shm/ppios-coord-v7.*"$target"*
   rm -rf "$dir"
 }
 trap cleanup EXIT

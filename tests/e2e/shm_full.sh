@@ -9,17 +9,11 @@
 # usage: shm_full.sh PPIOS_COORD PROGRAM   (PROGRAM: e2e_errors_ppios, which takes a file)
 set -uo pipefail
 coord=$1 program=$2
-skip() { echo "SKIP: $*"; exit 77; }
 fail() { echo "FAIL: $*"; exit 1; }
 
-if [ "${PPIOS_SHM_FULL_INSIDE:-}" != 1 ]; then
-  [ "$(id -u)" = 0 ] || skip "not root: cannot mount a tmpfs in a mount namespace"
-  unshare -m --propagation private true 2>/dev/null || skip "unshare -m is not allowed here"
-  exec unshare -m --propagation private env PPIOS_SHM_FULL_INSIDE=1 "$0" "$@"
-fi
-
-# From here on in our own mount namespace: this tmpfs hides the real /dev/shm from us only.
-mount -t tmpfs -o size=2m,mode=1777 ppios-test-shm /dev/shm || skip "cannot mount a tmpfs on /dev/shm"
+# From here on in a mount namespace of our own, with a 2 MiB tmpfs over /dev/shm.
+. "$(dirname "$0")/../private_shm.sh"
+private_shm 2m required "$0" "$@"
 dir=$(mktemp -d /tmp/ppios-shm-full.XXXXXX)
 trap 'rm -rf "$dir"' EXIT
 head -c 4096 /dev/urandom >"$dir/in.bin"
