@@ -1,5 +1,6 @@
 // What a local attacker (or a stuck process) does to a node-local segment, for the shm
-// hardening tests: run as another user (shm_attack.sh) or the same one (shm_fuzz.sh).
+// hardening tests: run as another user (shm_attack.sh) or the same one (shm_fuzz.sh,
+// cli_test.sh).
 //
 //   coordinator_shm_attack TARGET GROUP hold MS       take the segment's lock and keep it
 //   coordinator_shm_attack TARGET GROUP forge KIND    write KIND (ShmSlotTable::forge_for_test)

@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # ppios-coord as scripts use it: --help, status --json, set-threshold, reset, bench --json,
 # and clear non-zero exits on bad input. Runs against shm and a throwaway redis-server.
+# usage: cli_test.sh PPIOS_COORD ATTACK_TOOL   (ATTACK_TOOL: coordinator_shm_attack)
 set -euo pipefail
-coord=$1
+coord=$1 attack=$2
 # `gc` below removes every segment no process maps that the caller may remove: as root,
 # other tests' too. Where it can, the test runs with a /dev/shm of its own.
 . "$(dirname "$0")/../../tests/private_shm.sh"
@@ -14,7 +15,7 @@ cleanup() {
   if [ -n "$redis_pid" ]; then kill -9 "$redis_pid" 2>/dev/null || true; wait "$redis_pid" 2>/dev/null || true; fi
   # The segments are removed by ppios-coord, which alone knows their names (a layout
   # version, the node secret under $HOME): before $dir, which holds that secret, goes.
-  for t in "$target" "$target-pin"; do
+  for t in "$target" "$target-pin" "$target-cap"; do
     timeout 10 "$coord" --coordinator shm --target "$t" reset --force >/dev/null 2>&1 || true
   done
   rm -rf "$dir"
@@ -131,6 +132,37 @@ for addr in shm "unix://$dir/r.sock"; do
   export PPIOS_COORDINATOR=$addr PPIOS_TARGET=$target
   s=$(timeout 10 "$coord" status --json)
   [ "$(json_get "['threshold']" <<<"$s")" = None ] || fail "$addr: fresh target has a threshold: $s"
+  # over_cap is the MT accesses in flight beyond the cap. Four clients hold each slot
+  # 300 ms under a cap of 1: MTs pass a full cap (they do not wait at it with
+  # PPIOS_MT_THROTTLE=0), so status must see them over it; PTs are held at it, so never.
+  timeout 10 "$coord" set-threshold 1
+  for cls in mt pt; do
+    PPIOS_MT_THROTTLE=0 timeout 60 "$coord" bench --clients 4 --class $cls --hold-us 300000 --seconds 3 \
+      >"$dir/oc-$cls.out" 2>&1 &
+    oc_bench=$!
+    : >"$dir/oc-$cls.samples"
+    : >"$dir/oc-$cls.text"
+    for _ in $(seq 10); do
+      kill -0 $oc_bench 2>/dev/null || break
+      timeout 10 "$coord" status --json | json_get "['mt_inflight'] + d['pt_inflight'], d['over_cap']" >>"$dir/oc-$cls.samples"
+      timeout 10 "$coord" status | grep "^in flight" >>"$dir/oc-$cls.text" || true
+      sleep 0.1
+    done
+    wait $oc_bench || fail "$addr: bench --class $cls at cap 1: $(cat "$dir/oc-$cls.out")"
+    # Every sample: over_cap is what is in flight beyond the cap of 1.
+    bad=$(awk '$2 != ($1 > 1 ? $1 - 1 : 0)' "$dir/oc-$cls.samples")
+    [ -z "$bad" ] || fail "$addr: over_cap is not what is in flight beyond the cap ('in flight, over_cap'): $bad"
+    if [ $cls = mt ]; then
+      awk '$2 >= 1 {found=1} END {exit !found}' "$dir/oc-$cls.samples" ||
+        fail "$addr: four MTs passing a cap of 1, and over_cap never above 0: $(cat "$dir/oc-$cls.samples")"
+      grep -q "over the cap: MTs" "$dir/oc-$cls.text" ||
+        fail "$addr: status text never said MTs are over the cap: $(cat "$dir/oc-$cls.text")"
+    else
+      awk '$1 == 1 {full=1} $2 != 0 {over=1} END {exit !(full && !over)}' "$dir/oc-$cls.samples" ||
+        fail "$addr: PTs at a full cap of 1 must show over_cap 0: $(cat "$dir/oc-$cls.samples")"
+    fi
+  done
+  timeout 10 "$coord" reset
   timeout 10 "$coord" set-threshold 3
   s=$(timeout 10 "$coord" status --json)
   [ "$(json_get "['threshold']" <<<"$s")" = 3 ] || fail "$addr: set-threshold not stored: $s"
@@ -164,6 +196,25 @@ for addr in shm "unix://$dir/r.sock"; do
   [ "$(timeout 10 "$coord" status --json | json_get "['threshold']")" = None ] || fail "$addr: reset kept the threshold"
 done
 [ -z "$(redis-cli -s "$dir/r.sock" --scan --pattern "ppios:{$target}:*")" ] || fail "reset left redis keys"
+
+# bench exits 3 when its clients held more slots at once than the cap. Four PTs holding
+# each slot 2 ms: a working segment keeps them to the cap of 1 (exit 0); one that cannot be
+# used (its magic zeroed) leaves them unscheduled, so fail-open lets them all through.
+export PPIOS_COORDINATOR=shm PPIOS_TARGET=$target-cap
+timeout 10 "$coord" set-threshold 1
+capped_bench() { timeout 60 "$coord" bench --clients 4 --class pt --hold-us 2000 --seconds 1 --threshold 1 "$@"; }
+set +e; b=$(capped_bench --json 2>"$dir/cap.err"); rc=$?; set -e
+[ $rc -eq 0 ] && [ "$(json_get "['cap_exceeded'], d['max_inflight_seen']" <<<"$b")" = "False 1" ] ||
+  fail "bench within the cap: exit $rc: $b $(cat "$dir/cap.err")"
+timeout 10 "$attack" "$target-cap" -1 forge magic || fail "could not zero the segment's magic"
+set +e; b=$(capped_bench --json 2>"$dir/cap.err"); rc=$?; set -e
+[ $rc -eq 3 ] && [ "$(json_get "['cap_exceeded'], d['threshold'], d['max_inflight_seen'] > 1" <<<"$b")" = "True 1 True" ] ||
+  fail "bench over the cap: exit $rc (3 expected): $b $(cat "$dir/cap.err")"
+set +e; out=$(capped_bench 2>&1); rc=$?; set -e
+[ $rc -eq 3 ] && grep -q "max in flight seen by the clients: [2-4] (CAP EXCEEDED)" <<<"$out" ||
+  fail "bench over the cap, text: exit $rc (3 expected): $out"
+timeout 10 "$coord" reset --force >/dev/null
+unset PPIOS_COORDINATOR PPIOS_TARGET
 
 # The two-level backend: simulated nodes in one bench, their shares in status, the checks.
 expect_error "--nodes needs a two-level address" bench --nodes 2
