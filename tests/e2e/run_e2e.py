@@ -111,6 +111,8 @@ def main():
                     help="KEY=N: the ranks' KEY must sum to at least N (every mode)")
     ap.add_argument("--min-pt-stat", action="append", default=[],
                     help="KEY=N: like --min-stat, in the modes other than off")
+    ap.add_argument("--max-pt-stat", action="append", default=[],
+                    help="KEY=N: the ranks' KEY must sum to at most N (modes other than off)")
     ap.add_argument("--stderr-lines", action="append", default=[],
                     help="REGEX=N: exactly N stderr lines match (modes other than off; 0 in off); "
                          "the other stderr lines must be the plain build's")
@@ -269,6 +271,11 @@ def check(a, args, base_env, failures):
                 total = sum(s.get(key, 0) for s in stats)
                 if total < float(value):
                     found.append(f"{label}: {key} sums to {total}, expected at least {value}")
+            for spec in a.max_pt_stat if mode != "off" else []:
+                key, value = spec.split("=", 1)
+                total = sum(s.get(key, 0) for s in stats)
+                if total > float(value):
+                    found.append(f"{label}: {key} sums to {total}, expected at most {value}")
             if a.min_hit_ratio is not None and mode != "off" and ratio < a.min_hit_ratio:
                 timing.append(f"{label}: hit ratio {ratio:.3f} below {a.min_hit_ratio}")
             # The one-access-at-a-time rule (the work-conserving ppios mode lets a
