@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 /* FNV-1a over a buffer: the "computation" the programs do on what they read. */
 static inline uint64_t fnv1a(uint64_t h, const void *data, size_t n) {
@@ -41,6 +42,22 @@ static inline void print_in_rank_order(const char *text) {
   if (rank == 0)
     for (int r = 0; r < nprocs; ++r) fputs(all + (size_t)r * kLine, stdout);
   free(all);
+}
+
+/* With E2E_EXIT_STAMP=PREFIX set, writes the CLOCK_MONOTONIC time in seconds into
+ * PREFIX.<rank>: called right before MPI_Finalize, it marks where the run's exit begins
+ * (run_e2e.py --exit-delay times from there to the end of mpirun). */
+static inline void stamp_exit(int rank) {
+  const char *prefix = getenv("E2E_EXIT_STAMP");
+  if (prefix == NULL) return;
+  char path[4096];
+  snprintf(path, sizeof path, "%s.%d", prefix, rank);
+  struct timespec now;
+  clock_gettime(CLOCK_MONOTONIC, &now);
+  FILE *f = fopen(path, "w");
+  if (f == NULL) return;
+  fprintf(f, "%lld.%09ld\n", (long long)now.tv_sec, now.tv_nsec);
+  fclose(f);
 }
 
 #endif

@@ -5,7 +5,8 @@ same stdout, same exit code, byte-identical output files, and no ppios line on s
 unless the test expects one (--stderr-lines, PPIOS_VERBOSE=1). Also checks each run's
 PPIOS_STATS (mode, bounded cache, optional minimum hit ratio) and, on request, the MT
 priority invariant in the PPIOS_TRACE output. A mode whose only misses are the hit ratio
-or the time (this 2-core machine's load) is run once more, and that run decides."""
+or the time (this 2-core machine's load) is run once more, and that run decides. With
+--exit-delay it also times the exit alone, against the plain build's."""
 import argparse
 import glob
 import json
@@ -119,6 +120,12 @@ def main():
     ap.add_argument("--no-stats", action="store_true", help="the program does not end normally")
     ap.add_argument("--max-extra-seconds", type=float,
                     help="a prefetching run may take at most this much longer than the plain one")
+    ap.add_argument("--exit-delay", type=float,
+                    help="SECONDS: the prefetching build's exit may take at most this much longer "
+                         "than the plain build's (the program calls stamp_exit before MPI_Finalize)")
+    ap.add_argument("--exit-delay-mode", default="ppios", help="the mode --exit-delay is timed in")
+    ap.add_argument("--exit-delay-runs", type=int, default=5,
+                    help="pairs of runs (plain, prefetching) whose median --exit-delay takes")
     ap.add_argument("--ppios-coord", help="ppios-coord, to reset the test's coordinator target")
     ap.add_argument("args", nargs=argparse.REMAINDER)
     a = ap.parse_args()
@@ -289,6 +296,43 @@ def check(a, args, base_env, failures):
                     check_file_names(os.path.join(top, f"trace-{run_name}.{r}.json"), found, f"{label} rank {r}")
             return found, timing
 
+        def exit_tail(label, binary, env):
+            """Seconds from the last rank's stamp_exit (right before MPI_Finalize) to the
+            end of mpirun: the run's exit, without its start and its work."""
+            prefix = os.path.join(top, f"{label}.exit")
+            wd, code_e, _, err_e = one(label, binary, dict(env, E2E_EXIT_STAMP=prefix))
+            end = time.monotonic()  # CLOCK_MONOTONIC, as the program's stamps
+            stamps = []
+            for r in range(a.np):
+                try:
+                    with open(f"{prefix}.{r}") as f:
+                        stamps.append(float(f.read()))
+                except (OSError, ValueError):
+                    return None, f"{label}: exit {code_e}, no exit stamp of rank {r}\n{err_e}"
+            return end - max(stamps), None
+
+        def exit_delay(attempt):
+            """The median over --exit-delay-runs pairs of how much longer the prefetching
+            build's exit took than the plain build's, each pair run back to back (in
+            turn plain or prefetching first, so that a change of load favours neither)."""
+            env = dict(base_env, PPIOS_MODE=a.exit_delay_mode)
+            env.update(kv.split("=", 1) for kv in a.env)
+            delays, problems = [], []
+            for i in range(a.exit_delay_runs):
+                builds = [("plain", a.plain, base_env), ("ppios", a.ppios, env)]
+                tails = {}
+                for name, binary, build_env in builds if i % 2 == 0 else builds[::-1]:
+                    tails[name], problem = exit_tail(f"exit{attempt}-{name}-{i}", binary, build_env)
+                    if problem:
+                        problems.append(problem)
+                if problems:
+                    return None, problems
+                delays.append(tails["ppios"] - tails["plain"])
+                print(f"  exit: plain {tails['plain'] * 1000:.0f} ms, {a.exit_delay_mode} "
+                      f"{tails['ppios'] * 1000:.0f} ms")
+            delays.sort()
+            return delays[len(delays) // 2], []
+
         # A run whose output is right but whose hit ratio or time misses a bound is run
         # once more (this 2-core machine is shared; the PT may simply not have been
         # scheduled): the second run decides. Output, exit code and files must match in
@@ -299,6 +343,24 @@ def check(a, args, base_env, failures):
                 print(f"  {'; '.join(timing)}: run again")
                 found, timing = run_mode(mode, mode + "-again")
             failures.extend(found + timing)
+        # The exit's delay, timed apart from the start and the work (which a PT may slow
+        # on a loaded machine): once more if it misses the bound, the second decides.
+        if a.exit_delay is not None:
+            for attempt in (1, 2):
+                delay, problems = exit_delay(attempt)
+                if problems:
+                    failures.extend(problems)
+                    break
+                print(f"  exit delay in mode {a.exit_delay_mode}: median {delay * 1000:.0f} ms "
+                      f"(bound {a.exit_delay * 1000:.0f} ms)")
+                if delay <= a.exit_delay:
+                    break
+                if attempt == 2:
+                    failures.append(f"mode {a.exit_delay_mode}: the exit took {delay * 1000:.0f} ms longer "
+                                    f"than the plain build's (median of {a.exit_delay_runs}), "
+                                    f"more than {a.exit_delay * 1000:.0f} ms")
+                else:
+                    print("  run again")
     for f in failures:
         print("FAIL:", f)
     print(f"{'FAILED' if failures else 'OK'}: {len(failures)} problems")

@@ -319,6 +319,7 @@ int main(int argc, char **argv) {
   }
   AWAIT_PT_FAULT(&s);  /* a PT meant to fault gets there before the MT finishes */
   print_in_rank_order(line);
+  stamp_exit(rank);
   MPI_Finalize();
   return 0;
 }
