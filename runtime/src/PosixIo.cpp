@@ -30,6 +30,11 @@ using ppios::RuntimeScope;
 
 namespace {
 
+// Linux moves at most this many bytes in one read() or pread() (MAX_RW_COUNT: INT_MAX
+// rounded down to a page), whatever the count asked: a read the cache serves returns no
+// more than the kernel would.
+constexpr size_t kMaxReadCount = 0x7ffff000;
+
 // The block the PT fetched last per descriptor of its own (PtBlocks.h).
 thread_local ppios::HeldBlocks<int> t_pt_fd_blocks;
 
@@ -137,6 +142,7 @@ off_t ppios_lseek(int fd, off_t offset, int whence) { return lseek(fd, offset, w
 
 ssize_t ppios_pread(int fd, void *buf, size_t count, off_t offset) {
   Runtime &rt = Runtime::get();
+  count = std::min(count, kMaxReadCount);
   if (rt.plain_reads()) {
     const ssize_t r = pread(fd, buf, count, offset);
     ppios::ErrnoGuard errno_guard;
@@ -167,6 +173,7 @@ ssize_t ppios_pread(int fd, void *buf, size_t count, off_t offset) {
 
 ssize_t ppios_read(int fd, void *buf, size_t count) {
   Runtime &rt = Runtime::get();
+  count = std::min(count, kMaxReadCount);
   if (rt.plain_reads()) {
     const ssize_t r = read(fd, buf, count);
     ppios::ErrnoGuard errno_guard;

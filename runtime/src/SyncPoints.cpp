@@ -46,7 +46,7 @@ namespace {
 // The MT's synchronization step `step` of the coherence rule, where the runtime may be
 // entered, with the call's site and errno kept.
 void coherence_step(const void *site, void (Coherence::*step)()) {
-  if (ppios::pass_through()) return;
+  if (!ppios::synchronizes_coherence()) return;
   RuntimeScope scope(site);
   ppios::ErrnoGuard errno_guard;
   (ppios::Runtime::get().coherence().*step)();

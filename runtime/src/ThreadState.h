@@ -65,6 +65,17 @@ inline bool pass_through() {
   return t.handler_depth > 0 && in_program_handler();
 }
 
+// Whether a synchronization on this thread is a release or acquire point of the
+// coherence rule: on the MT, whether or not it is inside the runtime already (a wrapper's
+// own points, as close() releasing record locks or a collective MPI-IO call, run under
+// its RuntimeScope); never on the runtime's threads, in a forked child or in a program's
+// signal handler, where the runtime is not entered.
+inline bool synchronizes_coherence() {
+  const ThreadState &t = t_thread;
+  if (t.role != ThreadRole::MT || g_forked_child.load(std::memory_order_relaxed)) return false;
+  return !(t.handler_depth > 0 && in_program_handler());
+}
+
 // Marks the thread as inside the runtime for its lifetime.
 class RuntimeScope {
  public:

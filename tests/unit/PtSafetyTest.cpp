@@ -16,10 +16,12 @@
 #include <string>
 #include <thread>
 
+#include "ChangeGenerations.h"
 #include "FileProbe.h"
 #include "PtThread.h"
 #include "Runtime.h"
 #include "Signals.h"
+#include "SyncPoints.h"
 #include "ThreadState.h"
 #include "ppios/ppios.h"
 
@@ -563,4 +565,23 @@ TEST(PtSafetyTest, CopyReadsAndStoresPastAPtBlockEscape) {
   EXPECT_EQ(g_room_step, 2);
   EXPECT_EQ(Runtime::get().cache().counters().external_bytes, 0u);
   unlink(g_room_file.c_str());
+}
+
+// A wrapper's own release point (close() of a file the program may hold record locks on,
+// a collective MPI-IO call) runs inside the runtime, under the wrapper's RuntimeScope: it
+// must still tell the node, or another process that takes the lock next serves what it
+// cached before this one's changes.
+TEST(PtSafetyTest, AReleasePointInsideTheRuntimeStillTellsTheNode) {
+  ChangeGenerations &node = ChangeGenerations::node();
+  if (!node.available()) GTEST_SKIP() << "no change table on this machine";
+  Runtime::get();
+  ASSERT_EQ(t_thread.role, ThreadRole::MT);
+  Coherence::unknown_writes_begin();  // a write the runtime cannot name is in progress
+  const uint64_t before = node.total();
+  {
+    RuntimeScope inside_a_wrapper;
+    release_point(nullptr);
+  }
+  EXPECT_GT(node.total(), before);
+  Coherence::unknown_writes_end();
 }
