@@ -50,7 +50,7 @@ target_link_libraries(ppios_transformer PRIVATE ppios_version)
 set(_ppios_cc_bin ${CMAKE_BINARY_DIR}/bin)
 file(RELATIVE_PATH _ppios_lib_from_bin ${_ppios_cc_bin} ${CMAKE_BINARY_DIR}/runtime)
 set_source_files_properties(lib/CompilerDriver.cpp PROPERTIES COMPILE_DEFINITIONS
-  "PPIOS_CC_RUNTIME_MPI=\"${PPIOS_RUNTIME_MPI}\";PPIOS_CC_INSTALL_LIBDIR=\"${CMAKE_INSTALL_LIBDIR}\";PPIOS_CC_BUILD_LIBDIR=\"${CMAKE_BINARY_DIR}/runtime\";PPIOS_CC_BUILD_LIBDIR_FROM_BIN=\"${_ppios_lib_from_bin}\";PPIOS_CC_SOURCE_INCLUDE_DIR=\"${PROJECT_SOURCE_DIR}/runtime/include\"")
+  "PPIOS_CC_RUNTIME_MPI=\"${PPIOS_RUNTIME_MPI}\";PPIOS_CC_INSTALL_LIBDIR=\"${CMAKE_INSTALL_LIBDIR}\";PPIOS_CC_BUILD_LIBDIR_FROM_BIN=\"${_ppios_lib_from_bin}\";PPIOS_CC_SOURCE_INCLUDE_DIR=\"${PROJECT_SOURCE_DIR}/runtime/include\"")
 
 add_executable(ppios-cc tools/ppios-cc/main.cpp)
 target_link_libraries(ppios-cc PRIVATE ppios_transformer)

@@ -6,7 +6,11 @@ a site administrator meet it. Each subcommand is one ctest test:
   install   cmake --install to a fresh prefix; the layout (tools in bin, the emulator
             in libexec/ppios, packages, man pages, module file, LICENSE)
   version   every installed tool answers --version with the build's version and git id
-  mpich     the installed ppios-cc with MPICH's wrapper links the installed MPICH runtime
+  mpich     the installed ppios-cc with MPICH's wrapper links the installed MPICH runtime,
+            and MPICH's -show, -compile_info and -link_info are its wrapper's
+  driver    the installed ppios-cc as build systems call mpicc: questions without an input
+            file, -x and standard input, response files, options with a separate value;
+            a missing wrapper, and a copy of ppios-cc out of its prefix, say so
   cmake     a scratch CMake project finds ppios (find_package), builds a program on
             ppios::runtime and a prefetching build through ppios-cc, and runs both
   make      the same from a scratch Makefile through pkg-config
@@ -192,6 +196,14 @@ def test_mpich(c):
     src = os.path.join(c.source, "packaging", "tests", "scratch", "chunks.c")
     plain, pf = os.path.join(c.work, "chunks_plain"), os.path.join(c.work, "chunks_ppios")
     run([mpich_cc, "-O2", "-o", plain, src])
+    # MPICH's own questions go to its wrapper, as Open MPI's --showme does.
+    for question in (["-show", "-O2", "-o", pf, src], ["-compile_info"], ["-link_info"]):
+        want = run([mpich_cc] + question).stdout
+        got = run([c.tool("ppios-cc")] + question, env={"PPIOS_CC": mpich_cc}, ok=False)
+        check(got.returncode == 0 and got.stdout == want,
+              f"ppios-cc {question[0]} with PPIOS_CC={mpich_cc} exited {got.returncode} with "
+              f"{got.stdout!r} {got.stderr!r}; {mpich_cc} says {want!r}")
+    check(not os.path.exists(pf), f"ppios-cc -show built {pf}")
     run([c.tool("ppios-cc"), "-O2", "-o", pf, src], env={"PPIOS_CC": mpich_cc})
     dyn = run(["readelf", "-d", pf]).stdout
     check(re.search(r"RUNPATH.*\[" + re.escape(os.path.dirname(runtime)) + r"\]", dyn),
@@ -208,6 +220,97 @@ def test_mpich(c):
     check(len(lines) == 2 and sum(l["hit_bytes"] for l in lines) > 0, f"statistics: {lines}")
     print(f"installed ppios-cc + {mpich_cc}: {got.strip()}, "
           f"{sum(l['hit_bytes'] for l in lines)} bytes from the prefetch cache")
+
+
+def prefetch_hits(c, prog):
+    """Runs prog on two ranks; returns the bytes its ranks served from the prefetch cache."""
+    stats = os.path.join(c.work, f"stats-{os.path.basename(prog)}.jsonl")
+    run(c.mpirun + ["-np", "2", prog, c.input_file()],
+        env=dict(MPI_ENV, PPIOS_STATS=stats, PPIOS_COORDINATOR="shm",
+                 PPIOS_TARGET=f"pkgdriver{os.getpid()}"))
+    with open(stats) as f:
+        return sum(json.loads(l).get("hit_bytes", 0) for l in f if l.strip())
+
+
+def test_driver(c):
+    """The installed ppios-cc invoked as build systems invoke the mpicc it stands in for."""
+    cc = c.tool("ppios-cc")
+    src = os.path.join(c.source, "packaging", "tests", "scratch", "chunks.c")
+    w = c.work
+    # Questions without an input file (CMake, Meson, libtool and configure ask them): the
+    # wrapper's answers.
+    for question in (["-dumpversion"], ["-dumpmachine"], ["-print-prog-name=ld"],
+                     ["-print-file-name=libc.so"]):
+        want = run(["mpicc"] + question).stdout
+        got = run([cc] + question, ok=False)
+        check(got.returncode == 0 and got.stdout == want,
+              f"ppios-cc {' '.join(question)} exited {got.returncode} with {got.stdout!r} "
+              f"{got.stderr!r}, mpicc says {want!r}")
+    # Nothing at all: the wrapper's own complaint, and a failure.
+    r = run([cc], ok=False)
+    check(r.returncode != 0 and "no input files" in r.stderr, f"ppios-cc alone: {r.returncode} {r.stderr!r}")
+    # Meson's probe: -x c, preprocessing standard input.
+    want = run(["mpicc", "-x", "c", "-E", "-dM", "-"], input="").stdout
+    got = run([cc, "-x", "c", "-E", "-dM", "-"], input="", ok=False)
+    check(got.returncode == 0 and got.stdout == want and "__STDC__" in want,
+          f"ppios-cc -x c -E -dM - exited {got.returncode}: {got.stderr!r}")
+    # A program on standard input compiles as mpicc compiles it, with one warning.
+    prog = os.path.join(w, "from_stdin")
+    r = run([cc, "-x", "c", "-", "-o", prog], input="int main(void) { return 3; }\n", ok=False)
+    check(r.returncode == 0 and os.path.exists(prog), f"ppios-cc -x c - exited {r.returncode}: {r.stderr}")
+    check(r.stderr.count("compiled without prefetching") == 1, f"ppios-cc -x c - warned: {r.stderr!r}")
+    check(run([prog], ok=False).returncode == 3, "the program from standard input does not run")
+    # A response file (@file), with a quoted name holding a space: a prefetching build.
+    spaced = os.path.join(w, "dir with space")
+    os.makedirs(spaced)
+    shutil.copy(src, os.path.join(spaced, "chunks.c"))
+    prog = os.path.join(w, "chunks_rsp")
+    rsp = os.path.join(w, "args.rsp")
+    with open(rsp, "w") as f:
+        f.write(f'-O2\n-o {prog}\n"{spaced}/chunks.c"\n')
+    r = run([cc, "@" + rsp], ok=False)
+    check(r.returncode == 0 and "without prefetching" not in r.stderr,
+          f"ppios-cc @file exited {r.returncode}: {r.stderr}")
+    check(prefetch_hits(c, prog) > 0, "the build from a response file serves nothing from its prefetch cache")
+    # Options whose value is the next argument, however it looks: -z now, -u sym, --param.
+    prog = os.path.join(w, "chunks_z")
+    r = run([cc, "-O2", "-z", "now", "-u", "main", "--param", "max-inline-insns-single=100",
+             "-o", prog, src], ok=False)
+    check(r.returncode == 0 and "without prefetching" not in r.stderr,
+          f"ppios-cc -z now -u main --param ... exited {r.returncode}: {r.stderr}")
+    check(re.search(r"\bBIND_NOW\b|FLAGS.*\bNOW\b", run(["readelf", "-d", prog]).stdout),
+          "-z now did not reach the linker")
+    # Commands that write nothing (-fsyntax-only checks the user's file, -### prints the
+    # commands) run on the wrapper as they are: no object, no word of ppios-cc's.
+    obj = os.path.join(w, "nothing.o")
+    for flag in ("-fsyntax-only", "-###"):
+        r = run([cc, flag, "-c", src, "-o", obj], ok=False)
+        check(r.returncode == 0 and "ppios-cc:" not in r.stderr and not os.path.exists(obj),
+              f"ppios-cc {flag} -c exited {r.returncode}: {r.stderr[-600:]!r}")
+    # A wrapper that does not exist: named as such.
+    r = run([cc, "-o", os.path.join(w, "nowrapper"), src], env={"PPIOS_CC": "/nonexistent/mpicc"}, ok=False)
+    check(r.returncode != 0 and "cannot find the MPI compiler wrapper '/nonexistent/mpicc'" in r.stderr,
+          f"PPIOS_CC=/nonexistent/mpicc: {r.returncode} {r.stderr!r}")
+    # ppios-cc copied out of its prefix finds no runtime: it says so, and links nothing
+    # against the build tree it was built in.
+    alone = os.path.join(w, "alone", "bin")
+    os.makedirs(alone)
+    shutil.copy(cc, alone)
+    prog = os.path.join(w, "alone_prog")
+    r = run([os.path.join(alone, "ppios-cc"), "-o", prog, src], ok=False)
+    check(r.returncode != 0 and "cannot find the ppios runtime" in r.stderr and not os.path.exists(prog),
+          f"ppios-cc without its prefix exited {r.returncode}: {r.stderr!r}"
+          + (f"\n{run(['readelf', '-d', prog]).stdout}" if os.path.exists(prog) else ""))
+    # A symbolic link to it is the program in its prefix.
+    linked = os.path.join(w, "linked", "bin")
+    os.makedirs(linked)
+    os.symlink(cc, os.path.join(linked, "ppios-cc"))
+    prog = os.path.join(w, "linked_prog")
+    run([os.path.join(linked, "ppios-cc"), "-o", prog, src])
+    check(re.search(r"RUNPATH.*\[" + re.escape(os.path.realpath(os.path.join(c.prefix, "lib"))) + r"\]",
+                    run(["readelf", "-d", prog]).stdout), "a build through a link to ppios-cc")
+    print("ppios-cc: questions without input, -x c and standard input, @file, -z/-u/--param, "
+          "-fsyntax-only and -###, a missing wrapper, a copy without its prefix, a link to it")
 
 
 def test_cmake(c):
@@ -582,6 +685,7 @@ def test_help(c):
 
 
 TESTS = {"install": test_install, "version": test_version, "cmake": test_cmake, "mpich": test_mpich,
+         "driver": test_driver,
          "make": test_make, "man": test_man, "module": test_module, "slurm": test_slurm,
          "spack": test_spack, "help": test_help}
 

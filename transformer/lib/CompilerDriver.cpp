@@ -7,6 +7,9 @@
 #include "llvm/ADT/StringExtras.h"
 #include "llvm/ADT/StringRef.h"
 #include "llvm/Object/ObjectFile.h"
+#include "llvm/Support/Allocator.h"
+#include "llvm/Support/CommandLine.h"
+#include "llvm/Support/Error.h"
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/JSON.h"
 #include "llvm/Support/MemoryBuffer.h"
@@ -17,6 +20,7 @@
 
 #include <algorithm>
 #include <cstdlib>
+#include <iterator>
 #include <optional>
 #include <string>
 #include <vector>
@@ -34,7 +38,9 @@ const int RecordVersion = 1;
 
 // ---- the command line
 
-enum class InputKind { CSource, Object, Rejected };
+// Other: an input the wrapper gets as it is, in a command that runs untransformed (-x,
+// standard input).
+enum class InputKind { CSource, Object, Other, Rejected };
 
 InputKind classifyInput(llvm::StringRef Path) {
   llvm::StringRef Ext = llvm::sys::path::extension(Path);
@@ -45,19 +51,36 @@ InputKind classifyInput(llvm::StringRef Path) {
   return InputKind::Rejected;
 }
 
-// Flags whose value is the next argument.
+// Flags whose value is the next argument (GCC's and Clang's separate-argument options):
+// the value is no input file, whatever it looks like (`-z now`, `--param name=value`).
 bool takesValue(llvm::StringRef Arg) {
-  return Arg == "-o" || Arg == "-I" || Arg == "-D" || Arg == "-U" || Arg == "-include" ||
-         Arg == "-isystem" || Arg == "-iquote" || Arg == "-idirafter" || Arg == "-L" ||
-         Arg == "-l" || Arg == "-MF" || Arg == "-MT" || Arg == "-MQ" || Arg == "-Xlinker" ||
-         Arg == "-x" || Arg == "-imacros";
+  static const char *const Flags[] = {
+      "-o",         "-I",          "-D",          "-U",           "-include",
+      "-isystem",   "-iquote",     "-idirafter",  "-L",           "-l",
+      "-MF",        "-MT",         "-MQ",         "-Xlinker",     "-x",
+      "-imacros",   "-isysroot",   "--sysroot",   "-iprefix",     "-iwithprefix",
+      "-iwithprefixbefore",        "-imultilib",  "-imultiarch",  "-A",
+      "-B",         "-T",          "-e",          "-u",           "-z",
+      "-Xassembler", "-Xpreprocessor",            "-aux-info",    "--param",
+      "-dumpbase",  "-dumpdir",    "-wrapper"};
+  return std::find(std::begin(Flags), std::end(Flags), Arg) != std::end(Flags);
+}
+
+// Options of the MPI wrappers that print how they would compile and compile nothing
+// (Open MPI's --showme*, MPICH's -show, -compile_info and -link_info), the compiler's
+// -### (the same), and -v: the command goes to the wrapper as it is.
+bool wrapperQuery(llvm::StringRef Arg) {
+  return Arg.startswith("--showme") || Arg.startswith("-showme") || Arg == "-show" ||
+         Arg == "-compile_info" || Arg == "-link_info" || Arg == "-###" || Arg == "-v";
 }
 
 // Flags that also matter to the parse (preprocessor and language).
 bool forParser(llvm::StringRef Arg) {
   return Arg.startswith("-I") || Arg.startswith("-D") || Arg.startswith("-U") ||
          Arg.startswith("-std=") || Arg == "-include" || Arg == "-isystem" ||
-         Arg == "-iquote" || Arg == "-idirafter" || Arg == "-imacros" || Arg.startswith("-O") ||
+         Arg == "-iquote" || Arg == "-idirafter" || Arg == "-imacros" || Arg == "-isysroot" ||
+         Arg.startswith("--sysroot") || Arg == "-iprefix" || Arg.startswith("-iwithprefix") ||
+         Arg.startswith("-O") ||
          Arg == "-pthread" || Arg.startswith("-f") || Arg.startswith("-m");
 }
 
@@ -80,8 +103,11 @@ struct Invocation {
   bool EmitSource = false, KeepTemps = false;
   bool Compile = false;    // -c
   bool Assemble = false;   // -S
-  bool Preprocess = false; // -E, -M, -MM
+  bool Preprocess = false; // -E, -M, -MM, -fsyntax-only
   std::string Output;      // -o, if given
+  // Why the command must run on the original files (a -x option, a source read from
+  // standard input), if it must.
+  std::string Untransformed;
   std::vector<std::string> Passed; // for mpicc, in order, inputs and -o included
   std::vector<Input> Inputs;
   // The user's compile flags: Passed without the inputs, -c and -o X. Records keep them.
@@ -116,8 +142,11 @@ void usage(const std::string &Compiler) {
          "Every other option and the input files (.c, .o, .a, .so) go to the MPI compiler\n"
          "wrapper, here "
       << Compiler
-      << "; with -E, -M, -MM, -v or --showme* it runs alone, on the\n"
-         "untransformed command line.\n"
+      << "; with -E, -M, -MM, -fsyntax-only, -v, -###, --showme*,\n"
+         "-show, -compile_info, -link_info or no input file it runs alone, on the\n"
+         "untransformed command line, and so it does with -x or a source on standard input\n"
+         "(with a warning when it compiles).\n"
+         "Response files (@file) are read as the compiler reads them.\n"
          "Its own options: run `"
       << Compiler
       << " --help`.\n"
@@ -136,6 +165,7 @@ std::optional<int> parseCommandLine(int argc, const char **argv, Invocation &Inv
   Inv.Compiler = CompilerEnv && *CompilerEnv ? CompilerEnv : "mpicc";
   TransformOptions &Options = Inv.Options;
   bool DebugGiven = false;
+  std::string Rejected; // the first input ppios-cc cannot take
   for (int I = 1; I < argc; ++I) {
     llvm::StringRef Arg = argv[I];
     if (Arg == "--emit-source") {
@@ -163,7 +193,7 @@ std::optional<int> parseCommandLine(int argc, const char **argv, Invocation &Inv
       llvm::outs() << "ppios-cc (ppios) " << PPIOS_VERSION << ", git " << PPIOS_GIT_ID << "\n";
       llvm::outs().flush();
       return run({Inv.Compiler, "--version"});
-    } else if (Arg.startswith("--showme") || Arg.startswith("-showme") || Arg == "-v") {
+    } else if (wrapperQuery(Arg)) {
       std::vector<std::string> Command{Inv.Compiler};
       for (int J = 1; J < argc; ++J)
         Command.push_back(argv[J]);
@@ -173,37 +203,58 @@ std::optional<int> parseCommandLine(int argc, const char **argv, Invocation &Inv
       Inv.Passed.push_back("-o");
       Inv.Passed.push_back(Inv.Output);
     } else if (takesValue(Arg) && I + 1 < argc) {
-      if (Arg == "-x") {
-        llvm::errs() << "ppios-cc: error: -x is not supported; name C files *.c\n";
-        return 1;
-      }
+      // A language named by -x applies to files of any name, which ppios-cc does not
+      // transform: the command runs as it is, as mpicc would run it.
+      if (Arg == "-x" && Inv.Untransformed.empty())
+        Inv.Untransformed = std::string("-x ") + argv[I + 1] + ": ppios-cc transforms only files named *.c";
       for (const char *Word : {argv[I], argv[I + 1]}) {
         Inv.Passed.push_back(Word);
         Inv.Flags.push_back(Word);
       }
       ++I;
+    } else if (Arg == "-") {
+      // A source read from standard input (`-x c -`): nothing to transform.
+      if (Inv.Untransformed.empty())
+        Inv.Untransformed = "a source read from standard input (-)";
+      Inv.Inputs.push_back({Inv.Passed.size(), InputKind::Other});
+      Inv.Passed.push_back(Arg.str());
     } else if (Arg.startswith("-")) {
+      if (Arg.startswith("-x") && Inv.Untransformed.empty()) // -xc
+        Inv.Untransformed = Arg.str() + ": ppios-cc transforms only files named *.c";
       DebugGiven |= Arg.startswith("-g");
       Inv.Compile |= Arg == "-c";
       Inv.Assemble |= Arg == "-S";
-      Inv.Preprocess |= Arg == "-E" || Arg == "-M" || Arg == "-MM";
+      // -fsyntax-only writes nothing either: the user's file is what it checks.
+      Inv.Preprocess |= Arg == "-E" || Arg == "-M" || Arg == "-MM" || Arg == "-fsyntax-only";
       Inv.Passed.push_back(Arg.str());
       if (Arg != "-c")
         Inv.Flags.push_back(Arg.str());
     } else {
       InputKind Kind = classifyInput(Arg);
-      if (Kind == InputKind::Rejected) {
-        llvm::errs() << "ppios-cc: error: " << Arg
-                     << ": not a C source (.c) or object file; ppios-cc compiles C only\n";
-        return 1;
-      }
+      if (Kind == InputKind::Rejected && Rejected.empty())
+        Rejected = Arg.str();
       Inv.Inputs.push_back({Inv.Passed.size(), Kind});
       Inv.Passed.push_back(Arg.str());
     }
   }
-  if (Inv.Inputs.empty()) {
-    llvm::errs() << "ppios-cc: error: no input files\n";
+  // Under -x any file name is the language's, and the command runs untransformed; so
+  // does a preprocessing-only command (a header, a linker script).
+  if (!Inv.Untransformed.empty() || Inv.Preprocess) {
+    for (Input &In : Inv.Inputs)
+      if (In.Kind == InputKind::Rejected)
+        In.Kind = InputKind::Other;
+  } else if (!Rejected.empty()) {
+    llvm::errs() << "ppios-cc: error: " << Rejected
+                 << ": not a C source (.c) or object file; ppios-cc compiles C only\n";
     return 1;
+  }
+  // No file to compile: a question for the compiler (-dumpversion, -dumpmachine,
+  // -print-prog-name=ld, --help=warnings), which build systems ask the compiler they
+  // are given. The wrapper answers it, or says itself that there is nothing to do.
+  if (Inv.Inputs.empty()) {
+    std::vector<std::string> Command{Inv.Compiler};
+    Command.insert(Command.end(), Inv.Passed.begin(), Inv.Passed.end());
+    return run(Command);
   }
   // ppios-report names the MT's reads by their source lines through the line table (the
   // MT's calls keep the program's text, so they carry no call-site id of ppios-cc's):
@@ -376,24 +427,26 @@ struct RuntimePaths {
 
 bool exists(const std::string &Path) { return llvm::sys::fs::exists(Path); }
 
-// Install tree first (<prefix>/bin/ppios-cc), then the build tree the executable came from.
-RuntimePaths findRuntime(const char *Argv0, void *MainAddress) {
-  std::string Exe = llvm::sys::fs::getMainExecutable(Argv0, MainAddress);
+// Install tree first (<prefix>/bin/ppios-cc), then the build tree the executable is in
+// (bin/ and runtime/ of one build directory). Nothing else: an installed ppios-cc that
+// fell back to the build tree it came from would link programs against that tree, which
+// is gone once the build directory is removed.
+std::optional<RuntimePaths> findRuntime(const std::string &Exe) {
   llvm::SmallString<256> Prefix(llvm::sys::path::parent_path(llvm::sys::path::parent_path(Exe)));
-  RuntimePaths P;
   for (const char *LibDir : {PPIOS_CC_INSTALL_LIBDIR, "lib", "lib64"}) {
     llvm::SmallString<256> Lib(Prefix), Inc(Prefix);
     llvm::sys::path::append(Lib, LibDir);
     llvm::sys::path::append(Inc, "include");
     if (exists((Lib + "/libppios.so").str()) && exists((Inc + "/ppios/ppios.h").str()))
-      return {std::string(Inc), std::string(Lib)};
+      return RuntimePaths{std::string(Inc), std::string(Lib)};
   }
   llvm::SmallString<256> Lib(llvm::sys::path::parent_path(Exe));
   llvm::sys::path::append(Lib, PPIOS_CC_BUILD_LIBDIR_FROM_BIN);
   llvm::sys::path::remove_dots(Lib, true);
-  P.LibDir = exists((Lib + "/libppios.so").str()) ? std::string(Lib) : PPIOS_CC_BUILD_LIBDIR;
-  P.IncludeDir = PPIOS_CC_SOURCE_INCLUDE_DIR;
-  return P;
+  std::string Inc = PPIOS_CC_SOURCE_INCLUDE_DIR;
+  if (exists((Lib + "/libppios.so").str()) && exists(Inc + "/ppios/ppios.h"))
+    return RuntimePaths{Inc, std::string(Lib)};
+  return std::nullopt;
 }
 
 // The runtime built for the wrapper's MPI: LibDir's libppios for the MPI ppios was built
@@ -736,6 +789,7 @@ public:
   int emitSource();
   int compileOrLinkEachAlone();
   int link();
+  int compileOriginals(const std::string &Why);
 
 private:
   struct LinkUnit {
@@ -753,7 +807,6 @@ private:
 #include "ppios/interpose.def"
     return {"-L" + Runtime.LibDir, "-Wl,-rpath," + Runtime.LibDir, Wrap, "-lppios"};
   }
-  int compileOriginals(const std::string &Why);
   void addRecords(const std::vector<std::pair<size_t, TransformResult>> &Results);
   std::string objectOf(const std::string &Source) const;
   void fixDependencyFiles(const std::vector<std::pair<std::string, std::string>> &Copies);
@@ -1095,13 +1148,34 @@ int Driver::link() {
 } // namespace
 
 int runCompilerDriver(int argc, const char **argv, void *MainAddress) {
+  // Response files (@file), as GCC reads them: build systems pass long command lines so.
+  // A name that is no file stays as it is, as with GCC.
+  llvm::BumpPtrAllocator Allocator;
+  llvm::SmallVector<const char *, 64> Args(argv, argv + argc);
+  llvm::cl::ExpansionContext Expansion(Allocator, llvm::cl::TokenizeGNUCommandLine);
+  if (llvm::Error Err = Expansion.expandResponseFiles(Args)) {
+    llvm::errs() << "ppios-cc: error: " << llvm::toString(std::move(Err)) << "\n";
+    return 1;
+  }
   Invocation Inv;
-  if (std::optional<int> Status = parseCommandLine(argc, argv, Inv))
+  if (std::optional<int> Status = parseCommandLine(static_cast<int>(Args.size()), Args.data(), Inv))
     return *Status;
   if (Inv.Preprocess) {
     std::vector<std::string> Command{Inv.Compiler};
     Command.insert(Command.end(), Inv.Passed.begin(), Inv.Passed.end());
     return run(Command);
+  }
+  // A wrapper that is not there is no MPI of unknown kind: say which is missing. (A path
+  // is not looked up on PATH, so it is checked itself.)
+  bool Found = llvm::StringRef(Inv.Compiler).contains('/')
+                   ? llvm::sys::fs::can_execute(Inv.Compiler)
+                   : static_cast<bool>(llvm::sys::findProgramByName(Inv.Compiler));
+  if (!Found) {
+    const char *Env = std::getenv("PPIOS_CC");
+    llvm::errs() << "ppios-cc: error: cannot find the MPI compiler wrapper '" << Inv.Compiler
+                 << "'" << (Env && *Env ? " that PPIOS_CC names" : " (PPIOS_CC names another)")
+                 << "\n";
+    return 1;
   }
   // A compiler that is no MPI wrapper we know would build a program that never prefetches
   // (or none at all): say so and stop rather than hand back such a binary.
@@ -1114,8 +1188,18 @@ int runCompilerDriver(int argc, const char **argv, void *MainAddress) {
                     "wrapper\n";
     return 1;
   }
-  std::optional<RuntimePaths> Runtime =
-      runtimeFor(findRuntime(argv[0], MainAddress), Wrapper->Family);
+  std::string Exe = llvm::sys::fs::getMainExecutable(argv[0], MainAddress);
+  std::optional<RuntimePaths> Installed = findRuntime(Exe);
+  if (!Installed) {
+    llvm::SmallString<256> Prefix(llvm::sys::path::parent_path(llvm::sys::path::parent_path(Exe)));
+    llvm::errs() << "ppios-cc: error: cannot find the ppios runtime: " << Exe
+                 << " is not in the bin/ of an installed ppios (no " << Prefix << "/"
+                 << PPIOS_CC_INSTALL_LIBDIR << "/libppios.so with " << Prefix
+                 << "/include/ppios/ppios.h) nor of a ppios build directory; run the ppios-cc "
+                 << "of an install (cmake --install, docs/install.md)\n";
+    return 1;
+  }
+  std::optional<RuntimePaths> Runtime = runtimeFor(*Installed, Wrapper->Family);
   if (!Runtime) {
     llvm::errs() << "ppios-cc: error: '" << Inv.Compiler << "' is the wrapper of "
                  << familyName(Wrapper->Family) << ", but this ppios has no runtime for it, "
@@ -1126,6 +1210,8 @@ int runCompilerDriver(int argc, const char **argv, void *MainAddress) {
   Driver D(Inv, *Runtime, std::move(Wrapper->CompileFlags));
   if (Inv.EmitSource)
     return D.emitSource();
+  if (!Inv.Untransformed.empty())
+    return D.compileOriginals(Inv.Untransformed);
   if (Inv.links())
     return D.link();
   return D.compileOrLinkEachAlone();
