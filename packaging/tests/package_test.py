@@ -11,6 +11,7 @@ a site administrator meet it. Each subcommand is one ctest test:
   driver    the installed ppios-cc as build systems call mpicc: questions without an input
             file, -x and standard input, response files, options with a separate value;
             a missing wrapper, and a copy of ppios-cc out of its prefix, say so
+  pkgconfig ppios.pc requires the MPI's own pkg-config module, Open MPI's or MPICH's
   cmake     a scratch CMake project finds ppios (find_package), builds a program on
             ppios::runtime and a prefetching build through ppios-cc, and runs both
   make      the same from a scratch Makefile through pkg-config
@@ -311,6 +312,30 @@ def test_driver(c):
                     run(["readelf", "-d", prog]).stdout), "a build through a link to ppios-cc")
     print("ppios-cc: questions without input, -x c and standard input, @file, -z/-u/--param, "
           "-fsyntax-only and -###, a missing wrapper, a copy without its prefix, a link to it")
+
+
+def test_pkgconfig(c):
+    """ppios.pc requires the pkg-config module of the MPI libppios is built for, also on a
+    machine that has Open MPI's and MPICH's both: this build's, and a configure for MPICH."""
+    env = {"PKG_CONFIG_PATH": os.path.join(c.prefix, "lib", "pkgconfig")}
+    for module in ("ompi-c", "mpich"):
+        check(run(["pkg-config", "--exists", module], ok=False).returncode == 0,
+              f"pkg-config has no {module} here (Debian: libopenmpi-dev, libmpich-dev)")
+
+    def requires(pc):
+        with open(pc) as f:
+            return re.findall(r"^Requires:\s*(.*)$", f.read(), re.M)
+    installed = requires(os.path.join(c.prefix, "lib", "pkgconfig", "ppios.pc"))
+    check(installed == ["ompi-c"], f"the installed (Open MPI) ppios.pc requires {installed}")
+    cflags = run(["pkg-config", "--cflags", "ppios"], env=env).stdout
+    want = run(["pkg-config", "--cflags", "ompi-c"]).stdout.split()
+    check(all(f in cflags.split() for f in want), f"pkg-config --cflags ppios: {cflags!r} lacks {want}")
+    bld = os.path.join(c.work, "mpich-configure")
+    run(["cmake", "-S", c.source, "-B", bld, "-G", "Ninja", f"-DMPI_C_COMPILER={c.opts['mpich_cc']}",
+         "-DPPIOS_RUNTIME_ONLY=ON", "-DPPIOS_WITH_TRANSFORMER=OFF", "-DBUILD_TESTING=OFF"], timeout=240)
+    mpich = requires(os.path.join(bld, "packaging", "ppios.pc"))
+    check(mpich == ["mpich"], f"configured for MPICH, ppios.pc requires {mpich}")
+    print(f"ppios.pc requires {installed[0]} (this build), {mpich[0]} (configured for MPICH)")
 
 
 def test_cmake(c):
@@ -685,7 +710,7 @@ def test_help(c):
 
 
 TESTS = {"install": test_install, "version": test_version, "cmake": test_cmake, "mpich": test_mpich,
-         "driver": test_driver,
+         "driver": test_driver, "pkgconfig": test_pkgconfig,
          "make": test_make, "man": test_man, "module": test_module, "slurm": test_slurm,
          "spack": test_spack, "help": test_help}
 
