@@ -18,7 +18,8 @@ a site administrator meet it. Each subcommand is one ctest test:
   man       man -l renders every page; each lists every flag of its tool's --help, and
             ppios(7) every PPIOS_* variable the sources read
   module    environment-modules: `module load ppios` puts the prefix's tools, man pages
-            and packages in reach, also from a moved copy of the prefix
+            and packages in reach, also from a moved copy of the prefix; a second
+            version is refused while one is loaded
   slurm     a one-node Slurm started here runs the Slurm example with PPIOS_THRESHOLD
             given at submit, against a Redis server standing for the site's coordinator
   spack     the Spack recipe's variants and CMake defines against the project's options
@@ -469,6 +470,17 @@ def test_module(c):
         check(f"ppios/{c.version}" in out, f"module list does not show ppios/{c.version}:\n{out}")
         check(lines[-1] == "gone", f"after unload, ppios-cc is {lines[-1]}")
         print(f"module load ppios from {mf}: ppios-cc, man pages, pkg-config and CMake all found")
+    # Another version beside it (the module file of the moved copy, as 9.9.9): loading it
+    # while one is loaded is refused, and the loaded one stays alone on PATH.
+    mf = os.path.join(c.work, "moved", "ppios", "share", "modulefiles")
+    shutil.copy(os.path.join(mf, "ppios", c.version), os.path.join(mf, "ppios", "9.9.9"))
+    r = run(["bash", "-c", "unset MANPATH PKG_CONFIG_PATH CMAKE_PREFIX_PATH; "
+             f"source {MODULES_INIT}; module use {mf}; module load ppios/{c.version}; "
+             "module load ppios/9.9.9; echo status=$?; module list -t 2>&1"], ok=False)
+    loaded = [l for l in r.stdout.splitlines() if l.startswith("ppios/")]
+    check("status=0" not in r.stdout and loaded == [f"ppios/{c.version}"],
+          f"two ppios versions loaded together:\n{r.stdout}{r.stderr}")
+    print(f"a second version is refused while ppios/{c.version} is loaded")
 
 
 # ---------------------------------------------------------------- Slurm
