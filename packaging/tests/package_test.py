@@ -123,6 +123,14 @@ def test_install(c):
     with open(p("share/doc/ppios/LICENSE")) as f:
         text = f.read()
     check("Apache License" in text and "LLVM Exceptions" in text, "LICENSE is not Apache-2.0 WITH LLVM-exception")
+    # The installed README's links lead to installed files.
+    doc = p("share", "doc", "ppios")
+    with open(os.path.join(doc, "README.md")) as f:
+        links = re.findall(r"\]\(([^)#\s]+)(?:#[^)]*)?\)", f.read())
+    relative = [l for l in links if not re.match(r"[a-z]+:", l)]
+    broken = sorted({l for l in relative if not os.path.exists(os.path.join(doc, l))})
+    check(len(relative) >= 10 and not broken,
+          f"share/doc/ppios/README.md links to {broken}, which are not installed")
     # Nothing installed names the build tree: the prefix stands alone.
     for rel in ("lib/pkgconfig/ppios.pc", "lib/cmake/ppios/ppiosConfig.cmake",
                 f"share/modulefiles/ppios/{c.version}"):
