@@ -136,7 +136,22 @@ def test_install(c):
                 f"share/modulefiles/ppios/{c.version}"):
         with open(p(rel)) as f:
             check(c.build not in f.read(), f"{rel} names the build tree {c.build}")
-    print(f"installed to {c.prefix}: bin {bins}, emulator in libexec/ppios")
+    # A staged install (DESTDIR, as distribution packages and Spack's binary caches make
+    # them), moved to its prefix: nothing names the stage, and ppios-cc links the runtime
+    # of the final prefix.
+    stage, final = os.path.join(c.work, "stage"), os.path.join(c.work, "final")
+    run(["cmake", "--install", c.build, "--prefix", final], env={"DESTDIR": stage})
+    shutil.move(stage + final, final)
+    for top, _, files in os.walk(final):
+        for name in files:
+            with open(os.path.join(top, name), "rb") as f:
+                check(stage.encode() not in f.read(), f"{os.path.join(top, name)} names the stage {stage}")
+    prog = os.path.join(c.work, "staged_prog")
+    run([os.path.join(final, "bin", "ppios-cc"), "-o", prog,
+         os.path.join(c.source, "packaging", "tests", "scratch", "chunks.c")])
+    check(re.search(r"RUNPATH.*\[" + re.escape(os.path.join(os.path.realpath(final), "lib")) + r"\]",
+                    run(["readelf", "-d", prog]).stdout), "ppios-cc of a staged install links another runtime")
+    print(f"installed to {c.prefix}: bin {bins}, emulator in libexec/ppios; a DESTDIR install works moved")
 
 
 # ---------------------------------------------------------------- --version, --help
