@@ -250,9 +250,14 @@ def test_mpich(c):
 def prefetch_hits(c, prog):
     """Runs prog on two ranks; returns the bytes its ranks served from the prefetch cache."""
     stats = os.path.join(c.work, f"stats-{os.path.basename(prog)}.jsonl")
-    run(c.mpirun + ["-np", "2", prog, c.input_file()],
-        env=dict(MPI_ENV, PPIOS_STATS=stats, PPIOS_COORDINATOR="shm",
-                 PPIOS_TARGET=f"pkgdriver{os.getpid()}"))
+    target = f"pkgdriver{os.getpid()}"
+    try:
+        run(c.mpirun + ["-np", "2", prog, c.input_file()],
+            env=dict(MPI_ENV, PPIOS_STATS=stats, PPIOS_COORDINATOR="shm", PPIOS_TARGET=target))
+    finally:
+        # The node-local segment of this test's own target: not left in /dev/shm.
+        for segment in glob.glob(f"/dev/shm/ppios-coord-*.{target}.*"):
+            os.remove(segment)
     with open(stats) as f:
         return sum(json.loads(l).get("hit_bytes", 0) for l in f if l.strip())
 
